@@ -1,0 +1,1 @@
+"""Domain types and pure rules of charmem (no I/O)."""

@@ -1,0 +1,74 @@
+"""Values exchanged with the graph authority port: batches, lifecycle records, write results."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+
+import attrs
+
+from charmem.domain import _fields
+from charmem.domain.ids import MemoryId, as_memory_id
+from charmem.domain.model import MemoryLink, MemoryObject
+
+__all__ = ["GraphBatch", "GraphWriteResult", "LifecycleAction", "LifecycleRecord"]
+
+
+class LifecycleAction(enum.Enum):
+    """An append-only state change (DESIGN §4): nothing is ever rewritten."""
+
+    SUPPRESS = "suppress"
+    """The target is suppressed from this record's time on (forget)."""
+
+    FORGET_NOTED = "forget_noted"
+    """A forget of a thread was recorded; the thread's status and vector are unchanged."""
+
+
+@attrs.frozen(kw_only=True)
+class LifecycleRecord:
+    """One timestamped lifecycle record about ``target_id``.
+
+    Attributes:
+        id: the record's own id (deterministic ids make replays idempotent).
+        target_id: the memory the record is about.
+        action: what happened.
+        rationale: why (never blank for forget and correct).
+        recorded_at: record time; ``as_of`` views compare against it.
+    """
+
+    id: MemoryId = attrs.field(converter=as_memory_id)
+    target_id: MemoryId = attrs.field(converter=as_memory_id)
+    action: LifecycleAction = attrs.field(converter=LifecycleAction)
+    rationale: str = attrs.field(validator=_fields.plain)
+    recorded_at: datetime = attrs.field(validator=_fields.aware)
+
+
+@attrs.frozen(kw_only=True)
+class GraphBatch:
+    """Everything one commit or lifecycle operation writes to the graph, atomically.
+
+    Attributes:
+        objects: stored objects; an id already stored with equal content is skipped.
+        links: caller and derived links, same rule.
+        records: lifecycle records, same rule.
+    """
+
+    objects: tuple[MemoryObject, ...] = attrs.field(default=(), converter=tuple)
+    links: tuple[MemoryLink, ...] = attrs.field(default=(), converter=tuple)
+    records: tuple[LifecycleRecord, ...] = attrs.field(default=(), converter=tuple)
+
+    def __len__(self) -> int:
+        return len(self.objects) + len(self.links) + len(self.records)
+
+
+@attrs.frozen(kw_only=True)
+class GraphWriteResult:
+    """What :meth:`GraphStore.write_batch` did.
+
+    Attributes:
+        inserted_ids: ids of objects, links and records that were new, in batch order.
+        existing_ids: ids already stored with equal content (skipped), in batch order.
+    """
+
+    inserted_ids: tuple[MemoryId, ...] = ()
+    existing_ids: tuple[MemoryId, ...] = ()

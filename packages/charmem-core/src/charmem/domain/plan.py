@@ -1,0 +1,217 @@
+"""Write plans, validation results, outcomes and repair markers (DESIGN §5, spec "Write path")."""
+
+from __future__ import annotations
+
+import enum
+import json
+from datetime import datetime
+
+import attrs
+
+from charmem.domain import _fields
+from charmem.domain.ids import MemoryId, as_memory_id
+from charmem.domain.model import MemoryLink, MemoryObject, ObjectType
+from charmem.errors import DraftValidationError
+
+__all__ = [
+    "PLAN_FORMAT_VERSION",
+    "CandidateValidation",
+    "CandidateValidationStatus",
+    "CommitOptions",
+    "IndexEntry",
+    "PrepareOptions",
+    "RememberOptions",
+    "RememberOutcome",
+    "RememberWritePlan",
+    "RepairMarker",
+    "VectorOperation",
+]
+
+#: Version of the JSON form of :class:`RememberWritePlan`.
+PLAN_FORMAT_VERSION = 1
+
+
+@attrs.frozen(kw_only=True)
+class PrepareOptions:
+    """Options of ``prepare``.
+
+    Attributes:
+        now: the instant used for every defaulted timestamp of the plan (default: the clock).
+    """
+
+    now: datetime | None = attrs.field(default=None, validator=_fields.aware)
+
+
+def _positive(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DraftValidationError(f"{attribute.name} must be a positive int", field=attribute.name)
+
+
+@attrs.frozen(kw_only=True)
+class CommitOptions:
+    """Options of ``commit``.
+
+    Attributes:
+        embed_batch_size: texts per ``embed_documents`` call (count, >= 1).
+    """
+
+    embed_batch_size: int = attrs.field(default=64, validator=_positive)
+
+
+@attrs.frozen(kw_only=True)
+class RememberOptions:
+    """Options of ``remember``: those of its prepare and commit steps."""
+
+    prepare: PrepareOptions = attrs.field(factory=PrepareOptions)
+    commit: CommitOptions = attrs.field(factory=CommitOptions)
+
+
+@attrs.frozen(kw_only=True)
+class IndexEntry:
+    """One object the plan puts into candidate recall, with the text that is embedded."""
+
+    id: MemoryId = attrs.field(converter=as_memory_id)
+    object_type: ObjectType = attrs.field(converter=ObjectType)
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class RememberWritePlan:
+    """An inspectable plan: what ``commit`` would write. Building it writes nothing.
+
+    Attributes:
+        format_version: version of the JSON form (:data:`PLAN_FORMAT_VERSION`).
+        collection: the collection the plan was prepared for.
+        prepared_at: when ``prepare`` ran (the clock's instant).
+        objects: the stored objects to write, in plan order.
+        links: caller-authored links.
+        derived_links: links commit derives from the objects (``has_observation``, ``involves``,
+            ``mentions``, ``derived_from``, ``about``, ``part_of_thread``, ``supersedes``), with
+            deterministic ids so replays never duplicate them.
+        index_entries: the objects that get a vector and the text embedded for each.
+    """
+
+    format_version: int = PLAN_FORMAT_VERSION
+    collection: str
+    prepared_at: datetime = attrs.field(validator=_fields.aware)
+    objects: tuple[MemoryObject, ...] = attrs.field(default=(), converter=tuple)
+    links: tuple[MemoryLink, ...] = attrs.field(default=(), converter=tuple)
+    derived_links: tuple[MemoryLink, ...] = attrs.field(default=(), converter=tuple)
+    index_entries: tuple[IndexEntry, ...] = attrs.field(default=(), converter=tuple)
+
+    @property
+    def object_ids(self) -> tuple[MemoryId, ...]:
+        """Ids of the plan's objects, in plan order."""
+        return tuple(obj.id for obj in self.objects)
+
+    def to_json(self) -> str:
+        """Serialise the plan to JSON (cattrs, tagged unions, ``format_version``)."""
+        from charmem.domain.serde import converter
+
+        return json.dumps(converter.unstructure(self), ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RememberWritePlan:
+        """Load a plan written by :meth:`to_json`, possibly in another process.
+
+        Raises:
+            DraftValidationError: the JSON is malformed, of an unknown ``format_version``, or
+                holds invalid objects.
+        """
+        from charmem.domain.serde import converter
+
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DraftValidationError(f"plan JSON is malformed: {exc}", field="plan") from exc
+        version = data.get("format_version") if isinstance(data, dict) else None
+        if version != PLAN_FORMAT_VERSION:
+            raise DraftValidationError(
+                f"plan format_version {version!r} is not supported (expected "
+                f"{PLAN_FORMAT_VERSION}); re-prepare the plan with this charmem version",
+                field="format_version",
+            )
+        try:
+            return converter.structure(data, cls)
+        except DraftValidationError:
+            raise
+        except Exception as exc:
+            raise DraftValidationError(f"plan JSON does not describe a plan: {exc}", field="plan") from exc
+
+
+class CandidateValidationStatus(enum.Enum):
+    """Whether a plan candidate may be committed."""
+
+    VALID = "valid"
+    INVALID = "invalid"
+
+
+@attrs.frozen(kw_only=True)
+class CandidateValidation:
+    """The verdict on one candidate (object or link) of a plan.
+
+    Attributes:
+        candidate_id: the object's or link's id.
+        kind: ``"episode"``, ``"observation"``, ``"entity"``, ``"thread"``, ``"derived"`` or
+            ``"link"``.
+        status: VALID or INVALID.
+        reasons: why it is invalid (empty when valid).
+        warnings: things worth knowing that do not block the commit (e.g. already stored).
+    """
+
+    candidate_id: MemoryId
+    kind: str
+    status: CandidateValidationStatus
+    reasons: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+class VectorOperation(enum.Enum):
+    """A vector-index write that can fail and be repaired by replay."""
+
+    UPSERT = "upsert"
+    DELETE = "delete"
+
+
+class RepairMarker:
+    """Namespace of repairable-write failures reported in outcomes (spec "Write path").
+
+    ``RepairMarker.VectorMaintenance(operation, ids, cause)`` and
+    ``RepairMarker.StatsMaintenance(ids, cause)``: the graph write succeeded; replaying the same
+    plan or lifecycle operation repairs the derived store.
+    """
+
+    @attrs.frozen
+    class VectorMaintenance:
+        """A vector upsert or delete that failed; ``cause`` is the error's text."""
+
+        operation: VectorOperation
+        ids: tuple[MemoryId, ...]
+        cause: str
+
+    @attrs.frozen
+    class StatsMaintenance:
+        """A retrieval-stats update that failed; ``cause`` is the error's text."""
+
+        ids: tuple[MemoryId, ...]
+        cause: str
+
+
+RepairMarkerType = RepairMarker.VectorMaintenance | RepairMarker.StatsMaintenance
+
+
+@attrs.frozen(kw_only=True)
+class RememberOutcome:
+    """What a commit wrote.
+
+    Attributes:
+        object_ids: ids of the plan's objects, now stored (new or already equal).
+        link_ids: ids of caller and derived links, now stored.
+        repair_markers: repairable writes that failed; empty when vectors and stats are in step.
+        warnings: notes such as objects that were already stored with equal content.
+    """
+
+    object_ids: tuple[MemoryId, ...] = ()
+    link_ids: tuple[MemoryId, ...] = ()
+    repair_markers: tuple[RepairMarkerType, ...] = ()
+    warnings: tuple[str, ...] = ()

@@ -1,0 +1,348 @@
+"""Retrieval inputs and the continuity context pack (DESIGN §6, spec "Core idea")."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from charmem.domain import _fields
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import DerivedType, MemoryLink, ObjectType, Relation
+from charmem.errors import DraftValidationError
+
+if TYPE_CHECKING:
+    from charmem.ports import TokenCounter
+
+__all__ = [
+    "DEFAULT_SECTION_LIMITS",
+    "PACK_FORMAT_VERSION",
+    "SECTION_OF_DERIVED_TYPE",
+    "CompletenessKind",
+    "ContinuityContextPack",
+    "CurrencyStatus",
+    "GraphLimits",
+    "Omission",
+    "PackEntity",
+    "PackItem",
+    "RetrievalContext",
+    "VectorRecallCompleteness",
+]
+
+#: Version of :meth:`ContinuityContextPack.to_dict`.
+PACK_FORMAT_VERSION = 1
+
+
+class CurrencyStatus(enum.Enum):
+    """A memory's currency: current, superseded (incoming ``supersedes``) or suppressed."""
+
+    CURRENT = "current"
+    SUPERSEDED = "superseded"
+    SUPPRESSED = "suppressed"
+
+
+class CompletenessKind(enum.Enum):
+    """How complete candidate recall was."""
+
+    NOT_REQUESTED = "not_requested"
+    EXHAUSTIVE = "exhaustive"
+    APPROXIMATE = "approximate"
+
+
+@attrs.frozen
+class VectorRecallCompleteness:
+    """Candidate recall completeness: ``kind`` plus the points scanned and fetched (counts)."""
+
+    kind: CompletenessKind = attrs.field(converter=CompletenessKind)
+    scanned: int | None = None
+    fetched: int | None = None
+
+
+def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DraftValidationError(f"{attribute.name} must be a non-negative int", field=attribute.name)
+
+
+def _object_types(values: Any) -> tuple[ObjectType, ...]:
+    return tuple(sorted({ObjectType(value) for value in values}, key=lambda t: t.value))
+
+
+def _relations(values: Any) -> tuple[Relation, ...] | None:
+    if values is None:
+        return None
+    return tuple(sorted({Relation(value) for value in values}, key=lambda r: r.value))
+
+
+@attrs.frozen(kw_only=True)
+class GraphLimits:
+    """Bounds of graph expansion around admitted candidates (DESIGN §6.3).
+
+    Attributes:
+        depth: hops from each admitted root (this version expands at most 1).
+        node_budget: most nodes added by expansion per query (count).
+        per_node_fanout: most neighbours followed from one node (count).
+        hub_edge_cap: a node with more edges of one relation than this is a hub; its edges of that
+            relation are not followed (count).
+        allowed_object_types: object types expansion may add (entities included by default).
+        allowed_relation_types: relations expansion may follow (``None``: all but ``supersedes``).
+    """
+
+    depth: int = attrs.field(default=1, validator=_positive_int)
+    node_budget: int = attrs.field(default=48, validator=_positive_int)
+    per_node_fanout: int = attrs.field(default=8, validator=_positive_int)
+    hub_edge_cap: int = attrs.field(default=64, validator=_positive_int)
+    allowed_object_types: tuple[ObjectType, ...] = attrs.field(
+        default=tuple(ObjectType), converter=_object_types
+    )
+    allowed_relation_types: tuple[Relation, ...] | None = attrs.field(
+        default=None, converter=_relations
+    )
+
+
+#: Pack sections in display order with their default caps (DESIGN §6.7).
+DEFAULT_SECTION_LIMITS: Mapping[str, int] = {
+    "active_threads": 6,
+    "relevant_episodes": 8,
+    "salient_observations": 16,
+    "derived_memories": 12,
+    "preferences": 8,
+    "relationship_notes": 8,
+    "open_loops": 8,
+    "commitments": 8,
+    "character_signals": 8,
+}
+
+#: Which section each derived type is listed in (DESIGN §6.7 table).
+SECTION_OF_DERIVED_TYPE: Mapping[DerivedType, str] = {
+    DerivedType.REFLECTION: "derived_memories",
+    DerivedType.CLAIM: "derived_memories",
+    DerivedType.CORRECTION: "derived_memories",
+    DerivedType.PROJECT_NOTE: "derived_memories",
+    DerivedType.USER_PREFERENCE: "preferences",
+    DerivedType.ASSISTANT_PREFERENCE: "preferences",
+    DerivedType.RELATIONSHIP_NOTE: "relationship_notes",
+    DerivedType.OPEN_LOOP: "open_loops",
+    DerivedType.COMMITMENT: "commitments",
+    DerivedType.CHARACTER_SIGNAL: "character_signals",
+}
+
+_DEFAULT_SCOPE = (ObjectType.EPISODE, ObjectType.OBSERVATION, ObjectType.DERIVED, ObjectType.THREAD)
+
+
+def _section_limits(values: Any) -> Mapping[str, int]:
+    merged = dict(DEFAULT_SECTION_LIMITS)
+    for key, value in dict(values or {}).items():
+        if key not in DEFAULT_SECTION_LIMITS:
+            raise DraftValidationError(
+                f"unknown pack section {key!r}; sections are {sorted(DEFAULT_SECTION_LIMITS)}",
+                field="section_limits",
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise DraftValidationError(f"section limit {key!r} must be a non-negative int", field="section_limits")
+        merged[key] = value
+    return merged
+
+
+def _query(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    _fields.text(_instance, attribute, value)
+
+
+@attrs.frozen(kw_only=True)
+class RetrievalContext:
+    """What to recall: ``RetrievalContext(query="...", ...)``.
+
+    Attributes:
+        query: the cue text (for example the user's message); must not be blank.
+        object_type_defaults: object types candidate recall searches (vector scope); default
+            episode, observation, derived, thread.
+        candidate_limit: vector candidates fetched before graph authority (count).
+        max_items: most items in the pack (count).
+        graph_limits: bounds of expansion (:class:`GraphLimits`).
+        section_limits: per-section caps, merged over :data:`DEFAULT_SECTION_LIMITS`.
+        max_tokens: if set, :meth:`ContinuityContextPack.render` defaults to this budget.
+    """
+
+    query: str = attrs.field(validator=_query)
+    object_type_defaults: tuple[ObjectType, ...] = attrs.field(
+        default=_DEFAULT_SCOPE, converter=_object_types
+    )
+    candidate_limit: int = attrs.field(default=40, validator=_positive_int)
+    max_items: int = attrs.field(default=40, validator=_positive_int)
+    graph_limits: GraphLimits = attrs.field(factory=GraphLimits)
+    section_limits: Mapping[str, int] = attrs.field(factory=dict, converter=_section_limits)
+    max_tokens: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PackItem:
+    """One recalled memory in the pack.
+
+    Attributes:
+        id: the object's id.
+        object_type: its type.
+        text: its text (observation text, derived text, episode summary, thread title+summary).
+        occurred_at: event time (episodes, observations) or record time (others).
+        score: the fused relevance score (higher first).
+        signals: what admitted it (``"vector"``, ``"expansion:<relation>"``), sorted.
+        status: its :class:`CurrencyStatus`.
+        provenance_ids: the sources it is grounded on or belongs to (episode of an observation,
+            sources of a derived memory), sorted.
+        derived_type: the derived type, for derived memories.
+        entity_ids: notions it involves, mentions or is about, sorted.
+    """
+
+    id: MemoryId
+    object_type: ObjectType
+    text: str
+    occurred_at: datetime
+    score: float
+    signals: tuple[str, ...] = ()
+    status: CurrencyStatus = CurrencyStatus.CURRENT
+    provenance_ids: tuple[MemoryId, ...] = ()
+    derived_type: DerivedType | None = None
+    entity_ids: tuple[MemoryId, ...] = ()
+
+
+@attrs.frozen
+class Omission:
+    """A memory met during recall that is not in ``items``, and why (``reason``)."""
+
+    id: MemoryId
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class PackEntity:
+    """A notion met during recall with its current ``KnownAs`` names (as spelled, sorted)."""
+
+    id: MemoryId
+    entity_type: str
+    names: tuple[str, ...] = ()
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat()
+
+
+@attrs.frozen(kw_only=True)
+class ContinuityContextPack:
+    """The structured answer of ``retrieve`` (DESIGN §6.7).
+
+    Attributes:
+        query: the cue text.
+        items: recalled memories, globally ranked by score with canonical ties (score, newer,
+            object type, id), de-duplicated.
+        sections: section name -> ids of items in that section, in rank order, capped.
+        entities: notions met, with current names.
+        links: links among the items.
+        omissions: memories met but left out, with a reason, sorted by id.
+        completeness: candidate recall completeness.
+        telemetry: counters (``roots_considered``, ``roots_admitted``, ``roots_omitted``,
+            ``nodes_expanded``, ``items``...).
+        token_counter: the name of the counter :meth:`render` uses.
+        max_tokens: default token budget of :meth:`render`.
+    """
+
+    query: str
+    items: tuple[PackItem, ...] = ()
+    sections: Mapping[str, tuple[MemoryId, ...]] = attrs.field(factory=dict)
+    entities: tuple[PackEntity, ...] = ()
+    links: tuple[MemoryLink, ...] = ()
+    omissions: tuple[Omission, ...] = ()
+    completeness: VectorRecallCompleteness = VectorRecallCompleteness(CompletenessKind.NOT_REQUESTED)
+    telemetry: Mapping[str, int] = attrs.field(factory=dict)
+    token_counter: TokenCounter | None = attrs.field(default=None, eq=False, repr=False)
+    max_tokens: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the pack with ``format_version`` (stable key order).
+
+        ``items`` is the ranked list; each item has ``id``, ``object_type``, ``text``,
+        ``occurred_at``, ``score``, ``signals``, ``status``, ``provenance_ids``.
+        """
+        return {
+            "format_version": PACK_FORMAT_VERSION,
+            "query": self.query,
+            "items": [
+                {
+                    "id": str(item.id),
+                    "object_type": item.object_type.value,
+                    "text": item.text,
+                    "occurred_at": _iso(item.occurred_at),
+                    "score": item.score,
+                    "signals": list(item.signals),
+                    "status": item.status.value,
+                    "provenance_ids": [str(i) for i in item.provenance_ids],
+                    "derived_type": item.derived_type.value if item.derived_type else None,
+                    "entity_ids": [str(i) for i in item.entity_ids],
+                }
+                for item in self.items
+            ],
+            "sections": {name: [str(i) for i in ids] for name, ids in self.sections.items()},
+            "entities": [
+                {"id": str(e.id), "entity_type": e.entity_type, "names": list(e.names)}
+                for e in self.entities
+            ],
+            "links": [
+                {
+                    "id": str(link.id),
+                    "from_id": str(link.from_id),
+                    "relation": link.relation.value,
+                    "to_id": str(link.to_id),
+                }
+                for link in self.links
+            ],
+            "omissions": [{"id": str(o.id), "reason": o.reason} for o in self.omissions],
+            "completeness": {
+                "kind": self.completeness.kind.value,
+                "scanned": self.completeness.scanned,
+                "fetched": self.completeness.fetched,
+            },
+            "telemetry": dict(sorted(self.telemetry.items())),
+            "token_counter": self.token_counter.name if self.token_counter else None,
+        }
+
+    def render(self, max_tokens: int | None = None) -> str:
+        """Render the pack as prompt text within a token budget.
+
+        Items are written in rank order, one per line with type, time and text, under a header
+        naming the known entities; lines that would exceed the budget are dropped, so the most
+        relevant memories always come first.
+
+        Args:
+            max_tokens: the budget in tokens of the pack's :class:`~charmem.ports.TokenCounter`
+                (default: the context's ``max_tokens``; ``None`` means unbounded).
+
+        Returns:
+            str: the prompt text (empty when nothing was recalled).
+        """
+        from charmem.tokens import WhitespaceTokenCounter
+
+        counter = self.token_counter or WhitespaceTokenCounter()
+        budget = max_tokens if max_tokens is not None else self.max_tokens
+        lines: list[str] = []
+        names = {e.id: e.names for e in self.entities if e.names}
+        if names:
+            known = "; ".join(
+                f"{', '.join(n)}" for _id, n in sorted(names.items(), key=lambda kv: kv[1])
+            )
+            lines.append(f"Known people and things: {known}")
+        for item in self.items:
+            when = item.occurred_at.date().isoformat()
+            kind = item.derived_type.value if item.derived_type else item.object_type.value
+            status = "" if item.status is CurrencyStatus.CURRENT else f" ({item.status.value})"
+            lines.append(f"- [{when}] {kind}{status}: {item.text}")
+        if not self.items:
+            return ""
+        out: list[str] = []
+        used = 0
+        for line in lines:
+            cost = counter.count(line + "\n")
+            if budget is not None and used + cost > budget:
+                continue
+            out.append(line)
+            used += cost
+        return "\n".join(out)

@@ -1,0 +1,65 @@
+"""The one cattrs converter for charmem's types (DESIGN §5: plans serialise to JSON).
+
+Datetimes are ISO 8601 strings with their offset preserved, ids canonical UUID strings, enums their
+values, and unions of stored objects are tagged with ``"kind"``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import cattrs
+from cattrs.strategies import configure_tagged_union
+
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import (
+    DerivedMemory,
+    Entity,
+    Episode,
+    MemoryLink,
+    MemoryObject,
+    MemoryThread,
+    Observation,
+)
+
+__all__ = ["KIND_TAGS", "converter", "structure_item", "unstructure_item"]
+
+#: The tag written in the ``"kind"`` key for each stored type.
+KIND_TAGS: dict[type, str] = {
+    Episode: "episode",
+    Observation: "observation",
+    Entity: "entity",
+    MemoryThread: "thread",
+    DerivedMemory: "derived",
+    MemoryLink: "link",
+}
+
+converter = cattrs.Converter(forbid_extra_keys=True)
+converter.register_unstructure_hook(MemoryId, str)
+converter.register_structure_hook(MemoryId, lambda value, _type: MemoryId(value))
+converter.register_unstructure_hook(datetime, datetime.isoformat)
+converter.register_structure_hook(datetime, lambda value, _type: datetime.fromisoformat(value))
+configure_tagged_union(
+    MemoryObject,  # type: ignore[arg-type]
+    converter,
+    tag_name="kind",
+    tag_generator=lambda cls: KIND_TAGS[cls],
+)
+
+
+def unstructure_item(item: MemoryObject | MemoryLink) -> dict[str, Any]:
+    """Unstructure one object or link into plain JSON types, tagged with ``"kind"``."""
+    data: dict[str, Any] = converter.unstructure(item, unstructure_as=type(item))
+    data["kind"] = KIND_TAGS[type(item)]
+    return data
+
+
+def structure_item(data: dict[str, Any]) -> MemoryObject | MemoryLink:
+    """Inverse of :func:`unstructure_item`."""
+    kind = data.get("kind")
+    for cls, tag in KIND_TAGS.items():
+        if tag == kind:
+            body = {key: value for key, value in data.items() if key != "kind"}
+            return converter.structure(body, cls)  # type: ignore[no-any-return]
+    raise ValueError(f"unknown stored kind {kind!r}")

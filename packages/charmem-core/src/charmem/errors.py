@@ -1,0 +1,144 @@
+"""The error hierarchy of charmem (DESIGN §8).
+
+Every error a caller can receive from charmem is a :class:`CharmemError`. Adapters translate their
+driver's exceptions into these, chaining the cause (``raise BackendError(...) from exc``). Each
+subclass carries structured fields (``key``, ``reasons``, ``kind``) besides its message, and every
+message says what was wrong and what to do.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+
+__all__ = [
+    "BackendError",
+    "CharmemError",
+    "ConfigurationError",
+    "DimensionMismatchError",
+    "DraftValidationError",
+    "EmbedderMismatchError",
+    "IdConflictError",
+    "LifecycleErrorKind",
+    "LifecycleValidationError",
+    "PlanValidationError",
+    "StoreLockedError",
+]
+
+
+class CharmemError(Exception):
+    """Root of every error charmem raises on purpose."""
+
+
+class ConfigurationError(CharmemError):
+    """A setting is missing, malformed, or names an adapter that is not installed.
+
+    Attributes:
+        key: the settings key at fault (for example ``"SPARQL_QUERY_ENDPOINT"``), or ``None``
+            when the problem is not tied to one key.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class DraftValidationError(CharmemError, ValueError):
+    """A draft was built with a bad field (naive datetime, blank text, salience out of range).
+
+    Raised at construction, before anything reaches a store.
+
+    Attributes:
+        field: the name of the offending field.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class PlanValidationError(CharmemError):
+    """A write plan failed validation against the graph; nothing was written.
+
+    Attributes:
+        reasons: candidate id (canonical string) -> the reasons that candidate is invalid.
+    """
+
+    def __init__(self, message: str, *, reasons: Mapping[str, Sequence[str]] | None = None) -> None:
+        super().__init__(message)
+        self.reasons: dict[str, tuple[str, ...]] = {
+            key: tuple(value) for key, value in (reasons or {}).items()
+        }
+
+
+class IdConflictError(PlanValidationError):
+    """An id is already stored with different content (DESIGN §4.3); nothing was written.
+
+    Attributes:
+        ids: the conflicting ids as canonical strings.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        ids: Sequence[str] = (),
+        reasons: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        super().__init__(message, reasons=reasons)
+        self.ids = tuple(ids)
+
+
+class LifecycleErrorKind(enum.Enum):
+    """Why a lifecycle draft (correct, forget, link) was refused; names follow the spec."""
+
+    MISSING_GIVEN_REPLACEMENT = "missing_given_replacement"
+    EMPTY_RATIONALE = "empty_rationale"
+    EMPTY_CORRECTION_ORIGIN = "empty_correction_origin"
+    EMPTY_REPLACEMENT_TEXT = "empty_replacement_text"
+    MISSING_REPLACEMENT_SOURCE = "missing_replacement_source"
+    INVALID_BELIEF = "invalid_belief"
+    MISSING_CORRECTION_TARGET = "missing_correction_target"
+    MISSING_FORGET_TARGET = "missing_forget_target"
+    UNSUPPORTED_LIFECYCLE_TARGET = "unsupported_lifecycle_target"
+
+
+class LifecycleValidationError(CharmemError):
+    """A lifecycle operation was refused before anything was written.
+
+    Attributes:
+        kind: the :class:`LifecycleErrorKind` naming the rule that failed.
+    """
+
+    def __init__(self, kind: LifecycleErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class DimensionMismatchError(CharmemError):
+    """A vector store holds vectors of another size than the embedding provider produces.
+
+    Attributes:
+        expected: the size stored in the collection (dimensions).
+        actual: the size offered now (dimensions).
+    """
+
+    def __init__(self, message: str, *, expected: int, actual: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
+
+
+class EmbedderMismatchError(CharmemError):
+    """A collection was indexed by another embedding model of the same size.
+
+    The fix is ``rebuild_vector_index()`` with the new provider, or opening with the old model.
+    """
+
+
+class StoreLockedError(CharmemError):
+    """An embedded store is held by another process (or another handle in this one)."""
+
+
+class BackendError(CharmemError):
+    """A store or provider failed; the driver's exception is chained as ``__cause__``."""

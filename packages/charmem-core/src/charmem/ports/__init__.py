@@ -1,0 +1,298 @@
+"""The ports: the contracts every adapter fulfils (DESIGN §1, STYLE "Ports and adapters").
+
+Each port is a :class:`typing.Protocol` whose docstring is its contract. A port instance is bound
+to one collection; adapters build themselves with ``from_settings(settings, collection, ...)`` (see
+:mod:`charmem.composition`). Adapters translate driver exceptions into
+:class:`~charmem.errors.BackendError` (cause chained) and never block the event loop for long:
+blocking store calls run in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from charmem.domain.graph import GraphBatch, GraphWriteResult, LifecycleRecord
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
+from charmem.domain.retrieval import CurrencyStatus, VectorRecallCompleteness
+
+__all__ = [
+    "Clock",
+    "EmbeddingProvider",
+    "GraphStore",
+    "RetrievalStatsStore",
+    "StatsEntry",
+    "StatsSummary",
+    "TokenCounter",
+    "VectorHit",
+    "VectorIndex",
+    "VectorPoint",
+    "VectorQuery",
+    "VectorSearchResult",
+]
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    """Turns text into dense vectors.
+
+    Attributes:
+        model_id: a stable name of the model (recorded in each collection's vector marker).
+        vector_size: the number of dimensions of every vector it returns.
+
+    Contract: ``embed_documents`` returns one row per text, in input order, each of
+    ``vector_size`` finite floats; the same text gives the same vector. Failures raise
+    :class:`~charmem.errors.BackendError`.
+    """
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def vector_size(self) -> int: ...
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed memory texts: ``list[list[float]]``, one row per text, ``vector_size`` columns."""
+        ...
+
+    async def embed_query(self, text: str) -> list[float]:
+        """Embed a recall cue: one row of ``vector_size`` floats."""
+        ...
+
+
+class TokenCounter(Protocol):
+    """Counts prompt tokens for :meth:`ContinuityContextPack.render`.
+
+    Attributes:
+        name: shown in the pack so readers know what a "token" was.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def count(self, text: str) -> int:
+        """Number of tokens in ``text`` (>= 0)."""
+        ...
+
+
+class Clock(Protocol):
+    """The source of defaulted timestamps: ``now()`` returns a timezone-aware instant."""
+
+    def now(self) -> datetime: ...
+
+
+class GraphStore(Protocol):
+    """The graph authority for one collection: objects, links, lifecycle records, currency.
+
+    Contract:
+        * ``write_batch`` is atomic: either every new item of the batch is stored or none is.
+          Writers are serialised, so a check-then-write cannot interleave with another writer.
+        * An id already stored (as an object, link or record, of any type) with equal content
+          (:func:`charmem.domain.rules.content_equal`) is skipped; with different content the whole
+          batch is refused with :class:`~charmem.errors.IdConflictError` and nothing is written.
+        * Objects and links read back equal to what was written (text byte-identical).
+        * Nothing is ever deleted or rewritten.
+        * Driver failures raise :class:`~charmem.errors.BackendError`.
+    """
+
+    @property
+    def collection(self) -> str: ...
+
+    async def write_batch(self, batch: GraphBatch) -> GraphWriteResult:
+        """Store a batch atomically (see the contract). Returns what was new and what existed."""
+        ...
+
+    async def get_objects(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryObject]:
+        """Objects stored under ``ids``; absent ids (and ids of links) are missing from the dict."""
+        ...
+
+    async def get_links(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryLink]:
+        """Links stored under ``ids``; absent ids are missing from the dict."""
+        ...
+
+    async def get_records(self, target_ids: Sequence[MemoryId]) -> list[LifecycleRecord]:
+        """Lifecycle records about ``target_ids``, ordered by (recorded_at, id)."""
+        ...
+
+    async def links_of(
+        self,
+        ids: Sequence[MemoryId],
+        *,
+        relations: Sequence[Relation] | None = None,
+    ) -> list[MemoryLink]:
+        """Links whose ``from_id`` or ``to_id`` is in ``ids`` (optionally of ``relations``),
+        ordered by link id."""
+        ...
+
+    async def currency(
+        self, ids: Sequence[MemoryId], *, as_of: datetime | None = None
+    ) -> dict[MemoryId, CurrencyStatus]:
+        """Currency of stored objects (DESIGN §4.1): suppressed beats superseded.
+
+        Only records and ``supersedes`` links recorded at or before ``as_of`` count when it is
+        given. Absent ids are missing from the dict.
+        """
+        ...
+
+    async def statement_count(self) -> int:
+        """Number of stored statements (triples, or rows for a non-RDF store) in the collection."""
+        ...
+
+    async def close(self) -> None:
+        """Release resources. Acknowledged writes are already durable."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class VectorPoint:
+    """One candidate-recall entry: an object's id, type, vector and the text it embeds."""
+
+    id: MemoryId
+    object_type: ObjectType
+    vector: Sequence[float]
+    text: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class VectorQuery:
+    """A candidate-recall request.
+
+    Attributes:
+        vector: the query vector (``vector_size`` floats).
+        limit: most hits returned (count).
+        object_types: only points of these types (empty: all types).
+        text: the cue text, for a lexical cue where the index supports one.
+    """
+
+    vector: Sequence[float]
+    limit: int
+    object_types: tuple[ObjectType, ...] = ()
+    text: str | None = None
+
+
+@attrs.frozen
+class VectorHit:
+    """One candidate: id, object type and similarity score (cosine, higher is closer)."""
+
+    id: MemoryId
+    object_type: ObjectType
+    score: float
+
+
+@attrs.frozen(kw_only=True)
+class VectorSearchResult:
+    """Hits ordered by score descending, ties by id ascending; and how complete the scan was."""
+
+    hits: tuple[VectorHit, ...]
+    completeness: VectorRecallCompleteness
+
+
+class VectorIndex(Protocol):
+    """Candidate recall for one collection: a rebuildable index over graph authority.
+
+    Contract:
+        * Bound at open to an embedder fingerprint (``model_id``, ``vector_size``): another size
+          raises :class:`~charmem.errors.DimensionMismatchError`, another model of the same size
+          :class:`~charmem.errors.EmbedderMismatchError`.
+        * ``upsert`` replaces a point with the same id; ``delete`` of an absent id is a no-op.
+        * ``search`` orders by score descending, ties by id ascending, and reports completeness.
+        * An embedded store held by another opener raises :class:`~charmem.errors.StoreLockedError`.
+        * Driver failures raise :class:`~charmem.errors.BackendError`.
+    """
+
+    @property
+    def vector_size(self) -> int: ...
+
+    @property
+    def model_id(self) -> str: ...
+
+    async def upsert(self, points: Sequence[VectorPoint]) -> None:
+        """Insert or replace points (vectors of ``vector_size`` finite floats)."""
+        ...
+
+    async def delete(self, ids: Sequence[MemoryId]) -> None:
+        """Remove points; absent ids are ignored."""
+        ...
+
+    async def search(self, query: VectorQuery) -> VectorSearchResult:
+        """Nearest points to ``query.vector`` among ``query.object_types``."""
+        ...
+
+    async def point_ids(self) -> set[MemoryId]:
+        """Every point id in the collection (for consistency checks and tests)."""
+        ...
+
+    async def count(self) -> int:
+        """Number of points in the collection."""
+        ...
+
+    async def close(self) -> None:
+        """Release resources (and the store lock)."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class StatsEntry:
+    """One retrieval-stats row, keyed by the id of the object or link it counts.
+
+    Attributes:
+        id: the object's or link's id (the key: writing it again never counts twice).
+        kind: ``"object"`` or ``"link"``.
+        key: the object type value or the relation value.
+        current: whether the object is current (links: always True).
+        from_id, to_id: endpoints, for links (degree counts).
+    """
+
+    id: MemoryId
+    kind: str
+    key: str
+    current: bool = True
+    from_id: MemoryId | None = None
+    to_id: MemoryId | None = None
+
+
+@attrs.frozen(kw_only=True)
+class StatsSummary:
+    """Counters: objects per type (all and current), links per relation."""
+
+    objects: Mapping[str, int]
+    current_objects: Mapping[str, int]
+    links: Mapping[str, int]
+
+
+class RetrievalStatsStore(Protocol):
+    """Retrieval statistics for one collection: derived policy data, never authority.
+
+    Contract: ``record`` upserts rows by id (a replay never counts twice); counts and degrees
+    reflect the rows recorded; failures raise :class:`~charmem.errors.BackendError`.
+    """
+
+    async def record(self, entries: Sequence[StatsEntry]) -> None:
+        """Insert or replace rows keyed by ``entry.id``."""
+        ...
+
+    async def degrees(
+        self, ids: Sequence[MemoryId], *, relation: Relation | None = None
+    ) -> dict[MemoryId, int]:
+        """Number of links touching each id (optionally of one relation); absent ids count 0."""
+        ...
+
+    async def summary(self) -> StatsSummary:
+        """The counters of the collection."""
+        ...
+
+    async def row_count(self) -> int:
+        """Number of rows of the collection."""
+        ...
+
+    async def clear(self) -> None:
+        """Remove every row of the collection (before ``rebuild_stats``)."""
+        ...
+
+    async def close(self) -> None:
+        """Release resources."""
+        ...

@@ -1,0 +1,182 @@
+"""Settings from any ``Mapping[str, str]`` (DESIGN §2).
+
+Only keys of the selected backends are read; unused ones need no placeholder. A missing or
+malformed value is a :class:`~charmem.errors.ConfigurationError` naming the key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from charmem.errors import ConfigurationError
+
+__all__ = ["COLLECTION_NAME_PATTERN", "Settings", "validate_collection_name"]
+
+#: Collection names: checked before any directory is touched (DESIGN §2).
+COLLECTION_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,127}")
+
+_MODES: dict[str, tuple[str, ...]] = {
+    "VECTOR_STORE_MODE": ("embedded", "service", "in_memory"),
+    "GRAPH_STORE_MODE": ("persistent", "in_memory", "service", "reference"),
+    "RETRIEVAL_STATS_STORE_MODE": ("sqlite", "in_memory"),
+    "EMBEDDING_PROVIDER": ("openai", "local", "hashing"),
+}
+
+
+def validate_collection_name(name: str) -> str:
+    """Check a collection name against ``[a-z0-9][a-z0-9_-]{0,127}``.
+
+    Returns:
+        str: the name unchanged.
+
+    Raises:
+        ConfigurationError: the name does not match (so it can never escape a store root).
+    """
+    if not isinstance(name, str) or COLLECTION_NAME_PATTERN.fullmatch(name) is None:
+        raise ConfigurationError(
+            f"collection name {name!r} is not allowed: use 1-128 characters of lowercase "
+            "letters, digits, '_' and '-', starting with a letter or digit",
+            key="collection",
+        )
+    return name
+
+
+def _mode(mapping: Mapping[str, str], key: str, default: str) -> str:
+    value = mapping.get(key)
+    if value is None or value == "":
+        return default
+    value = value.strip().lower()
+    if value not in _MODES[key]:
+        raise ConfigurationError(
+            f"{key}={value!r} is not a known mode; choose one of {', '.join(_MODES[key])}", key=key
+        )
+    return value
+
+
+def _required(mapping: Mapping[str, str], key: str, why: str) -> str:
+    value = mapping.get(key)
+    if value is None or not value.strip():
+        raise ConfigurationError(f"{key} is required {why}; set it in the settings mapping", key=key)
+    return value.strip()
+
+
+def _optional(mapping: Mapping[str, str], key: str) -> str | None:
+    value = mapping.get(key)
+    return value.strip() if value is not None and value.strip() else None
+
+
+def _positive_int(mapping: Mapping[str, str], key: str) -> int | None:
+    raw = _optional(mapping, key)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigurationError(f"{key}={raw!r} must be a positive integer", key=key)
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """Validated settings of one charmem deployment (DESIGN §2 table).
+
+    Build with :meth:`from_mapping`; fields of unselected backends stay ``None``. The repr hides
+    secrets (``QDRANT_API_KEY``, ``OPENAI_API_KEY``).
+    """
+
+    vector_store_mode: str = "embedded"
+    vector_store_path: Path = Path("./data/vectors")
+    qdrant_connection_string: str | None = None
+    qdrant_api_key: str | None = attrs.field(default=None, repr=False)
+    graph_store_mode: str = "persistent"
+    oxigraph_path: Path = Path("./data/oxigraph")
+    sparql_query_endpoint: str | None = None
+    sparql_update_endpoint: str | None = None
+    retrieval_stats_store_mode: str = "sqlite"
+    retrieval_stats_path: Path = Path("./data/retrieval-stats.sqlite3")
+    embedding_provider: str = "openai"
+    openai_api_key: str | None = attrs.field(default=None, repr=False)
+    embedding_model: str | None = None
+    openai_base_url: str | None = None
+    embedding_dimensions: int | None = None
+    local_embedding_model: str = "all-MiniLM-L6-v2"
+    extra: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+
+    @classmethod
+    def from_mapping(
+        cls, mapping: Mapping[str, str], *, embedding_provider_given: bool = False
+    ) -> Settings:
+        """Read settings from ``mapping`` (for example ``os.environ``).
+
+        Args:
+            mapping: keys of DESIGN §2; unknown keys are kept in ``extra`` for adapters.
+            embedding_provider_given: the caller passes a provider object, so no embedding key
+                is read or required.
+
+        Returns:
+            Settings: validated values with the DESIGN defaults.
+
+        Raises:
+            ConfigurationError: a mode is unknown, or a key its mode requires is missing or
+                malformed; the error's ``key`` names it.
+        """
+        vector_mode = _mode(mapping, "VECTOR_STORE_MODE", "embedded")
+        graph_mode = _mode(mapping, "GRAPH_STORE_MODE", "persistent")
+        stats_mode = _mode(mapping, "RETRIEVAL_STATS_STORE_MODE", "sqlite")
+        values: dict[str, object] = {
+            "vector_store_mode": vector_mode,
+            "graph_store_mode": graph_mode,
+            "retrieval_stats_store_mode": stats_mode,
+            "extra": dict(mapping),
+        }
+        if vector_mode == "embedded":
+            values["vector_store_path"] = Path(_optional(mapping, "VECTOR_STORE_PATH") or "./data/vectors")
+        elif vector_mode == "service":
+            values["qdrant_connection_string"] = _required(
+                mapping, "QDRANT_CONNECTION_STRING", "when VECTOR_STORE_MODE=service (gRPC endpoint, "
+                "e.g. http://127.0.0.1:6334)"
+            )
+            values["qdrant_api_key"] = _optional(mapping, "QDRANT_API_KEY")
+        if graph_mode == "persistent":
+            values["oxigraph_path"] = Path(_optional(mapping, "OXIGRAPH_PATH") or "./data/oxigraph")
+        elif graph_mode == "service":
+            query = _required(mapping, "SPARQL_QUERY_ENDPOINT", "when GRAPH_STORE_MODE=service")
+            values["sparql_query_endpoint"] = query
+            values["sparql_update_endpoint"] = _optional(mapping, "SPARQL_UPDATE_ENDPOINT") or query
+        if stats_mode == "sqlite":
+            values["retrieval_stats_path"] = Path(
+                _optional(mapping, "RETRIEVAL_STATS_PATH") or "./data/retrieval-stats.sqlite3"
+            )
+        if not embedding_provider_given:
+            provider = _mode(mapping, "EMBEDDING_PROVIDER", "openai")
+            values["embedding_provider"] = provider
+            if provider == "openai":
+                values["openai_api_key"] = _required(
+                    mapping, "OPENAI_API_KEY", "when EMBEDDING_PROVIDER=openai (or pass an "
+                    "embedding_provider object, or set EMBEDDING_PROVIDER=local)"
+                )
+                values["embedding_model"] = _required(
+                    mapping, "EMBEDDING_MODEL", "when EMBEDDING_PROVIDER=openai (e.g. text-embedding-3-small)"
+                )
+                values["openai_base_url"] = _optional(mapping, "OPENAI_BASE_URL")
+                values["embedding_dimensions"] = _positive_int(mapping, "EMBEDDING_DIMENSIONS")
+            elif provider == "local":
+                values["local_embedding_model"] = (
+                    _optional(mapping, "LOCAL_EMBEDDING_MODEL") or "all-MiniLM-L6-v2"
+                )
+        return cls(**values)  # type: ignore[arg-type]
+
+    def with_store_root(self, root: Path) -> Settings:
+        """Return settings with every embedded store path under ``root`` (the CLI's ``--store``)."""
+        return attrs.evolve(
+            self,
+            vector_store_path=root / "vectors",
+            oxigraph_path=root / "oxigraph",
+            retrieval_stats_path=root / "retrieval-stats.sqlite3",
+        )
