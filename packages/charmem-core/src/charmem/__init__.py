@@ -1,5 +1,133 @@
-"""charmem: episodic memory for persistent LLM assistants and companions."""
+"""charmem: episodic, graph-authoritative memory for persistent LLM assistants and companions.
+
+The public surface (DESIGN §10); import everything from ``charmem``.
+"""
 
 from charmem._version import __version__
+from charmem.domain.drafts import (
+    DerivedMemoryDraft,
+    EntityDraft,
+    EpisodeDraft,
+    LinkDraft,
+    ObservationDraft,
+    RememberDrafts,
+    RememberInput,
+    ThreadDraft,
+)
+from charmem.domain.graph import LifecycleAction, LifecycleRecord
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import (
+    BeliefAssertion,
+    DerivedMemory,
+    DerivedType,
+    Entity,
+    Episode,
+    KnownAs,
+    MemoryLink,
+    MemoryThread,
+    ObjectType,
+    Observation,
+    Relation,
+    ThreadStatus,
+)
+from charmem.domain.plan import (
+    CandidateValidation,
+    CandidateValidationStatus,
+    CommitOptions,
+    IndexEntry,
+    PrepareOptions,
+    RememberOptions,
+    RememberOutcome,
+    RememberWritePlan,
+    RepairMarker,
+    VectorOperation,
+)
+from charmem.domain.retrieval import (
+    CompletenessKind,
+    ContinuityContextPack,
+    CurrencyStatus,
+    GraphLimits,
+    Omission,
+    PackEntity,
+    PackItem,
+    RetrievalContext,
+    VectorRecallCompleteness,
+)
+from charmem.errors import (
+    BackendError,
+    CharmemError,
+    ConfigurationError,
+    DimensionMismatchError,
+    DraftValidationError,
+    EmbedderMismatchError,
+    IdConflictError,
+    LifecycleErrorKind,
+    LifecycleValidationError,
+    PlanValidationError,
+    StoreLockedError,
+)
+from charmem.memory import CharacterMemory, SyncCharacterMemory
+from charmem.ports import EmbeddingProvider, TokenCounter
+from charmem.settings import Settings
 
-__all__ = ["__version__"]
+__all__ = [
+    "BackendError",
+    "BeliefAssertion",
+    "CandidateValidation",
+    "CandidateValidationStatus",
+    "CharacterMemory",
+    "CharmemError",
+    "CommitOptions",
+    "CompletenessKind",
+    "ConfigurationError",
+    "ContinuityContextPack",
+    "CurrencyStatus",
+    "DerivedMemory",
+    "DerivedMemoryDraft",
+    "DerivedType",
+    "DimensionMismatchError",
+    "DraftValidationError",
+    "EmbedderMismatchError",
+    "EmbeddingProvider",
+    "Entity",
+    "EntityDraft",
+    "Episode",
+    "EpisodeDraft",
+    "GraphLimits",
+    "IdConflictError",
+    "IndexEntry",
+    "KnownAs",
+    "LifecycleAction",
+    "LifecycleErrorKind",
+    "LifecycleRecord",
+    "LifecycleValidationError",
+    "LinkDraft",
+    "MemoryId",
+    "MemoryLink",
+    "MemoryThread",
+    "ObjectType",
+    "Observation",
+    "ObservationDraft",
+    "Omission",
+    "PackEntity",
+    "PackItem",
+    "PlanValidationError",
+    "PrepareOptions",
+    "Relation",
+    "RememberDrafts",
+    "RememberInput",
+    "RememberOptions",
+    "RememberOutcome",
+    "RememberWritePlan",
+    "RepairMarker",
+    "RetrievalContext",
+    "Settings",
+    "StoreLockedError",
+    "SyncCharacterMemory",
+    "ThreadDraft",
+    "ThreadStatus",
+    "TokenCounter",
+    "VectorOperation",
+    "VectorRecallCompleteness",
+    "__version__",
+]

@@ -109,22 +109,19 @@ class Settings:
     extra: Mapping[str, str] = attrs.field(factory=dict, repr=False)
 
     @classmethod
-    def from_mapping(
-        cls, mapping: Mapping[str, str], *, embedding_provider_given: bool = False
-    ) -> Settings:
+    def from_mapping(cls, mapping: Mapping[str, str]) -> Settings:
         """Read settings from ``mapping`` (for example ``os.environ``).
 
         Args:
             mapping: keys of DESIGN §2; unknown keys are kept in ``extra`` for adapters.
-            embedding_provider_given: the caller passes a provider object, so no embedding key
-                is read or required.
 
         Returns:
             Settings: validated values with the DESIGN defaults.
 
         Raises:
             ConfigurationError: a mode is unknown, or a key its mode requires is missing or
-                malformed; the error's ``key`` names it.
+                malformed; the error's ``key`` names it. Embedding keys are checked by
+                :meth:`require_embedding_keys` when no provider object is passed to ``open``.
         """
         vector_mode = _mode(mapping, "VECTOR_STORE_MODE", "embedded")
         graph_mode = _mode(mapping, "GRAPH_STORE_MODE", "persistent")
@@ -153,24 +150,37 @@ class Settings:
             values["retrieval_stats_path"] = Path(
                 _optional(mapping, "RETRIEVAL_STATS_PATH") or "./data/retrieval-stats.sqlite3"
             )
-        if not embedding_provider_given:
-            provider = _mode(mapping, "EMBEDDING_PROVIDER", "openai")
-            values["embedding_provider"] = provider
-            if provider == "openai":
-                values["openai_api_key"] = _required(
-                    mapping, "OPENAI_API_KEY", "when EMBEDDING_PROVIDER=openai (or pass an "
-                    "embedding_provider object, or set EMBEDDING_PROVIDER=local)"
-                )
-                values["embedding_model"] = _required(
-                    mapping, "EMBEDDING_MODEL", "when EMBEDDING_PROVIDER=openai (e.g. text-embedding-3-small)"
-                )
-                values["openai_base_url"] = _optional(mapping, "OPENAI_BASE_URL")
-                values["embedding_dimensions"] = _positive_int(mapping, "EMBEDDING_DIMENSIONS")
-            elif provider == "local":
-                values["local_embedding_model"] = (
-                    _optional(mapping, "LOCAL_EMBEDDING_MODEL") or "all-MiniLM-L6-v2"
-                )
+        provider = _mode(mapping, "EMBEDDING_PROVIDER", "openai")
+        values["embedding_provider"] = provider
+        if provider == "openai":
+            values["openai_api_key"] = _optional(mapping, "OPENAI_API_KEY")
+            values["embedding_model"] = _optional(mapping, "EMBEDDING_MODEL")
+            values["openai_base_url"] = _optional(mapping, "OPENAI_BASE_URL")
+            values["embedding_dimensions"] = _positive_int(mapping, "EMBEDDING_DIMENSIONS")
+        elif provider == "local":
+            values["local_embedding_model"] = (
+                _optional(mapping, "LOCAL_EMBEDDING_MODEL") or "all-MiniLM-L6-v2"
+            )
         return cls(**values)  # type: ignore[arg-type]
+
+    def require_embedding_keys(self) -> None:
+        """Check the keys the selected ``EMBEDDING_PROVIDER`` needs (when no provider object is
+        given): ``openai`` needs ``OPENAI_API_KEY`` and ``EMBEDDING_MODEL``.
+
+        Raises:
+            ConfigurationError: a required key is missing; its ``key`` names it.
+        """
+        if self.embedding_provider == "openai":
+            for key, value in (
+                ("OPENAI_API_KEY", self.openai_api_key),
+                ("EMBEDDING_MODEL", self.embedding_model),
+            ):
+                if not value:
+                    raise ConfigurationError(
+                        f"{key} is required when EMBEDDING_PROVIDER=openai (the library default); "
+                        "set it, set EMBEDDING_PROVIDER=local, or pass an embedding_provider object",
+                        key=key,
+                    )
 
     def with_store_root(self, root: Path) -> Settings:
         """Return settings with every embedded store path under ``root`` (the CLI's ``--store``)."""

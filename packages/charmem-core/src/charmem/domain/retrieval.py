@@ -163,6 +163,8 @@ class RetrievalContext:
         graph_limits: bounds of expansion (:class:`GraphLimits`).
         section_limits: per-section caps, merged over :data:`DEFAULT_SECTION_LIMITS`.
         max_tokens: if set, :meth:`ContinuityContextPack.render` defaults to this budget.
+        score_floor: candidates scoring at or below this are not admitted (near-zero similarity
+            is noise, not memory).
     """
 
     query: str = attrs.field(validator=_query)
@@ -174,6 +176,7 @@ class RetrievalContext:
     graph_limits: GraphLimits = attrs.field(factory=GraphLimits)
     section_limits: Mapping[str, int] = attrs.field(factory=dict, converter=_section_limits)
     max_tokens: int | None = None
+    score_floor: float = 0.0
 
 
 @attrs.frozen(kw_only=True)

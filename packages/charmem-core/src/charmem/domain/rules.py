@@ -10,8 +10,6 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable
-from datetime import UTC, datetime
-from typing import Any
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, Relation
@@ -50,16 +48,6 @@ def derived_link_id(collection: str, from_id: MemoryId, relation: Relation, to_i
     return MemoryId.deterministic(collection, from_id, relation.value, to_id)
 
 
-def _canonical_value(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).isoformat()
-    if isinstance(value, dict):
-        return {key: _canonical_value(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_canonical_value(item) for item in value]
-    return value
-
-
 def canonical_content(item: MemoryObject | MemoryLink) -> str:
     """The canonical encoding of an object's or link's authored content (DESIGN §4.3).
 
@@ -72,7 +60,7 @@ def canonical_content(item: MemoryObject | MemoryLink) -> str:
     """
     from charmem.domain.serde import unstructure_item  # local: serde imports this module's peers
 
-    return json.dumps(_canonical_value(unstructure_item(item)), sort_keys=True, ensure_ascii=False)
+    return json.dumps(unstructure_item(item, canonical=True), sort_keys=True, ensure_ascii=False)
 
 
 def content_equal(left: MemoryObject | MemoryLink, right: MemoryObject | MemoryLink) -> bool:

@@ -6,7 +6,7 @@ values, and unions of stored objects are tagged with ``"kind"``.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import cattrs
@@ -48,9 +48,22 @@ configure_tagged_union(
 )
 
 
-def unstructure_item(item: MemoryObject | MemoryLink) -> dict[str, Any]:
-    """Unstructure one object or link into plain JSON types, tagged with ``"kind"``."""
-    data: dict[str, Any] = converter.unstructure(item, unstructure_as=type(item))
+#: Like :data:`converter`, but instants are normalised to UTC (for canonical content).
+canonical_converter = converter.copy()
+canonical_converter.register_unstructure_hook(
+    datetime, lambda value: value.astimezone(UTC).isoformat()
+)
+
+
+def unstructure_item(item: MemoryObject | MemoryLink, *, canonical: bool = False) -> dict[str, Any]:
+    """Unstructure one object or link into plain JSON types, tagged with ``"kind"``.
+
+    Args:
+        item: the object or link.
+        canonical: normalise instants to UTC (the canonical encoding of DESIGN §4.3).
+    """
+    chosen = canonical_converter if canonical else converter
+    data: dict[str, Any] = chosen.unstructure(item, unstructure_as=type(item))
     data["kind"] = KIND_TAGS[type(item)]
     return data
 

@@ -1,0 +1,72 @@
+"""Adapter discovery through entry points (DESIGN §1).
+
+One entry-point group per port; the entry-point name is the mode in the settings. The loaded
+object has a ``from_settings`` classmethod:
+
+* ``charmem.graph_stores``: ``from_settings(settings, collection) -> GraphStore``
+* ``charmem.vector_indexes``: ``from_settings(settings, collection, *, model_id, vector_size)``
+* ``charmem.stats_stores``: ``from_settings(settings, collection) -> RetrievalStatsStore``
+* ``charmem.embedders``: ``from_settings(settings) -> EmbeddingProvider``
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+from typing import Any
+
+from charmem.errors import ConfigurationError
+
+__all__ = ["GROUPS", "load_adapter"]
+
+#: Port name -> (entry-point group, settings key selecting the mode).
+GROUPS: dict[str, tuple[str, str]] = {
+    "graph": ("charmem.graph_stores", "GRAPH_STORE_MODE"),
+    "vectors": ("charmem.vector_indexes", "VECTOR_STORE_MODE"),
+    "stats": ("charmem.stats_stores", "RETRIEVAL_STATS_STORE_MODE"),
+    "embedder": ("charmem.embedders", "EMBEDDING_PROVIDER"),
+}
+
+#: Which distribution provides each (group, mode).
+DISTRIBUTIONS: dict[tuple[str, str], str] = {
+    ("charmem.graph_stores", "persistent"): "charmem-oxigraph",
+    ("charmem.graph_stores", "in_memory"): "charmem-oxigraph",
+    ("charmem.graph_stores", "service"): "charmem-oxigraph",
+    ("charmem.vector_indexes", "embedded"): "charmem-qdrant",
+    ("charmem.vector_indexes", "service"): "charmem-qdrant",
+    ("charmem.embedders", "openai"): "charmem-openai",
+    ("charmem.embedders", "local"): "charmem-local-embed",
+}
+
+
+def load_adapter(port: str, mode: str) -> Any:
+    """Load the adapter class registered for ``mode`` in ``port``'s entry-point group.
+
+    Args:
+        port: ``"graph"``, ``"vectors"``, ``"stats"`` or ``"embedder"``.
+        mode: the mode named in the settings (e.g. ``"persistent"``).
+
+    Returns:
+        The loaded object (a class with ``from_settings``).
+
+    Raises:
+        ConfigurationError: no installed distribution registers that mode; the message names the
+            setting, the entry-point group, the mode and the distribution to install.
+    """
+    group, key = GROUPS[port]
+    found = [ep for ep in entry_points(group=group) if ep.name == mode]
+    if not found:
+        package = DISTRIBUTIONS.get((group, mode), "a package registering it")
+        raise ConfigurationError(
+            f"{key}={mode!r} needs an adapter registered in the entry-point group {group!r} under "
+            f"the name {mode!r}; none is installed. Install {package} (pip install {package}) or "
+            f"choose another {key}",
+            key=key,
+        )
+    try:
+        return found[0].load()
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"{key}={mode!r}: the adapter {found[0].value} failed to import ({exc}); reinstall "
+            f"{DISTRIBUTIONS.get((group, mode), found[0].value)}",
+            key=key,
+        ) from exc

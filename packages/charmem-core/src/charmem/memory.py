@@ -1,0 +1,449 @@
+"""The facades: :class:`CharacterMemory` (async) and :class:`SyncCharacterMemory` (blocking).
+
+DESIGN §2::
+
+    memory = await CharacterMemory.open(settings, "my-assistant-memory")
+    async with CharacterMemory.open(settings, "my-assistant-memory", embedding_provider=p) as memory:
+        ...
+    with SyncCharacterMemory.open(settings, "my-assistant-memory") as memory:
+        ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from types import TracebackType
+from typing import Any, TypeVar
+
+from charmem._log import get_logger
+
+from charmem.clock import SystemClock
+from charmem.composition import load_adapter
+from charmem.domain.drafts import RememberDrafts, RememberInput
+from charmem.domain.plan import (
+    CandidateValidation,
+    CommitOptions,
+    PrepareOptions,
+    RememberOptions,
+    RememberOutcome,
+    RememberWritePlan,
+)
+from charmem.domain.retrieval import ContinuityContextPack, RetrievalContext
+from charmem.errors import CharmemError, ConfigurationError, DraftValidationError
+from charmem.ports import (
+    Clock,
+    EmbeddingProvider,
+    GraphStore,
+    RetrievalStatsStore,
+    TokenCounter,
+    VectorIndex,
+)
+from charmem.settings import Settings, validate_collection_name
+from charmem.tokens import WhitespaceTokenCounter
+from charmem.usecases.commit import commit_plan
+from charmem.usecases.planning import build_plan
+from charmem.usecases.retrieval import retrieve_pack
+from charmem.usecases.validation import validate
+
+__all__ = ["CharacterMemory", "SyncCharacterMemory"]
+
+log = get_logger("charmem.memory")
+T = TypeVar("T")
+
+
+class _Opening:
+    """What :meth:`CharacterMemory.open` returns: awaitable and an async context manager."""
+
+    def __init__(self, factory: Callable[[], Awaitable[CharacterMemory]]) -> None:
+        self._factory = factory
+        self._memory: CharacterMemory | None = None
+
+    def __await__(self) -> Generator[Any, None, CharacterMemory]:
+        return self._factory().__await__()
+
+    async def __aenter__(self) -> CharacterMemory:
+        self._memory = await self._factory()
+        return self._memory
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._memory is not None:
+            await self._memory.close()
+
+
+class CharacterMemory:
+    """Episodic, graph-authoritative memory for one collection.
+
+    Build it with :meth:`open` from settings, or directly from adapters::
+
+        CharacterMemory(graph=..., vectors=..., embedder=..., stats=..., collection="...")
+
+    Writers are serialised within one instance (commits never interleave). Every method is a
+    coroutine; blocking store calls run in worker threads inside the adapters.
+
+    Args:
+        graph: the graph authority bound to ``collection``.
+        vectors: the vector index bound to ``collection`` and the embedder's fingerprint.
+        embedder: the embedding provider.
+        stats: the retrieval-stats store bound to ``collection``.
+        collection: the collection name.
+        clock: source of defaulted timestamps (default: UTC wall clock).
+        token_counter: counts tokens in :meth:`ContinuityContextPack.render` (default: whitespace).
+
+    Raises:
+        ConfigurationError: the collection name is not allowed, or an adapter is bound to another
+            collection.
+    """
+
+    def __init__(
+        self,
+        *,
+        graph: GraphStore,
+        vectors: VectorIndex,
+        embedder: EmbeddingProvider,
+        stats: RetrievalStatsStore,
+        collection: str,
+        clock: Clock | None = None,
+        token_counter: TokenCounter | None = None,
+    ) -> None:
+        self.collection = validate_collection_name(collection)
+        if graph.collection != collection:
+            raise ConfigurationError(
+                f"the graph store is bound to collection {graph.collection!r}, not {collection!r}",
+                key="collection",
+            )
+        self.graph = graph
+        self.vectors = vectors
+        self.embedder = embedder
+        self.stats = stats
+        self.clock: Clock = clock or SystemClock()
+        self.token_counter: TokenCounter = token_counter or WhitespaceTokenCounter()
+        self._write_lock = asyncio.Lock()
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        settings: Settings,
+        collection: str,
+        *,
+        embedding_provider: EmbeddingProvider | None = None,
+        clock: Clock | None = None,
+        token_counter: TokenCounter | None = None,
+    ) -> _Opening:
+        """Open the stores the settings select for ``collection``.
+
+        Returns an object that is both awaitable (``memory = await CharacterMemory.open(...)``)
+        and an async context manager (``async with CharacterMemory.open(...) as memory``).
+
+        Args:
+            settings: validated settings (:meth:`Settings.from_mapping`).
+            collection: ``[a-z0-9][a-z0-9_-]{0,127}``, checked before any directory is touched.
+            embedding_provider: a provider object; when given, no embedding setting is read and
+                the vector store must match its ``vector_size``.
+            clock: source of defaulted timestamps.
+            token_counter: counts tokens for ``render``.
+
+        Raises:
+            ConfigurationError: bad collection name, missing key, or adapter not installed.
+            StoreLockedError: an embedded store is held by another process.
+            DimensionMismatchError, EmbedderMismatchError: the collection was indexed by another
+                embedder.
+            BackendError: a store failed to open.
+        """
+
+        async def build() -> CharacterMemory:
+            validate_collection_name(collection)
+            embedder = embedding_provider
+            if embedder is None:
+                settings.require_embedding_keys()
+                factory = load_adapter("embedder", settings.embedding_provider)
+                embedder = await asyncio.to_thread(factory.from_settings, settings)
+            opened: list[Any] = []
+            try:
+                graph = await asyncio.to_thread(
+                    load_adapter("graph", settings.graph_store_mode).from_settings, settings, collection
+                )
+                opened.append(graph)
+                stats = await asyncio.to_thread(
+                    load_adapter("stats", settings.retrieval_stats_store_mode).from_settings,
+                    settings,
+                    collection,
+                )
+                opened.append(stats)
+                vectors = await asyncio.to_thread(
+                    lambda: load_adapter("vectors", settings.vector_store_mode).from_settings(
+                        settings,
+                        collection,
+                        model_id=embedder.model_id,
+                        vector_size=embedder.vector_size,
+                    )
+                )
+                opened.append(vectors)
+            except BaseException:
+                for adapter in reversed(opened):
+                    try:
+                        await adapter.close()
+                    except Exception:  # noqa: BLE001, S110 - the original error matters more
+                        pass
+                raise
+            log.info("memory_opened", collection=collection, graph=settings.graph_store_mode,
+                     vectors=settings.vector_store_mode, model=embedder.model_id)
+            return cls(
+                graph=graph,
+                vectors=vectors,
+                embedder=embedder,
+                stats=stats,
+                collection=collection,
+                clock=clock,
+                token_counter=token_counter,
+            )
+
+        return _Opening(build)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CharmemError(f"memory {self.collection!r} is closed; open it again")
+
+    async def prepare(
+        self, item: RememberInput | RememberDrafts, options: PrepareOptions | None = None
+    ) -> RememberWritePlan:
+        """Build an inspectable write plan; writes nothing (no graph, vector or stats change).
+
+        Args:
+            item: ``RememberInput`` (convenience path) or ``RememberDrafts`` (explicit path).
+            options: ``PrepareOptions(now=...)`` fixes the instant of defaulted timestamps.
+
+        Returns:
+            RememberWritePlan: objects, caller links, derived links and index entries.
+
+        Raises:
+            DraftValidationError: ``item`` is not a RememberInput or RememberDrafts.
+        """
+        self._check_open()
+        if not isinstance(item, RememberInput | RememberDrafts):
+            raise DraftValidationError(
+                f"prepare takes a RememberInput or RememberDrafts, not {type(item).__name__}"
+            )
+        options = options or PrepareOptions()
+        return build_plan(self.collection, item, options.now or self.clock.now())
+
+    async def validate_plan(self, plan: RememberWritePlan) -> list[CandidateValidation]:
+        """Check a plan against the graph; read-only.
+
+        Returns:
+            list[CandidateValidation]: one per object and caller link, in plan order.
+
+        Raises:
+            BackendError: the graph could not be read.
+        """
+        self._check_open()
+        return await validate(plan, self.graph)
+
+    async def commit(
+        self, plan: RememberWritePlan, options: CommitOptions | None = None
+    ) -> RememberOutcome:
+        """Re-validate and persist a plan (graph atomically; vectors and stats repairably).
+
+        Returns:
+            RememberOutcome: stored ids and any repair markers.
+
+        Raises:
+            PlanValidationError: an invalid candidate; nothing was written.
+            IdConflictError: an id stored with different content; nothing was written.
+            BackendError: the graph write failed; nothing was written.
+        """
+        self._check_open()
+        async with self._write_lock:
+            return await commit_plan(
+                plan,
+                options or CommitOptions(),
+                graph=self.graph,
+                vectors=self.vectors,
+                embedder=self.embedder,
+                stats=self.stats,
+            )
+
+    async def remember(
+        self, item: RememberInput | RememberDrafts, options: RememberOptions | None = None
+    ) -> RememberOutcome:
+        """``prepare`` + ``validate_plan`` + ``commit`` in one call.
+
+        Raises:
+            PlanValidationError, IdConflictError, BackendError: as :meth:`commit`.
+        """
+        options = options or RememberOptions()
+        plan = await self.prepare(item, options.prepare)
+        # commit validates the plan against the graph before writing (validate_plan's checks)
+        return await self.commit(plan, options.commit)
+
+    async def retrieve(self, context: RetrievalContext | str) -> ContinuityContextPack:
+        """Recall memories into a continuity context pack (DESIGN §6).
+
+        Args:
+            context: a :class:`RetrievalContext`, or just the query text.
+
+        Returns:
+            ContinuityContextPack: ranked items, sections, entities, links, omissions.
+
+        Raises:
+            DraftValidationError: blank query.
+            BackendError: a store or the embedder failed.
+        """
+        self._check_open()
+        if isinstance(context, str):
+            context = RetrievalContext(query=context)
+        return await retrieve_pack(
+            context,
+            graph=self.graph,
+            vectors=self.vectors,
+            embedder=self.embedder,
+            token_counter=self.token_counter,
+        )
+
+    async def close(self) -> None:
+        """Release every store (idempotent). Acknowledged writes are already durable."""
+        if self._closed:
+            return
+        self._closed = True
+        errors: list[BaseException] = []
+        for adapter in (self.vectors, self.stats, self.graph):
+            try:
+                await adapter.close()
+            except Exception as exc:  # noqa: BLE001 - close the others first
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    async def __aenter__(self) -> CharacterMemory:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class _LoopThread:
+    """A private event loop on a daemon thread, so blocking callers work inside running loops."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="charmem-sync", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        self.loop.close()
+
+
+class SyncCharacterMemory:
+    """The blocking API: every :class:`CharacterMemory` method without ``await``.
+
+    For scripts and WSGI apps. Built on the same implementation, run on a private event loop.
+    ``with SyncCharacterMemory.open(settings, "name") as memory: ...``
+    """
+
+    def __init__(self, memory: CharacterMemory, runner: _LoopThread) -> None:
+        self._memory = memory
+        self._runner = runner
+
+    @property
+    def memory(self) -> CharacterMemory:
+        """The underlying async facade."""
+        return self._memory
+
+    @property
+    def collection(self) -> str:
+        """The collection name."""
+        return self._memory.collection
+
+    @classmethod
+    def open(
+        cls,
+        settings: Settings,
+        collection: str,
+        *,
+        embedding_provider: EmbeddingProvider | None = None,
+        clock: Clock | None = None,
+        token_counter: TokenCounter | None = None,
+    ) -> SyncCharacterMemory:
+        """Open as :meth:`CharacterMemory.open` does; usable directly or as a context manager."""
+        runner = _LoopThread()
+        try:
+            memory = runner.run(
+                CharacterMemory.open(
+                    settings,
+                    collection,
+                    embedding_provider=embedding_provider,
+                    clock=clock,
+                    token_counter=token_counter,
+                )._factory()
+            )
+        except BaseException:
+            runner.stop()
+            raise
+        return cls(memory, runner)
+
+    @classmethod
+    def wrap(cls, memory: CharacterMemory) -> SyncCharacterMemory:
+        """Wrap an already built :class:`CharacterMemory` (its adapters must not be in use by
+        another event loop)."""
+        return cls(memory, _LoopThread())
+
+    def prepare(
+        self, item: RememberInput | RememberDrafts, options: PrepareOptions | None = None
+    ) -> RememberWritePlan:
+        """See :meth:`CharacterMemory.prepare`."""
+        return self._runner.run(self._memory.prepare(item, options))
+
+    def validate_plan(self, plan: RememberWritePlan) -> list[CandidateValidation]:
+        """See :meth:`CharacterMemory.validate_plan`."""
+        return self._runner.run(self._memory.validate_plan(plan))
+
+    def commit(self, plan: RememberWritePlan, options: CommitOptions | None = None) -> RememberOutcome:
+        """See :meth:`CharacterMemory.commit`."""
+        return self._runner.run(self._memory.commit(plan, options))
+
+    def remember(
+        self, item: RememberInput | RememberDrafts, options: RememberOptions | None = None
+    ) -> RememberOutcome:
+        """See :meth:`CharacterMemory.remember`."""
+        return self._runner.run(self._memory.remember(item, options))
+
+    def retrieve(self, context: RetrievalContext | str) -> ContinuityContextPack:
+        """See :meth:`CharacterMemory.retrieve`."""
+        return self._runner.run(self._memory.retrieve(context))
+
+    def close(self) -> None:
+        """See :meth:`CharacterMemory.close`; also stops the private loop (idempotent)."""
+        try:
+            if not self._memory._closed:
+                self._runner.run(self._memory.close())
+        finally:
+            if not self._runner.loop.is_closed():
+                self._runner.stop()
+
+    def __enter__(self) -> SyncCharacterMemory:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

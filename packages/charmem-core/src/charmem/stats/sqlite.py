@@ -1,0 +1,170 @@
+"""SQLite retrieval statistics (``RETRIEVAL_STATS_STORE_MODE=sqlite``, the default).
+
+One file (``RETRIEVAL_STATS_PATH``) holds the rows of every collection, keyed by
+``(collection, id)``: writing a row again replaces it, so replays never count twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import Relation
+from charmem.errors import BackendError
+from charmem.ports import StatsEntry, StatsSummary
+from charmem.settings import Settings, validate_collection_name
+from charmem.stats.memory import summarise
+
+__all__ = ["SQLiteRetrievalStatsStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS stats_rows (
+    collection TEXT NOT NULL,
+    id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    current INTEGER NOT NULL,
+    from_id TEXT,
+    to_id TEXT,
+    PRIMARY KEY (collection, id)
+);
+CREATE INDEX IF NOT EXISTS stats_rows_from ON stats_rows (collection, from_id);
+CREATE INDEX IF NOT EXISTS stats_rows_to ON stats_rows (collection, to_id);
+"""
+
+
+class SQLiteRetrievalStatsStore:
+    """Retrieval statistics in a SQLite file (stdlib ``sqlite3``, WAL journal).
+
+    Calls run in a worker thread behind a lock; the connection is opened once per instance.
+    """
+
+    def __init__(self, path: Path | str, collection: str) -> None:
+        """Open (and create) the stats file.
+
+        Args:
+            path: the SQLite file; parent directories are created.
+            collection: the collection name (validated before the file is touched).
+
+        Raises:
+            ConfigurationError: the collection name is not allowed.
+            BackendError: the file cannot be opened.
+        """
+        self.collection = validate_collection_name(collection)
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db: sqlite3.Connection | None = sqlite3.connect(
+                self.path, check_same_thread=False, timeout=30.0, isolation_level=None
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise BackendError(f"cannot open retrieval stats file {self.path}: {exc}") from exc
+
+    @classmethod
+    def from_settings(cls, settings: Settings, collection: str) -> SQLiteRetrievalStatsStore:
+        """Build from ``RETRIEVAL_STATS_PATH``."""
+        return cls(settings.retrieval_stats_path, collection)
+
+    def _run(self, sql: str, params: Sequence[Any] = (), *, many: bool = False) -> list[Any]:
+        with self._lock:
+            if self._db is None:
+                raise BackendError("the retrieval stats store is closed")
+            try:
+                if many:
+                    self._db.execute("BEGIN")
+                    try:
+                        self._db.executemany(sql, params)
+                    except BaseException:
+                        self._db.execute("ROLLBACK")
+                        raise
+                    self._db.execute("COMMIT")
+                    return []
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise BackendError(f"retrieval stats store {self.path} failed: {exc}") from exc
+
+    async def record(self, entries: Sequence[StatsEntry]) -> None:
+        """Insert or replace rows keyed by ``(collection, id)`` in one transaction."""
+        rows = [
+            (
+                self.collection,
+                str(e.id),
+                e.kind,
+                e.key,
+                int(e.current),
+                None if e.from_id is None else str(e.from_id),
+                None if e.to_id is None else str(e.to_id),
+            )
+            for e in entries
+        ]
+        if rows:
+            await asyncio.to_thread(
+                self._run,
+                "INSERT OR REPLACE INTO stats_rows VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
+                many=True,
+            )
+
+    async def degrees(
+        self, ids: Sequence[MemoryId], *, relation: Relation | None = None
+    ) -> dict[MemoryId, int]:
+        """Links touching each id (optionally of one relation)."""
+        counts = dict.fromkeys(ids, 0)
+        if not ids:
+            return counts
+        keys = [str(i) for i in ids]
+        marks = ",".join("?" * len(keys))
+        rel_sql = "" if relation is None else " AND key = ?"
+        rel_param: list[str] = [] if relation is None else [relation.value]
+        sql = (
+            f"SELECT node, COUNT(*) FROM ("  # noqa: S608 - only placeholders are interpolated
+            f" SELECT from_id AS node FROM stats_rows WHERE collection = ? AND kind = 'link'"
+            f" AND from_id IN ({marks}){rel_sql}"
+            f" UNION ALL SELECT to_id AS node FROM stats_rows WHERE collection = ? AND kind = 'link'"
+            f" AND to_id IN ({marks}){rel_sql} AND to_id != from_id"
+            f") GROUP BY node"
+        )
+        params = [self.collection, *keys, *rel_param, self.collection, *keys, *rel_param]
+        for node, count in await asyncio.to_thread(self._run, sql, params):
+            counts[MemoryId(node)] = int(count)
+        return counts
+
+    async def summary(self) -> StatsSummary:
+        """Counters of the collection."""
+        rows = await asyncio.to_thread(
+            self._run,
+            "SELECT id, kind, key, current FROM stats_rows WHERE collection = ?",
+            (self.collection,),
+        )
+        return summarise(
+            [StatsEntry(id=MemoryId(r[0]), kind=r[1], key=r[2], current=bool(r[3])) for r in rows]
+        )
+
+    async def row_count(self) -> int:
+        """Number of rows of the collection."""
+        rows = await asyncio.to_thread(
+            self._run, "SELECT COUNT(*) FROM stats_rows WHERE collection = ?", (self.collection,)
+        )
+        return int(rows[0][0])
+
+    async def clear(self) -> None:
+        """Remove every row of the collection."""
+        await asyncio.to_thread(
+            self._run, "DELETE FROM stats_rows WHERE collection = ?", (self.collection,)
+        )
+
+    async def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None

@@ -1,0 +1,22 @@
+"""Reference adapters and test helpers.
+
+* :class:`ReferenceGraphStore` (``GRAPH_STORE_MODE=reference``) and :class:`ReferenceVectorIndex`
+  (``VECTOR_STORE_MODE=in_memory``): the executable specification of their ports, in pure Python.
+* :class:`HashingEmbeddingProvider`: a deterministic embedder for tests (``EMBEDDING_PROVIDER=hashing``).
+* :mod:`charmem.testing.faults`: fault-injecting wrappers around any real adapter.
+"""
+
+from charmem.testing.faults import FaultInjected, FaultyGraphStore, FaultyStatsStore, FaultyVectorIndex
+from charmem.testing.hashing import HashingEmbeddingProvider
+from charmem.testing.reference_graph import ReferenceGraphStore
+from charmem.testing.reference_vectors import ReferenceVectorIndex
+
+__all__ = [
+    "FaultInjected",
+    "FaultyGraphStore",
+    "FaultyStatsStore",
+    "FaultyVectorIndex",
+    "HashingEmbeddingProvider",
+    "ReferenceGraphStore",
+    "ReferenceVectorIndex",
+]

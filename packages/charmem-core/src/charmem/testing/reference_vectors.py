@@ -1,0 +1,99 @@
+"""The reference vector index: exact cosine in pure Python, the vector port's specification."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import ObjectType
+from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness
+from charmem.errors import BackendError, DimensionMismatchError
+from charmem.ports import VectorHit, VectorPoint, VectorQuery, VectorSearchResult
+from charmem.settings import Settings, validate_collection_name
+
+__all__ = ["ReferenceVectorIndex"]
+
+
+def _normalised(vector: Sequence[float], size: int) -> tuple[float, ...]:
+    if len(vector) != size:
+        raise DimensionMismatchError(
+            f"vector has {len(vector)} dimensions, the index holds {size}; use a provider of "
+            f"size {size} or rebuild the index",
+            expected=size,
+            actual=len(vector),
+        )
+    values = tuple(float(v) for v in vector)
+    if not all(math.isfinite(v) for v in values):
+        raise BackendError("vector holds NaN or infinite values; the embedding provider is faulty")
+    norm = math.sqrt(sum(v * v for v in values))
+    return values if norm == 0.0 else tuple(v / norm for v in values)
+
+
+class ReferenceVectorIndex:
+    """Exact cosine search over a dict (``VECTOR_STORE_MODE=in_memory``); no lexical cue."""
+
+    def __init__(self, collection: str, *, model_id: str, vector_size: int) -> None:
+        """Args: collection: validated name; model_id, vector_size: the embedder fingerprint."""
+        self.collection = validate_collection_name(collection)
+        self._model_id = model_id
+        self._size = vector_size
+        self._points: dict[MemoryId, tuple[ObjectType, tuple[float, ...]]] = {}
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, collection: str, *, model_id: str, vector_size: int
+    ) -> ReferenceVectorIndex:
+        """Build from settings (nothing is read)."""
+        del settings
+        return cls(collection, model_id=model_id, vector_size=vector_size)
+
+    @property
+    def vector_size(self) -> int:
+        """Dimensions of every vector."""
+        return self._size
+
+    @property
+    def model_id(self) -> str:
+        """The embedder fingerprint's model id."""
+        return self._model_id
+
+    async def upsert(self, points: Sequence[VectorPoint]) -> None:
+        """Insert or replace points (all validated before any is stored)."""
+        staged = [(p.id, p.object_type, _normalised(p.vector, self._size)) for p in points]
+        for memory_id, object_type, vector in staged:
+            self._points[memory_id] = (object_type, vector)
+
+    async def delete(self, ids: Sequence[MemoryId]) -> None:
+        """Remove points; absent ids are ignored."""
+        for memory_id in ids:
+            self._points.pop(memory_id, None)
+
+    async def search(self, query: VectorQuery) -> VectorSearchResult:
+        """Exact cosine; score desc, id asc."""
+        vector = _normalised(query.vector, self._size)
+        scope = set(query.object_types)
+        scored = [
+            VectorHit(memory_id, object_type, sum(a * b for a, b in zip(vector, stored, strict=True)))
+            for memory_id, (object_type, stored) in self._points.items()
+            if not scope or object_type in scope
+        ]
+        scored.sort(key=lambda hit: (-hit.score, hit.id))
+        hits = tuple(scored[: query.limit])
+        return VectorSearchResult(
+            hits=hits,
+            completeness=VectorRecallCompleteness(
+                CompletenessKind.EXHAUSTIVE, scanned=len(scored), fetched=len(hits)
+            ),
+        )
+
+    async def point_ids(self) -> set[MemoryId]:
+        """Every point id."""
+        return set(self._points)
+
+    async def count(self) -> int:
+        """Number of points."""
+        return len(self._points)
+
+    async def close(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,1 @@
+"""Use cases: write planning, validation, commit, retrieval (pure orchestration over the ports)."""

@@ -1,0 +1,219 @@
+"""``commit``: write a validated plan; graph first and atomic, then repairable vector and stats
+writes (spec "Write path", DESIGN §4.3, §5)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from charmem._log import get_logger
+
+from charmem.domain.graph import GraphBatch
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, object_type_of
+from charmem.domain.plan import (
+    CandidateValidationStatus,
+    CommitOptions,
+    IndexEntry,
+    RememberOutcome,
+    RememberWritePlan,
+    RepairMarker,
+    RepairMarkerType,
+    VectorOperation,
+)
+from charmem.domain.retrieval import CurrencyStatus
+from charmem.errors import IdConflictError, PlanValidationError
+from charmem.ports import (
+    EmbeddingProvider,
+    GraphStore,
+    RetrievalStatsStore,
+    StatsEntry,
+    VectorIndex,
+    VectorPoint,
+)
+from charmem.usecases.planning import derive_links
+from charmem.usecases.validation import CONFLICT_PREFIX, validate
+
+__all__ = ["commit_plan", "maintain_stats", "maintain_vectors"]
+
+log = get_logger("charmem.commit")
+
+
+def _cause(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def maintain_vectors(
+    entries: Sequence[IndexEntry],
+    also_check: Sequence[MemoryId],
+    *,
+    graph: GraphStore,
+    vectors: VectorIndex,
+    embedder: EmbeddingProvider,
+    batch_size: int,
+) -> list[RepairMarkerType]:
+    """Bring candidate recall in step with graph currency for some ids; never raises.
+
+    Current entries are embedded and upserted; entries and ``also_check`` ids that are no longer
+    current are deleted. Graph currency is consulted first, so a replayed plan never puts a
+    superseded or suppressed memory back into the index (spec "Memory permanence").
+
+    Returns:
+        list[RepairMarkerType]: the failed operations; empty when everything was applied.
+    """
+    ids = sorted({*(e.id for e in entries), *also_check})
+    if not ids:
+        return []
+    try:
+        currency = await graph.currency(ids)
+    except Exception as exc:  # noqa: BLE001 - reported as a repair marker, by contract
+        log.warning("vector_currency_lookup_failed", ids=len(ids), error=type(exc).__name__)
+        return [RepairMarker.VectorMaintenance(VectorOperation.UPSERT, tuple(ids), f"currency lookup failed: {_cause(exc)}")]
+    upserts = [e for e in entries if currency.get(e.id) is CurrencyStatus.CURRENT]
+    deletes = sorted(i for i in ids if i in currency and currency[i] is not CurrencyStatus.CURRENT)
+    markers: list[RepairMarkerType] = []
+    for start in range(0, len(upserts), batch_size):
+        chunk = upserts[start : start + batch_size]
+        try:
+            rows = await embedder.embed_documents([e.text for e in chunk])
+            if len(rows) != len(chunk):
+                raise ValueError(f"the embedding provider returned {len(rows)} rows for {len(chunk)} texts")
+            await vectors.upsert(
+                [
+                    VectorPoint(id=e.id, object_type=e.object_type, vector=row, text=e.text)
+                    for e, row in zip(chunk, rows, strict=True)
+                ]
+            )
+        except Exception as exc:  # noqa: BLE001 - repairable write
+            log.warning("vector_upsert_failed", ids=len(chunk), error=type(exc).__name__)
+            markers.append(
+                RepairMarker.VectorMaintenance(VectorOperation.UPSERT, tuple(e.id for e in chunk), _cause(exc))
+            )
+    if deletes:
+        try:
+            await vectors.delete(deletes)
+        except Exception as exc:  # noqa: BLE001 - repairable write
+            log.warning("vector_delete_failed", ids=len(deletes), error=type(exc).__name__)
+            markers.append(RepairMarker.VectorMaintenance(VectorOperation.DELETE, tuple(deletes), _cause(exc)))
+    return markers
+
+
+async def maintain_stats(
+    objects: Sequence[MemoryObject],
+    links: Sequence[MemoryLink],
+    also_check: Sequence[MemoryId],
+    *,
+    graph: GraphStore,
+    stats: RetrievalStatsStore,
+) -> list[RepairMarkerType]:
+    """Write retrieval-stats rows for objects and links, keyed by id; never raises.
+
+    Rows of ``also_check`` ids (for example memories just superseded) are refreshed too, so the
+    current counters cache graph currency (DESIGN §4.9).
+
+    Returns:
+        list[RepairMarkerType]: one ``StatsMaintenance`` marker on failure, else empty.
+    """
+    ids = sorted({*(o.id for o in objects), *(link.id for link in links), *also_check})
+    if not ids:
+        return []
+    try:
+        extra = await graph.get_objects([i for i in also_check if i not in {o.id for o in objects}])
+        every = [*objects, *extra.values()]
+        currency = await graph.currency([o.id for o in every])
+        rows = [
+            StatsEntry(
+                id=o.id,
+                kind="object",
+                key=object_type_of(o).value,
+                current=currency.get(o.id) is CurrencyStatus.CURRENT,
+            )
+            for o in every
+        ]
+        rows += [
+            StatsEntry(id=link.id, kind="link", key=link.relation.value, from_id=link.from_id, to_id=link.to_id)
+            for link in links
+        ]
+        await stats.record(rows)
+    except Exception as exc:  # noqa: BLE001 - repairable write
+        log.warning("stats_update_failed", ids=len(ids), error=type(exc).__name__)
+        return [RepairMarker.StatsMaintenance(tuple(ids), _cause(exc))]
+    return []
+
+
+async def commit_plan(
+    plan: RememberWritePlan,
+    options: CommitOptions,
+    *,
+    graph: GraphStore,
+    vectors: VectorIndex,
+    embedder: EmbeddingProvider,
+    stats: RetrievalStatsStore,
+) -> RememberOutcome:
+    """Re-validate and persist a plan.
+
+    The graph batch (objects, caller links, derived links) is written atomically first; then
+    vectors and stats are brought in step as repairable writes whose failures come back as repair
+    markers. Replaying the same plan accepts equal content and re-applies the repairable writes.
+
+    Raises:
+        PlanValidationError: a candidate is invalid; nothing was written.
+        IdConflictError: an id is stored with different content; nothing was written.
+        BackendError: the graph write failed; nothing was written.
+    """
+    if plan.collection != graph.collection:
+        raise PlanValidationError(
+            f"the plan was prepared for collection {plan.collection!r}, not {graph.collection!r}; "
+            "prepare it with this memory"
+        )
+    validations = await validate(plan, graph)
+    invalid = {
+        str(v.candidate_id): v.reasons
+        for v in validations
+        if v.status is CandidateValidationStatus.INVALID
+    }
+    if invalid:
+        conflicts = sorted(
+            key for key, reasons in invalid.items() if any(r.startswith(CONFLICT_PREFIX) for r in reasons)
+        )
+        first = next(iter(invalid.items()))
+        if conflicts:
+            raise IdConflictError(
+                f"{len(conflicts)} id(s) are already stored with different content, e.g. "
+                f"{conflicts[0]}: {invalid[conflicts[0]][0]}; nothing was written",
+                ids=conflicts,
+                reasons=invalid,
+            )
+        raise PlanValidationError(
+            f"{len(invalid)} candidate(s) are invalid, e.g. {first[0]}: {first[1][0]}; nothing was written",
+            reasons=invalid,
+        )
+    links = (*plan.links, *derive_links(plan.collection, plan.objects, plan.links))
+    result = await graph.write_batch(GraphBatch(objects=plan.objects, links=links))
+    superseded = sorted({t for o in plan.objects if isinstance(o, DerivedMemory) for t in o.supersedes})
+    markers = await maintain_vectors(
+        plan.index_entries,
+        superseded,
+        graph=graph,
+        vectors=vectors,
+        embedder=embedder,
+        batch_size=options.embed_batch_size,
+    )
+    markers += await maintain_stats(plan.objects, links, superseded, graph=graph, stats=stats)
+    log.info(
+        "plan_committed",
+        collection=plan.collection,
+        objects=len(plan.objects),
+        links=len(links),
+        inserted=len(result.inserted_ids),
+        existing=len(result.existing_ids),
+        repair_markers=len(markers),
+    )
+    warnings = ()
+    if result.existing_ids:
+        warnings = (f"{len(result.existing_ids)} item(s) were already stored with equal content",)
+    return RememberOutcome(
+        object_ids=plan.object_ids,
+        link_ids=tuple(link.id for link in links),
+        repair_markers=tuple(markers),
+        warnings=warnings,
+    )

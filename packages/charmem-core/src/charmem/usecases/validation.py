@@ -1,0 +1,230 @@
+"""``validate_plan``: check a plan against itself and the graph, read-only (spec "Write path")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import (
+    DerivedMemory,
+    Episode,
+    MemoryLink,
+    MemoryObject,
+    MemoryThread,
+    ObjectType,
+    Observation,
+    Relation,
+    object_type_of,
+)
+from charmem.domain.plan import CandidateValidation, CandidateValidationStatus, RememberWritePlan
+from charmem.domain.rules import content_equal
+from charmem.ports import GraphStore
+from charmem.usecases.planning import derive_links
+
+__all__ = ["CONFLICT_PREFIX", "validate"]
+
+#: Reasons that start with this prefix are id conflicts (commit raises ``IdConflictError``).
+CONFLICT_PREFIX = "id conflict"
+
+_E, _O, _N, _T, _D = (
+    ObjectType.EPISODE,
+    ObjectType.OBSERVATION,
+    ObjectType.ENTITY,
+    ObjectType.THREAD,
+    ObjectType.DERIVED,
+)
+_ANY = frozenset(ObjectType)
+
+#: Endpoint types each relation allows (DESIGN §3 table).
+ENDPOINTS: dict[Relation, tuple[frozenset[ObjectType], frozenset[ObjectType]]] = {
+    Relation.HAS_OBSERVATION: (frozenset({_E}), frozenset({_O})),
+    Relation.INVOLVES: (frozenset({_E}), frozenset({_N})),
+    Relation.MENTIONS: (frozenset({_O}), frozenset({_N})),
+    Relation.DERIVED_FROM: (frozenset({_D}), frozenset({_E, _O})),
+    Relation.ABOUT: (frozenset({_D}), frozenset({_N})),
+    Relation.PART_OF_THREAD: (frozenset({_E, _D}), frozenset({_T})),
+    Relation.SUPERSEDES: (frozenset({_D}), _ANY - {_N, _T}),
+}
+
+
+def _kind(item: MemoryObject | MemoryLink) -> str:
+    return "link" if isinstance(item, MemoryLink) else object_type_of(item).value
+
+
+async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[CandidateValidation]:
+    """Validate every candidate of ``plan`` against the plan itself and the stored graph.
+
+    Checks: ids unique across the plan and the store unless the content is equal; every
+    referenced id resolves to an object of the right type; derived memories are grounded or
+    given (given ones need a notion subject and no sources); assertions name a subject in
+    ``entity_ids``; caller links are not ``supersedes``, join two objects and fit the relation's
+    endpoint types; the derived links match the objects.
+
+    Args:
+        plan: the plan to check.
+        graph: the graph authority (read only).
+
+    Returns:
+        list[CandidateValidation]: one per object, then one per caller link, in plan order.
+
+    Raises:
+        BackendError: the graph could not be read.
+    """
+    candidates: list[MemoryObject | MemoryLink] = [*plan.objects, *plan.links]
+    reasons: dict[int, list[str]] = {i: [] for i in range(len(candidates))}
+    warnings: dict[int, list[str]] = {i: [] for i in range(len(candidates))}
+
+    in_plan: dict[MemoryId, MemoryObject] = {}
+    first_seen: dict[MemoryId, MemoryObject | MemoryLink] = {}
+    for index, item in enumerate(candidates):
+        earlier = first_seen.get(item.id)
+        if earlier is None:
+            first_seen[item.id] = item
+        elif type(earlier) is not type(item) or not content_equal(earlier, item):
+            reasons[index].append(f"{CONFLICT_PREFIX}: the plan holds this id twice with different content")
+        if not isinstance(item, MemoryLink):
+            in_plan.setdefault(item.id, item)
+
+    referenced: set[MemoryId] = set(first_seen)
+    for obj in plan.objects:
+        referenced.update(_references(obj))
+    for link in plan.links:
+        referenced.update((link.from_id, link.to_id))
+    derived_links = derive_links(plan.collection, plan.objects, plan.links)
+    stored = await graph.get_objects(sorted(referenced))
+    stored_links = await graph.get_links(sorted({*first_seen, *(d.id for d in derived_links)}))
+
+    def type_of(memory_id: MemoryId) -> ObjectType | None:
+        obj = in_plan.get(memory_id) or stored.get(memory_id)
+        return None if obj is None else object_type_of(obj)
+
+    def require(index: int, ids: Sequence[MemoryId], allowed: frozenset[ObjectType], what: str) -> None:
+        for memory_id in ids:
+            found = type_of(memory_id)
+            if found is None:
+                reasons[index].append(f"{what} {memory_id} is neither in the plan nor stored")
+            elif found not in allowed:
+                names = "/".join(sorted(t.value for t in allowed))
+                reasons[index].append(f"{what} {memory_id} is a {found.value}, not a {names}")
+
+    for index, item in enumerate(candidates):
+        previous = stored.get(item.id) or stored_links.get(item.id)
+        if previous is not None:
+            if type(previous) is type(item) and content_equal(previous, item):
+                warnings[index].append("already stored with equal content (replay)")
+            else:
+                reasons[index].append(
+                    f"{CONFLICT_PREFIX}: id already stored as a {_kind(previous)} with different content"
+                )
+        if isinstance(item, Episode):
+            require(index, item.participant_entity_ids, frozenset({_N}), "participant")
+            require(index, item.thread_ids, frozenset({_T}), "thread")
+        elif isinstance(item, Observation):
+            require(index, [item.episode_id], frozenset({_E}), "episode")
+            if item.speaker_entity_id is not None:
+                require(index, [item.speaker_entity_id], frozenset({_N}), "speaker")
+            require(index, item.mentioned_entity_ids, frozenset({_N}), "mentioned notion")
+        elif isinstance(item, DerivedMemory):
+            _check_derived(item, reasons[index])
+            require(index, item.episode_ids, frozenset({_E}), "source episode")
+            require(index, item.observation_ids, frozenset({_O}), "source observation")
+            require(index, item.entity_ids, frozenset({_N}), "subject")
+            require(index, item.thread_ids, frozenset({_T}), "thread")
+            require(index, item.supersedes, frozenset({_D}), "superseded memory")
+        elif isinstance(item, MemoryLink):
+            _check_link(item, type_of, reasons[index])
+
+    plan_derived = {link.id: link for link in plan.derived_links}
+    expected = {link.id: link for link in derived_links}
+    mismatch = set(plan_derived) != set(expected) or any(
+        not content_equal(plan_derived[i], expected[i]) for i in expected
+    )
+    for link in derived_links:
+        previous = stored.get(link.id) or stored_links.get(link.id)
+        if previous is not None and not (
+            isinstance(previous, MemoryLink) and content_equal(previous, link)
+        ):
+            mismatch = True
+            owner = next(
+                (i for i, c in enumerate(candidates) if c.id in (link.from_id, link.to_id)), 0
+            )
+            reasons[owner].append(
+                f"{CONFLICT_PREFIX}: derived {link.relation.value} link {link.id} is already stored "
+                "with different content"
+            )
+    if mismatch and plan.objects and not any(reasons.values()):
+        reasons[0].append("the plan's derived links do not match its objects; re-prepare the plan")
+
+    return [
+        CandidateValidation(
+            candidate_id=item.id,
+            kind=_kind(item),
+            status=CandidateValidationStatus.INVALID if reasons[i] else CandidateValidationStatus.VALID,
+            reasons=tuple(reasons[i]),
+            warnings=tuple(warnings[i]),
+        )
+        for i, item in enumerate(candidates)
+    ]
+
+
+def _references(obj: MemoryObject) -> set[MemoryId]:
+    if isinstance(obj, Episode):
+        return {*obj.participant_entity_ids, *obj.thread_ids}
+    if isinstance(obj, Observation):
+        refs = {obj.episode_id, *obj.mentioned_entity_ids}
+        if obj.speaker_entity_id is not None:
+            refs.add(obj.speaker_entity_id)
+        return refs
+    if isinstance(obj, DerivedMemory):
+        return {*obj.source_ids, *obj.entity_ids, *obj.thread_ids, *obj.supersedes}
+    return set()
+
+
+def _check_derived(item: DerivedMemory, reasons: list[str]) -> None:
+    has_sources = bool(item.source_ids)
+    if item.given_by_application:
+        if has_sources:
+            reasons.append(
+                "given_by_application cannot coexist with source episodes or observations; "
+                "drop the sources or the declaration"
+            )
+        if not item.entity_ids:
+            reasons.append("given_by_application needs at least one notion in entity_ids")
+    elif not has_sources:
+        reasons.append(
+            "a derived memory needs source episode_ids/observation_ids, or "
+            "given_by_application=True with a notion subject"
+        )
+    subjects = set(item.entity_ids)
+    for assertion in item.assertions:
+        if assertion.subject not in subjects:
+            reasons.append(
+                f"invalid belief: assertion subject {assertion.subject} is not in entity_ids"
+            )
+    if item.id in item.supersedes:
+        reasons.append("a derived memory cannot supersede itself")
+
+
+def _check_link(
+    link: MemoryLink, type_of: Callable[[MemoryId], ObjectType | None], reasons: list[str]
+) -> None:
+    if link.relation is Relation.SUPERSEDES:
+        reasons.append(
+            "supersedes links are derived by commit and correct; author the derived memory's "
+            "supersedes list instead"
+        )
+        return
+    from_type, to_type = type_of(link.from_id), type_of(link.to_id)
+    if from_type is None:
+        reasons.append(f"link source {link.from_id} is not a stored or planned memory object")
+    if to_type is None:
+        reasons.append(f"link target {link.to_id} is not a stored or planned memory object")
+    if link.from_id == link.to_id:
+        reasons.append("a link cannot join an object to itself")
+    bounds = ENDPOINTS.get(link.relation)
+    if bounds is not None and from_type is not None and to_type is not None:
+        if from_type not in bounds[0] or to_type not in bounds[1]:
+            reasons.append(
+                f"{link.relation.value} joins {'/'.join(sorted(t.value for t in bounds[0]))} to "
+                f"{'/'.join(sorted(t.value for t in bounds[1]))}, not {from_type.value} to {to_type.value}"
+            )

@@ -1,0 +1,92 @@
+"""Settings: defaults, per-mode required keys, typed errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from charmem import ConfigurationError, Settings
+from charmem.composition import load_adapter
+from charmem.settings import validate_collection_name
+from charmem.testing import HashingEmbeddingProvider
+
+
+def test_defaults_match_the_design() -> None:
+    s = Settings.from_mapping({})
+    assert s.vector_store_mode == "embedded"
+    assert s.vector_store_path == Path("./data/vectors")
+    assert s.graph_store_mode == "persistent"
+    assert s.oxigraph_path == Path("./data/oxigraph")
+    assert s.retrieval_stats_store_mode == "sqlite"
+    assert s.retrieval_stats_path == Path("./data/retrieval-stats.sqlite3")
+    assert s.embedding_provider == "openai"
+    assert s.local_embedding_model == "all-MiniLM-L6-v2"
+
+
+@pytest.mark.parametrize(
+    ("mapping", "key"),
+    [
+        ({"GRAPH_STORE_MODE": "service"}, "SPARQL_QUERY_ENDPOINT"),
+        ({"VECTOR_STORE_MODE": "service"}, "QDRANT_CONNECTION_STRING"),
+        ({"VECTOR_STORE_MODE": "cloud"}, "VECTOR_STORE_MODE"),
+        ({"EMBEDDING_DIMENSIONS": "zero"}, "EMBEDDING_DIMENSIONS"),
+    ],
+)
+def test_missing_or_malformed_keys_name_the_key(mapping: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_mapping(mapping)
+    assert info.value.key == key
+    assert key in str(info.value)
+
+
+def test_openai_without_key_fails_at_open_naming_the_key() -> None:
+    settings = Settings.from_mapping({"EMBEDDING_PROVIDER": "openai", "EMBEDDING_MODEL": "m"})
+    with pytest.raises(ConfigurationError) as info:
+        settings.require_embedding_keys()
+    assert info.value.key == "OPENAI_API_KEY"
+
+
+async def test_open_with_provider_object_needs_no_embedding_keys(tmp_path: Path) -> None:
+    from charmem import CharacterMemory
+
+    settings = Settings.from_mapping(
+        {
+            "GRAPH_STORE_MODE": "reference",
+            "VECTOR_STORE_MODE": "in_memory",
+            "RETRIEVAL_STATS_STORE_MODE": "in_memory",
+        }
+    )
+    async with CharacterMemory.open(settings, "c", embedding_provider=HashingEmbeddingProvider()) as memory:
+        assert memory.collection == "c"
+    with pytest.raises(ConfigurationError) as info:
+        await CharacterMemory.open(settings, "c")
+    assert info.value.key == "OPENAI_API_KEY"
+
+
+def test_unused_backend_keys_are_not_required() -> None:
+    s = Settings.from_mapping({"VECTOR_STORE_MODE": "in_memory", "GRAPH_STORE_MODE": "in_memory",
+                               "RETRIEVAL_STATS_STORE_MODE": "in_memory", "EMBEDDING_PROVIDER": "local"})
+    assert s.qdrant_connection_string is None and s.sparql_query_endpoint is None
+    s.require_embedding_keys()
+
+
+def test_secrets_are_not_in_the_repr() -> None:
+    s = Settings.from_mapping({"OPENAI_API_KEY": "sk-secret-123", "EMBEDDING_MODEL": "m",
+                               "QDRANT_API_KEY": "qk-secret", "VECTOR_STORE_MODE": "service",
+                               "QDRANT_CONNECTION_STRING": "http://127.0.0.1:6334"})
+    assert "sk-secret-123" not in repr(s)
+    assert "qk-secret" not in repr(s)
+
+
+@pytest.mark.parametrize("name", ["", "A", "../x", "x/y", "-x", "a" * 129, "a b", "é"])
+def test_unsafe_collection_names_are_rejected(name: str) -> None:
+    with pytest.raises(ConfigurationError):
+        validate_collection_name(name)
+
+
+def test_missing_adapter_names_setting_group_and_package() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        load_adapter("embedder", "openai") if False else load_adapter("graph", "no_such_mode")
+    message = str(info.value)
+    assert "GRAPH_STORE_MODE" in message and "charmem.graph_stores" in message
