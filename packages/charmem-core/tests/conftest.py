@@ -25,7 +25,9 @@ def reference_memory(collection: str = "test") -> CharacterMemory:
     embedder = HashingEmbeddingProvider()
     return CharacterMemory(
         graph=ReferenceGraphStore(collection),
-        vectors=ReferenceVectorIndex(collection, model_id=embedder.model_id, vector_size=embedder.vector_size),
+        vectors=ReferenceVectorIndex(
+            collection, model_id=embedder.model_id, vector_size=embedder.vector_size
+        ),
         embedder=embedder,
         stats=InMemoryRetrievalStatsStore(collection),
         collection=collection,

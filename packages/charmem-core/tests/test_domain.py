@@ -83,7 +83,7 @@ def test_drafts_are_frozen_and_evolve() -> None:
 
 def test_canonical_content_ignores_id_order_and_offsets() -> None:
     a, b = MemoryId.new(), MemoryId.new()
-    base = dict(id=MemoryId.new(), summary="s", created_at=NOW)
+    base = {"id": MemoryId.new(), "summary": "s", "created_at": NOW}
     e1 = Episode(occurred_at=NOW, participant_entity_ids=[a, b], **base)  # type: ignore[arg-type]
     plus2 = timezone(timedelta(hours=2))
     e2 = Episode(occurred_at=NOW.astimezone(plus2), participant_entity_ids=[b, a, a], **base)  # type: ignore[arg-type]
@@ -138,7 +138,7 @@ def test_caller_about_link_is_not_duplicated() -> None:
 
 def test_plan_json_round_trip_is_exact() -> None:
     notion = MemoryId.new()
-    item = RememberInput("quotes \"\"\" {braces} \\ 한국어 🎉 \u200b", occurred_at=NOW).with_derived_memory(
+    item = RememberInput('quotes """ {braces} \\ 한국어 🎉 \u200b', occurred_at=NOW).with_derived_memory(
         DerivedMemoryDraft(
             DerivedType.REFLECTION,
             "named",

@@ -65,16 +65,29 @@ async def test_open_with_provider_object_needs_no_embedding_keys(tmp_path: Path)
 
 
 def test_unused_backend_keys_are_not_required() -> None:
-    s = Settings.from_mapping({"VECTOR_STORE_MODE": "in_memory", "GRAPH_STORE_MODE": "in_memory",
-                               "RETRIEVAL_STATS_STORE_MODE": "in_memory", "EMBEDDING_PROVIDER": "local"})
-    assert s.qdrant_connection_string is None and s.sparql_query_endpoint is None
+    s = Settings.from_mapping(
+        {
+            "VECTOR_STORE_MODE": "in_memory",
+            "GRAPH_STORE_MODE": "in_memory",
+            "RETRIEVAL_STATS_STORE_MODE": "in_memory",
+            "EMBEDDING_PROVIDER": "local",
+        }
+    )
+    assert s.qdrant_connection_string is None
+    assert s.sparql_query_endpoint is None
     s.require_embedding_keys()
 
 
 def test_secrets_are_not_in_the_repr() -> None:
-    s = Settings.from_mapping({"OPENAI_API_KEY": "sk-secret-123", "EMBEDDING_MODEL": "m",
-                               "QDRANT_API_KEY": "qk-secret", "VECTOR_STORE_MODE": "service",
-                               "QDRANT_CONNECTION_STRING": "http://127.0.0.1:6334"})
+    s = Settings.from_mapping(
+        {
+            "OPENAI_API_KEY": "sk-secret-123",
+            "EMBEDDING_MODEL": "m",
+            "QDRANT_API_KEY": "qk-secret",
+            "VECTOR_STORE_MODE": "service",
+            "QDRANT_CONNECTION_STRING": "http://127.0.0.1:6334",
+        }
+    )
     assert "sk-secret-123" not in repr(s)
     assert "qk-secret" not in repr(s)
 
@@ -89,4 +102,5 @@ def test_missing_adapter_names_setting_group_and_package() -> None:
     with pytest.raises(ConfigurationError) as info:
         load_adapter("embedder", "openai") if False else load_adapter("graph", "no_such_mode")
     message = str(info.value)
-    assert "GRAPH_STORE_MODE" in message and "charmem.graph_stores" in message
+    assert "GRAPH_STORE_MODE" in message
+    assert "charmem.graph_stores" in message

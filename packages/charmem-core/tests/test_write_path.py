@@ -52,7 +52,9 @@ async def test_prepare_and_validate_write_nothing(memory: CharacterMemory) -> No
     assert await counts(memory) == before
     outcome = await memory.commit(plan)
     graph, points, rows = await counts(memory)
-    assert graph > before[0] and points == before[1] + 1 and rows > before[2]
+    assert graph > before[0]
+    assert points == before[1] + 1
+    assert rows > before[2]
     assert set(outcome.object_ids) == set(plan.object_ids)
 
 
@@ -62,7 +64,8 @@ async def test_replaying_a_plan_is_idempotent(memory: CharacterMemory) -> None:
     after_first = await counts(memory)
     second = await memory.commit(plan)
     assert await counts(memory) == after_first
-    assert second.object_ids == first.object_ids and second.link_ids == first.link_ids
+    assert second.object_ids == first.object_ids
+    assert second.link_ids == first.link_ids
     assert second.warnings  # says the items already existed
 
 
@@ -71,7 +74,9 @@ async def test_id_reused_with_other_content_conflicts_and_changes_nothing(memory
     await memory.remember(RememberInput("original", episode_id=episode, occurred_at=WHEN))
     before = await counts(memory)
     with pytest.raises(IdConflictError) as info:
-        await memory.remember(RememberInput("different", summary="other", episode_id=episode, occurred_at=WHEN))
+        await memory.remember(
+            RememberInput("different", summary="other", episode_id=episode, occurred_at=WHEN)
+        )
     assert str(episode) in info.value.ids
     assert await counts(memory) == before
 
@@ -95,7 +100,7 @@ async def test_given_belief_rules(memory: CharacterMemory) -> None:
     )
     # convenience path does not attach its episode as a source to a given belief
     plan = await memory.prepare(RememberInput("The app names Bob.").with_derived_memory(named))
-    derived = [o for o in plan.objects if o.object_type is ObjectType.DERIVED][0]
+    derived = next(o for o in plan.objects if o.object_type is ObjectType.DERIVED)
     assert derived.source_ids == ()  # type: ignore[union-attr]
     await memory.commit(plan)
 
@@ -169,16 +174,28 @@ async def test_supersession_removes_the_old_vector(memory: CharacterMemory) -> N
     notion = MemoryId.new()
     old = MemoryId.new()
     await memory.remember(RememberDrafts(entities=[EntityDraft(id=notion)]))
-    base = DerivedMemoryDraft(DerivedType.REFLECTION, "known as Al", id=old, entity_ids=[notion],
-                              assertions=[BeliefAssertion(notion, KnownAs("Al"))], given_by_application=True)
+    base = DerivedMemoryDraft(
+        DerivedType.REFLECTION,
+        "known as Al",
+        id=old,
+        entity_ids=[notion],
+        assertions=[BeliefAssertion(notion, KnownAs("Al"))],
+        given_by_application=True,
+    )
     await memory.remember(RememberDrafts(derived=[base]))
-    renamed = DerivedMemoryDraft(DerivedType.REFLECTION, "known as Bob", entity_ids=[notion],
-                                 assertions=[BeliefAssertion(notion, KnownAs("Bob"))],
-                                 given_by_application=True, supersedes=[old])
+    renamed = DerivedMemoryDraft(
+        DerivedType.REFLECTION,
+        "known as Bob",
+        entity_ids=[notion],
+        assertions=[BeliefAssertion(notion, KnownAs("Bob"))],
+        given_by_application=True,
+        supersedes=[old],
+    )
     await memory.remember(RememberDrafts(derived=[renamed]))
     assert old not in await memory.vectors.point_ids()
     summary = await memory.stats.summary()
-    assert summary.objects["derived"] == 2 and summary.current_objects["derived"] == 1
+    assert summary.objects["derived"] == 2
+    assert summary.current_objects["derived"] == 1
 
 
 async def test_graph_authority_omits_vectors_the_graph_does_not_hold(memory: CharacterMemory) -> None:
@@ -208,8 +225,13 @@ async def test_explicit_session_with_deterministic_ids_is_idempotent_across_prep
         entities=[EntityDraft(id=speaker, entity_type="person", created_at=WHEN)],
         episodes=[EpisodeDraft(id=episode, summary="session one", occurred_at=WHEN, created_at=WHEN)],
         observations=[
-            ObservationDraft(id=MemoryId.deterministic("conv", f"D1:{i}"), text=f"turn {i}",
-                             episode_id=episode, speaker_entity_id=speaker, created_at=WHEN)
+            ObservationDraft(
+                id=MemoryId.deterministic("conv", f"D1:{i}"),
+                text=f"turn {i}",
+                episode_id=episode,
+                speaker_entity_id=speaker,
+                created_at=WHEN,
+            )
             for i in range(3)
         ],
     )

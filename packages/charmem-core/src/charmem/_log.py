@@ -15,8 +15,10 @@ __all__ = ["get_logger"]
 
 
 def get_logger(name: str) -> Any:
-    """A structlog logger named ``name`` (e.g. ``"charmem.commit"``) that renders key=value pairs
-    into the stdlib logger of the same name."""
+    """A structlog logger named ``name`` (e.g. ``"charmem.commit"``).
+
+    It renders key=value pairs into the stdlib logger of the same name.
+    """
     return structlog.wrap_logger(
         logging.getLogger(name),
         processors=[

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any, TypeVar
 
 from charmem._log import get_logger
-
 from charmem.clock import SystemClock
 from charmem.composition import load_adapter
 from charmem.domain.drafts import RememberDrafts, RememberInput
@@ -56,7 +55,7 @@ T = TypeVar("T")
 class _Opening:
     """What :meth:`CharacterMemory.open` returns: awaitable and an async context manager."""
 
-    def __init__(self, factory: Callable[[], Awaitable[CharacterMemory]]) -> None:
+    def __init__(self, factory: Callable[[], Coroutine[Any, Any, CharacterMemory]]) -> None:
         self._factory = factory
         self._memory: CharacterMemory | None = None
 
@@ -160,11 +159,13 @@ class CharacterMemory:
 
         async def build() -> CharacterMemory:
             validate_collection_name(collection)
-            embedder = embedding_provider
-            if embedder is None:
+            embedder: EmbeddingProvider
+            if embedding_provider is None:
                 settings.require_embedding_keys()
                 factory = load_adapter("embedder", settings.embedding_provider)
                 embedder = await asyncio.to_thread(factory.from_settings, settings)
+            else:
+                embedder = embedding_provider
             opened: list[Any] = []
             try:
                 graph = await asyncio.to_thread(
@@ -193,8 +194,13 @@ class CharacterMemory:
                     except Exception:  # noqa: BLE001, S110 - the original error matters more
                         pass
                 raise
-            log.info("memory_opened", collection=collection, graph=settings.graph_store_mode,
-                     vectors=settings.vector_store_mode, model=embedder.model_id)
+            log.info(
+                "memory_opened",
+                collection=collection,
+                graph=settings.graph_store_mode,
+                vectors=settings.vector_store_mode,
+                model=embedder.model_id,
+            )
             return cls(
                 graph=graph,
                 vectors=vectors,
@@ -246,9 +252,7 @@ class CharacterMemory:
         self._check_open()
         return await validate(plan, self.graph)
 
-    async def commit(
-        self, plan: RememberWritePlan, options: CommitOptions | None = None
-    ) -> RememberOutcome:
+    async def commit(self, plan: RememberWritePlan, options: CommitOptions | None = None) -> RememberOutcome:
         """Re-validate and persist a plan (graph atomically; vectors and stats repairably).
 
         Returns:
@@ -384,7 +388,7 @@ class SyncCharacterMemory:
         """Open as :meth:`CharacterMemory.open` does; usable directly or as a context manager."""
         runner = _LoopThread()
         try:
-            memory = runner.run(
+            memory: CharacterMemory = runner.run(
                 CharacterMemory.open(
                     settings,
                     collection,
@@ -400,8 +404,10 @@ class SyncCharacterMemory:
 
     @classmethod
     def wrap(cls, memory: CharacterMemory) -> SyncCharacterMemory:
-        """Wrap an already built :class:`CharacterMemory` (its adapters must not be in use by
-        another event loop)."""
+        """Wrap an already built :class:`CharacterMemory`.
+
+        Its adapters must not be in use by another event loop.
+        """
         return cls(memory, _LoopThread())
 
     def prepare(

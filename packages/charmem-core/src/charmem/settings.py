@@ -136,8 +136,9 @@ class Settings:
             values["vector_store_path"] = Path(_optional(mapping, "VECTOR_STORE_PATH") or "./data/vectors")
         elif vector_mode == "service":
             values["qdrant_connection_string"] = _required(
-                mapping, "QDRANT_CONNECTION_STRING", "when VECTOR_STORE_MODE=service (gRPC endpoint, "
-                "e.g. http://127.0.0.1:6334)"
+                mapping,
+                "QDRANT_CONNECTION_STRING",
+                "when VECTOR_STORE_MODE=service (gRPC endpoint, e.g. http://127.0.0.1:6334)",
             )
             values["qdrant_api_key"] = _optional(mapping, "QDRANT_API_KEY")
         if graph_mode == "persistent":
@@ -164,8 +165,10 @@ class Settings:
         return cls(**values)  # type: ignore[arg-type]
 
     def require_embedding_keys(self) -> None:
-        """Check the keys the selected ``EMBEDDING_PROVIDER`` needs (when no provider object is
-        given): ``openai`` needs ``OPENAI_API_KEY`` and ``EMBEDDING_MODEL``.
+        """Check the keys the selected ``EMBEDDING_PROVIDER`` needs.
+
+        Called when no provider object is given: ``openai`` needs ``OPENAI_API_KEY`` and
+        ``EMBEDDING_MODEL``.
 
         Raises:
             ConfigurationError: a required key is missing; its ``key`` names it.

@@ -22,12 +22,17 @@ def id_set(values: Iterable[Any] | None) -> tuple[MemoryId, ...]:
     return tuple(sorted({as_memory_id(value) for value in values}))
 
 
+def as_tuple(values: Iterable[Any]) -> tuple[Any, ...]:
+    """Freeze any iterable into a tuple (keeps order)."""
+    return tuple(values)
+
+
 def optional_id(value: Any) -> MemoryId | None:
     return None if value is None else as_memory_id(value)
 
 
-def aware(_instance: object, attribute: Any, value: datetime | None) -> None:
-    """attrs validator: a datetime must carry a timezone (DESIGN §3)."""
+def aware(_instance: object, attribute: Any, value: Any) -> None:
+    """Attrs validator: a datetime must carry a timezone (DESIGN §3)."""
     if value is None:
         return
     if not isinstance(value, datetime):
@@ -42,8 +47,8 @@ def aware(_instance: object, attribute: Any, value: datetime | None) -> None:
         )
 
 
-def salience(_instance: object, attribute: Any, value: float | None) -> None:
-    """attrs validator: salience is a finite number in [0, 1]."""
+def salience(_instance: object, attribute: Any, value: Any) -> None:
+    """Attrs validator: salience is a finite number in [0, 1]."""
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -54,15 +59,15 @@ def salience(_instance: object, attribute: Any, value: float | None) -> None:
         )
 
 
-def text(_instance: object, attribute: Any, value: str) -> None:
-    """attrs validator: memory text is a non-blank ``str`` encodable as UTF-8."""
+def text(_instance: object, attribute: Any, value: Any) -> None:
+    """Attrs validator: memory text is a non-blank ``str`` encodable as UTF-8."""
     plain(_instance, attribute, value)
     if not value.strip():
         raise DraftValidationError(f"{attribute.name} must not be blank", field=attribute.name)
 
 
-def plain(_instance: object, attribute: Any, value: str | None) -> None:
-    """attrs validator: an optional ``str`` that is valid Unicode (no lone surrogates)."""
+def plain(_instance: object, attribute: Any, value: Any) -> None:
+    """Attrs validator: an optional ``str`` that is valid Unicode (no lone surrogates)."""
     if value is None:
         return
     if not isinstance(value, str):

@@ -15,6 +15,7 @@ from datetime import datetime
 import attrs
 
 from charmem.domain import _fields
+from charmem.domain._fields import as_tuple, id_set, optional_id
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import BeliefAssertion, DerivedType, Relation, ThreadStatus, _assertions
 
@@ -29,9 +30,6 @@ __all__ = [
     "ThreadDraft",
 ]
 
-_ids = _fields.id_set
-_opt_id = _fields.optional_id
-
 
 @attrs.frozen(kw_only=True)
 class EpisodeDraft:
@@ -39,9 +37,9 @@ class EpisodeDraft:
 
     summary: str = attrs.field(default="", validator=_fields.plain)
     occurred_at: datetime | None = attrs.field(default=None, validator=_fields.aware)
-    id: MemoryId | None = attrs.field(default=None, converter=_opt_id)
-    participant_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_ids)
-    thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_ids)
+    id: MemoryId | None = attrs.field(default=None, converter=optional_id)
+    participant_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
+    thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     raw_ref: str | None = attrs.field(default=None, validator=_fields.plain)
     salience: float | None = attrs.field(default=None, validator=_fields.salience)
     created_at: datetime | None = attrs.field(default=None, validator=_fields.aware)
@@ -54,9 +52,9 @@ class ObservationDraft:
     text: str = attrs.field(validator=_fields.text)
     episode_id: MemoryId = attrs.field(converter=as_memory_id)
     observed_at: datetime | None = attrs.field(default=None, validator=_fields.aware)
-    id: MemoryId | None = attrs.field(default=None, converter=_opt_id)
-    speaker_entity_id: MemoryId | None = attrs.field(default=None, converter=_opt_id)
-    mentioned_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_ids)
+    id: MemoryId | None = attrs.field(default=None, converter=optional_id)
+    speaker_entity_id: MemoryId | None = attrs.field(default=None, converter=optional_id)
+    mentioned_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     raw_ref: str | None = attrs.field(default=None, validator=_fields.plain)
     salience: float | None = attrs.field(default=None, validator=_fields.salience)
     created_at: datetime | None = attrs.field(default=None, validator=_fields.aware)
@@ -66,7 +64,7 @@ class ObservationDraft:
 class EntityDraft:
     """A notion: an id and a free-form type (``"person"``, ``"place"``). It has no name."""
 
-    id: MemoryId | None = attrs.field(default=None, converter=_opt_id)
+    id: MemoryId | None = attrs.field(default=None, converter=optional_id)
     entity_type: str = attrs.field(default="notion", validator=_fields.text)
     created_at: datetime | None = attrs.field(default=None, validator=_fields.aware)
 
@@ -78,7 +76,7 @@ class ThreadDraft:
     title: str = attrs.field(validator=_fields.text)
     summary: str = attrs.field(default="", validator=_fields.plain)
     status: ThreadStatus = attrs.field(default=ThreadStatus.ACTIVE, converter=ThreadStatus)
-    id: MemoryId | None = attrs.field(default=None, converter=_opt_id)
+    id: MemoryId | None = attrs.field(default=None, converter=optional_id)
     created_at: datetime | None = attrs.field(default=None, validator=_fields.aware)
 
 
@@ -94,16 +92,14 @@ class DerivedMemoryDraft:
 
     derived_type: DerivedType = attrs.field(converter=DerivedType)
     text: str = attrs.field(validator=_fields.text)
-    id: MemoryId | None = attrs.field(default=None, converter=_opt_id, kw_only=True)
-    entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_ids, kw_only=True)
-    assertions: tuple[BeliefAssertion, ...] = attrs.field(
-        default=(), converter=_assertions, kw_only=True
-    )
+    id: MemoryId | None = attrs.field(default=None, converter=optional_id, kw_only=True)
+    entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)
+    assertions: tuple[BeliefAssertion, ...] = attrs.field(default=(), converter=_assertions, kw_only=True)
     given_by_application: bool = attrs.field(default=False, kw_only=True)
-    supersedes: tuple[MemoryId, ...] = attrs.field(default=(), converter=_ids, kw_only=True)
-    episode_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_ids, kw_only=True)
-    observation_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_ids, kw_only=True)
-    thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_ids, kw_only=True)
+    supersedes: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)
+    episode_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)
+    observation_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)
+    thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)
     salience: float | None = attrs.field(default=None, validator=_fields.salience, kw_only=True)
     created_at: datetime | None = attrs.field(default=None, validator=_fields.aware, kw_only=True)
 
@@ -124,7 +120,7 @@ class LinkDraft:
     from_id: MemoryId = attrs.field(converter=as_memory_id)
     relation: Relation = attrs.field(converter=Relation)
     to_id: MemoryId = attrs.field(converter=as_memory_id)
-    id: MemoryId | None = attrs.field(default=None, converter=_opt_id, kw_only=True)
+    id: MemoryId | None = attrs.field(default=None, converter=optional_id, kw_only=True)
     rationale: str | None = attrs.field(default=None, validator=_fields.plain, kw_only=True)
     recorded_at: datetime | None = attrs.field(default=None, validator=_fields.aware, kw_only=True)
 
@@ -141,18 +137,16 @@ class RememberInput:
     text: str = attrs.field(validator=_fields.text)
     occurred_at: datetime | None = attrs.field(default=None, validator=_fields.aware, kw_only=True)
     summary: str | None = attrs.field(default=None, validator=_fields.plain, kw_only=True)
-    speaker_entity_id: MemoryId | None = attrs.field(default=None, converter=_opt_id, kw_only=True)
-    participant_entity_ids: tuple[MemoryId, ...] = attrs.field(
-        default=(), converter=_ids, kw_only=True
-    )
-    mentioned_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_ids, kw_only=True)
-    thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_ids, kw_only=True)
+    speaker_entity_id: MemoryId | None = attrs.field(default=None, converter=optional_id, kw_only=True)
+    participant_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)
+    mentioned_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)
+    thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)
     raw_ref: str | None = attrs.field(default=None, validator=_fields.plain, kw_only=True)
     salience: float | None = attrs.field(default=None, validator=_fields.salience, kw_only=True)
-    episode_id: MemoryId | None = attrs.field(default=None, converter=_opt_id, kw_only=True)
-    observation_id: MemoryId | None = attrs.field(default=None, converter=_opt_id, kw_only=True)
+    episode_id: MemoryId | None = attrs.field(default=None, converter=optional_id, kw_only=True)
+    observation_id: MemoryId | None = attrs.field(default=None, converter=optional_id, kw_only=True)
     created_at: datetime | None = attrs.field(default=None, validator=_fields.aware, kw_only=True)
-    derived: tuple[DerivedMemoryDraft, ...] = attrs.field(default=(), converter=tuple, kw_only=True)
+    derived: tuple[DerivedMemoryDraft, ...] = attrs.field(default=(), converter=as_tuple, kw_only=True)
 
     def with_derived_memory(self, draft: DerivedMemoryDraft) -> RememberInput:
         """Return a copy with ``draft`` attached (grounded on this input unless given/sourced)."""
@@ -166,12 +160,12 @@ class RememberDrafts:
     A notion and its given name with no episode at all, or a whole session with its turns.
     """
 
-    episodes: tuple[EpisodeDraft, ...] = attrs.field(default=(), converter=tuple)
-    observations: tuple[ObservationDraft, ...] = attrs.field(default=(), converter=tuple)
-    entities: tuple[EntityDraft, ...] = attrs.field(default=(), converter=tuple)
-    threads: tuple[ThreadDraft, ...] = attrs.field(default=(), converter=tuple)
-    derived: tuple[DerivedMemoryDraft, ...] = attrs.field(default=(), converter=tuple)
-    links: tuple[LinkDraft, ...] = attrs.field(default=(), converter=tuple)
+    episodes: tuple[EpisodeDraft, ...] = attrs.field(default=(), converter=as_tuple)
+    observations: tuple[ObservationDraft, ...] = attrs.field(default=(), converter=as_tuple)
+    entities: tuple[EntityDraft, ...] = attrs.field(default=(), converter=as_tuple)
+    threads: tuple[ThreadDraft, ...] = attrs.field(default=(), converter=as_tuple)
+    derived: tuple[DerivedMemoryDraft, ...] = attrs.field(default=(), converter=as_tuple)
+    links: tuple[LinkDraft, ...] = attrs.field(default=(), converter=as_tuple)
 
     def __len__(self) -> int:
         return (

@@ -8,6 +8,7 @@ from datetime import datetime
 import attrs
 
 from charmem.domain import _fields
+from charmem.domain._fields import as_tuple
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import MemoryLink, MemoryObject
 
@@ -53,9 +54,9 @@ class GraphBatch:
         records: lifecycle records, same rule.
     """
 
-    objects: tuple[MemoryObject, ...] = attrs.field(default=(), converter=tuple)
-    links: tuple[MemoryLink, ...] = attrs.field(default=(), converter=tuple)
-    records: tuple[LifecycleRecord, ...] = attrs.field(default=(), converter=tuple)
+    objects: tuple[MemoryObject, ...] = attrs.field(default=(), converter=as_tuple)
+    links: tuple[MemoryLink, ...] = attrs.field(default=(), converter=as_tuple)
+    records: tuple[LifecycleRecord, ...] = attrs.field(default=(), converter=as_tuple)
 
     def __len__(self) -> int:
         return len(self.objects) + len(self.links) + len(self.records)

@@ -15,6 +15,7 @@ from typing import TypeAlias
 import attrs
 
 from charmem.domain import _fields
+from charmem.domain._fields import id_set, optional_id
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.errors import DraftValidationError
 
@@ -150,8 +151,8 @@ class Episode:
     id: MemoryId = attrs.field(converter=as_memory_id)
     occurred_at: datetime = attrs.field(validator=_fields.aware)
     summary: str = attrs.field(default="", validator=_fields.plain)
-    participant_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_fields.id_set)
-    thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_fields.id_set)
+    participant_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
+    thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     raw_ref: str | None = attrs.field(default=None, validator=_fields.plain)
     salience: float = attrs.field(default=0.5, validator=_fields.salience)
     created_at: datetime = attrs.field(validator=_fields.aware)
@@ -181,8 +182,8 @@ class Observation:
     episode_id: MemoryId = attrs.field(converter=as_memory_id)
     text: str = attrs.field(validator=_fields.text)
     observed_at: datetime = attrs.field(validator=_fields.aware)
-    speaker_entity_id: MemoryId | None = attrs.field(default=None, converter=_fields.optional_id)
-    mentioned_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_fields.id_set)
+    speaker_entity_id: MemoryId | None = attrs.field(default=None, converter=optional_id)
+    mentioned_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     raw_ref: str | None = attrs.field(default=None, validator=_fields.plain)
     salience: float = attrs.field(default=0.5, validator=_fields.salience)
     created_at: datetime = attrs.field(validator=_fields.aware)
@@ -238,13 +239,13 @@ class DerivedMemory:
     id: MemoryId = attrs.field(converter=as_memory_id)
     derived_type: DerivedType = attrs.field(converter=DerivedType)
     text: str = attrs.field(validator=_fields.text)
-    episode_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_fields.id_set)
-    observation_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_fields.id_set)
-    entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_fields.id_set)
-    thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_fields.id_set)
+    episode_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
+    observation_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
+    entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
+    thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     assertions: tuple[BeliefAssertion, ...] = attrs.field(default=(), converter=_assertions)
     given_by_application: bool = False
-    supersedes: tuple[MemoryId, ...] = attrs.field(default=(), converter=_fields.id_set)
+    supersedes: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     salience: float = attrs.field(default=0.5, validator=_fields.salience)
     created_at: datetime = attrs.field(validator=_fields.aware)
     schema_version: int = _fields.SCHEMA_VERSION

@@ -9,6 +9,7 @@ from datetime import datetime
 import attrs
 
 from charmem.domain import _fields
+from charmem.domain._fields import as_tuple
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType
 from charmem.errors import DraftValidationError
@@ -94,10 +95,10 @@ class RememberWritePlan:
     format_version: int = PLAN_FORMAT_VERSION
     collection: str
     prepared_at: datetime = attrs.field(validator=_fields.aware)
-    objects: tuple[MemoryObject, ...] = attrs.field(default=(), converter=tuple)
-    links: tuple[MemoryLink, ...] = attrs.field(default=(), converter=tuple)
-    derived_links: tuple[MemoryLink, ...] = attrs.field(default=(), converter=tuple)
-    index_entries: tuple[IndexEntry, ...] = attrs.field(default=(), converter=tuple)
+    objects: tuple[MemoryObject, ...] = attrs.field(default=(), converter=as_tuple)
+    links: tuple[MemoryLink, ...] = attrs.field(default=(), converter=as_tuple)
+    derived_links: tuple[MemoryLink, ...] = attrs.field(default=(), converter=as_tuple)
+    index_entries: tuple[IndexEntry, ...] = attrs.field(default=(), converter=as_tuple)
 
     @property
     def object_ids(self) -> tuple[MemoryId, ...]:

@@ -97,9 +97,7 @@ class GraphLimits:
     allowed_object_types: tuple[ObjectType, ...] = attrs.field(
         default=tuple(ObjectType), converter=_object_types
     )
-    allowed_relation_types: tuple[Relation, ...] | None = attrs.field(
-        default=None, converter=_relations
-    )
+    allowed_relation_types: tuple[Relation, ...] | None = attrs.field(default=None, converter=_relations)
 
 
 #: Pack sections in display order with their default caps (DESIGN §6.7).
@@ -141,7 +139,9 @@ def _section_limits(values: Any) -> Mapping[str, int]:
                 field="section_limits",
             )
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise DraftValidationError(f"section limit {key!r} must be a non-negative int", field="section_limits")
+            raise DraftValidationError(
+                f"section limit {key!r} must be a non-negative int", field="section_limits"
+            )
         merged[key] = value
     return merged
 
@@ -286,8 +286,7 @@ class ContinuityContextPack:
             ],
             "sections": {name: [str(i) for i in ids] for name, ids in self.sections.items()},
             "entities": [
-                {"id": str(e.id), "entity_type": e.entity_type, "names": list(e.names)}
-                for e in self.entities
+                {"id": str(e.id), "entity_type": e.entity_type, "names": list(e.names)} for e in self.entities
             ],
             "links": [
                 {
@@ -329,9 +328,7 @@ class ContinuityContextPack:
         lines: list[str] = []
         names = {e.id: e.names for e in self.entities if e.names}
         if names:
-            known = "; ".join(
-                f"{', '.join(n)}" for _id, n in sorted(names.items(), key=lambda kv: kv[1])
-            )
+            known = "; ".join(f"{', '.join(n)}" for _id, n in sorted(names.items(), key=lambda kv: kv[1]))
             lines.append(f"Known people and things: {known}")
         for item in self.items:
             when = item.occurred_at.date().isoformat()

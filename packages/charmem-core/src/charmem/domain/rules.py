@@ -27,8 +27,9 @@ _WHITESPACE = re.compile(r"\s+")
 
 
 def is_current(*, suppressed: bool, superseded: bool) -> bool:
-    """Currency (spec "Memory permanence"): current iff Active (not suppressed) and no incoming
-    ``supersedes`` link.
+    """Currency (spec "Memory permanence").
+
+    Current iff Active (not suppressed) and no incoming ``supersedes`` link.
 
     Args:
         suppressed: a suppression lifecycle record applies to the memory.

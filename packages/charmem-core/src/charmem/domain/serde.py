@@ -41,7 +41,7 @@ converter.register_structure_hook(MemoryId, lambda value, _type: MemoryId(value)
 converter.register_unstructure_hook(datetime, datetime.isoformat)
 converter.register_structure_hook(datetime, lambda value, _type: datetime.fromisoformat(value))
 configure_tagged_union(
-    MemoryObject,  # type: ignore[arg-type]
+    MemoryObject,
     converter,
     tag_name="kind",
     tag_generator=lambda cls: KIND_TAGS[cls],
@@ -50,9 +50,7 @@ configure_tagged_union(
 
 #: Like :data:`converter`, but instants are normalised to UTC (for canonical content).
 canonical_converter = converter.copy()
-canonical_converter.register_unstructure_hook(
-    datetime, lambda value: value.astimezone(UTC).isoformat()
-)
+canonical_converter.register_unstructure_hook(datetime, lambda value: value.astimezone(UTC).isoformat())
 
 
 def unstructure_item(item: MemoryObject | MemoryLink, *, canonical: bool = False) -> dict[str, Any]:
@@ -74,5 +72,5 @@ def structure_item(data: dict[str, Any]) -> MemoryObject | MemoryLink:
     for cls, tag in KIND_TAGS.items():
         if tag == kind:
             body = {key: value for key, value in data.items() if key != "kind"}
-            return converter.structure(body, cls)  # type: ignore[no-any-return]
+            return converter.structure(body, cls)
     raise ValueError(f"unknown stored kind {kind!r}")

@@ -50,10 +50,14 @@ class EmbeddingProvider(Protocol):
     """
 
     @property
-    def model_id(self) -> str: ...
+    def model_id(self) -> str:
+        """Stable model name, recorded in each collection's vector marker."""
+        ...
 
     @property
-    def vector_size(self) -> int: ...
+    def vector_size(self) -> int:
+        """Dimensions of every vector returned."""
+        ...
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed memory texts: ``list[list[float]]``, one row per text, ``vector_size`` columns."""
@@ -72,7 +76,9 @@ class TokenCounter(Protocol):
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The counter's name, shown in the pack."""
+        ...
 
     def count(self, text: str) -> int:
         """Number of tokens in ``text`` (>= 0)."""
@@ -82,7 +88,9 @@ class TokenCounter(Protocol):
 class Clock(Protocol):
     """The source of defaulted timestamps: ``now()`` returns a timezone-aware instant."""
 
-    def now(self) -> datetime: ...
+    def now(self) -> datetime:
+        """The current instant, timezone-aware."""
+        ...
 
 
 class GraphStore(Protocol):
@@ -100,7 +108,9 @@ class GraphStore(Protocol):
     """
 
     @property
-    def collection(self) -> str: ...
+    def collection(self) -> str:
+        """The collection this store is bound to."""
+        ...
 
     async def write_batch(self, batch: GraphBatch) -> GraphWriteResult:
         """Store a batch atomically (see the contract). Returns what was new and what existed."""
@@ -124,8 +134,10 @@ class GraphStore(Protocol):
         *,
         relations: Sequence[Relation] | None = None,
     ) -> list[MemoryLink]:
-        """Links whose ``from_id`` or ``to_id`` is in ``ids`` (optionally of ``relations``),
-        ordered by link id."""
+        """Links whose ``from_id`` or ``to_id`` is in ``ids``, ordered by link id.
+
+        Only links of ``relations`` when given.
+        """
         ...
 
     async def currency(
@@ -205,10 +217,14 @@ class VectorIndex(Protocol):
     """
 
     @property
-    def vector_size(self) -> int: ...
+    def vector_size(self) -> int:
+        """Dimensions of the collection's vectors (the embedder fingerprint)."""
+        ...
 
     @property
-    def model_id(self) -> str: ...
+    def model_id(self) -> str:
+        """Model id of the embedder fingerprint."""
+        ...
 
     async def upsert(self, points: Sequence[VectorPoint]) -> None:
         """Insert or replace points (vectors of ``vector_size`` finite floats)."""

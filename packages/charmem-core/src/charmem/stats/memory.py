@@ -62,7 +62,7 @@ class InMemoryRetrievalStatsStore:
                 continue
             for end in {row.from_id, row.to_id}:
                 if end in wanted:
-                    counts[end] += 1  # type: ignore[index]
+                    counts[end] += 1
         return counts
 
     async def summary(self) -> StatsSummary:

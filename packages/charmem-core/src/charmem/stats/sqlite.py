@@ -158,9 +158,7 @@ class SQLiteRetrievalStatsStore:
 
     async def clear(self) -> None:
         """Remove every row of the collection."""
-        await asyncio.to_thread(
-            self._run, "DELETE FROM stats_rows WHERE collection = ?", (self.collection,)
-        )
+        await asyncio.to_thread(self._run, "DELETE FROM stats_rows WHERE collection = ?", (self.collection,))
 
     async def close(self) -> None:
         """Close the connection (idempotent)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -51,7 +52,7 @@ class HashingEmbeddingProvider:
         """Embed one text synchronously: ``vector_size`` floats, unit length (or all zero)."""
         vector = [0.0] * self._size
         words = [w.lower() for w in _WORD.findall(text)]
-        features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+        features = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
         for feature in features:
             digest = hashlib.blake2b(feature.encode("utf-8", "surrogatepass"), digest_size=8).digest()
             slot = int.from_bytes(digest[:4], "little") % self._size

@@ -131,13 +131,14 @@ class ReferenceGraphStore:
         superseded: set[MemoryId] = set()
         for item in self._items.values():
             if isinstance(item, LifecycleRecord):
-                if item.action is LifecycleAction.SUPPRESS and (
-                    as_of is None or item.recorded_at <= as_of
-                ):
+                if item.action is LifecycleAction.SUPPRESS and (as_of is None or item.recorded_at <= as_of):
                     suppressed.add(item.target_id)
-            elif isinstance(item, MemoryLink) and item.relation is Relation.SUPERSEDES:
-                if as_of is None or item.created_at <= as_of:
-                    superseded.add(item.to_id)
+            elif (
+                isinstance(item, MemoryLink)
+                and item.relation is Relation.SUPERSEDES
+                and (as_of is None or item.created_at <= as_of)
+            ):
+                superseded.add(item.to_id)
         result: dict[MemoryId, CurrencyStatus] = {}
         for memory_id in objects:
             is_suppressed = memory_id in suppressed

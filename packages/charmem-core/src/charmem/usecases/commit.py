@@ -1,12 +1,13 @@
-"""``commit``: write a validated plan; graph first and atomic, then repairable vector and stats
-writes (spec "Write path", DESIGN §4.3, §5)."""
+"""``commit``: write a validated plan (spec "Write path", DESIGN §4.3, §5).
+
+The graph first and atomically, then repairable vector and stats writes.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from charmem._log import get_logger
-
 from charmem.domain.graph import GraphBatch
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, object_type_of
@@ -67,7 +68,11 @@ async def maintain_vectors(
         currency = await graph.currency(ids)
     except Exception as exc:  # noqa: BLE001 - reported as a repair marker, by contract
         log.warning("vector_currency_lookup_failed", ids=len(ids), error=type(exc).__name__)
-        return [RepairMarker.VectorMaintenance(VectorOperation.UPSERT, tuple(ids), f"currency lookup failed: {_cause(exc)}")]
+        return [
+            RepairMarker.VectorMaintenance(
+                VectorOperation.UPSERT, tuple(ids), f"currency lookup failed: {_cause(exc)}"
+            )
+        ]
     upserts = [e for e in entries if currency.get(e.id) is CurrencyStatus.CURRENT]
     deletes = sorted(i for i in ids if i in currency and currency[i] is not CurrencyStatus.CURRENT)
     markers: list[RepairMarkerType] = []
@@ -86,14 +91,18 @@ async def maintain_vectors(
         except Exception as exc:  # noqa: BLE001 - repairable write
             log.warning("vector_upsert_failed", ids=len(chunk), error=type(exc).__name__)
             markers.append(
-                RepairMarker.VectorMaintenance(VectorOperation.UPSERT, tuple(e.id for e in chunk), _cause(exc))
+                RepairMarker.VectorMaintenance(
+                    VectorOperation.UPSERT, tuple(e.id for e in chunk), _cause(exc)
+                )
             )
     if deletes:
         try:
             await vectors.delete(deletes)
         except Exception as exc:  # noqa: BLE001 - repairable write
             log.warning("vector_delete_failed", ids=len(deletes), error=type(exc).__name__)
-            markers.append(RepairMarker.VectorMaintenance(VectorOperation.DELETE, tuple(deletes), _cause(exc)))
+            markers.append(
+                RepairMarker.VectorMaintenance(VectorOperation.DELETE, tuple(deletes), _cause(exc))
+            )
     return markers
 
 
@@ -130,7 +139,9 @@ async def maintain_stats(
             for o in every
         ]
         rows += [
-            StatsEntry(id=link.id, kind="link", key=link.relation.value, from_id=link.from_id, to_id=link.to_id)
+            StatsEntry(
+                id=link.id, kind="link", key=link.relation.value, from_id=link.from_id, to_id=link.to_id
+            )
             for link in links
         ]
         await stats.record(rows)
@@ -167,9 +178,7 @@ async def commit_plan(
         )
     validations = await validate(plan, graph)
     invalid = {
-        str(v.candidate_id): v.reasons
-        for v in validations
-        if v.status is CandidateValidationStatus.INVALID
+        str(v.candidate_id): v.reasons for v in validations if v.status is CandidateValidationStatus.INVALID
     }
     if invalid:
         conflicts = sorted(
@@ -208,7 +217,7 @@ async def commit_plan(
         existing=len(result.existing_ids),
         repair_markers=len(markers),
     )
-    warnings = ()
+    warnings: tuple[str, ...] = ()
     if result.existing_ids:
         warnings = (f"{len(result.existing_ids)} item(s) were already stored with equal content",)
     return RememberOutcome(

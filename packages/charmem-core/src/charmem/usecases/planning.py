@@ -235,9 +235,7 @@ def index_entries(objects: Iterable[MemoryObject]) -> tuple[IndexEntry, ...]:
     return tuple(entries)
 
 
-def build_plan(
-    collection: str, item: RememberInput | RememberDrafts, now: datetime
-) -> RememberWritePlan:
+def build_plan(collection: str, item: RememberInput | RememberDrafts, now: datetime) -> RememberWritePlan:
     """Turn drafts into a plan: defaults filled from ``now``, derived links, index entries.
 
     Args:

@@ -31,7 +31,6 @@ from charmem.domain.model import (
     MemoryLink,
     MemoryObject,
     MemoryThread,
-    ObjectType,
     Observation,
     Relation,
     ThreadStatus,
@@ -110,9 +109,7 @@ def _follows(root: MemoryObject, link: MemoryLink) -> bool:
     outgoing = link.from_id == root.id
     if isinstance(root, Episode) and outgoing and link.relation is Relation.HAS_OBSERVATION:
         return False  # an episode's turns are reached by their own vectors, not all at once
-    if isinstance(root, MemoryThread) and not outgoing and link.relation is Relation.PART_OF_THREAD:
-        return False
-    return True
+    return not (isinstance(root, MemoryThread) and not outgoing and link.relation is Relation.PART_OF_THREAD)
 
 
 def _section(obj: MemoryObject) -> str | None:
@@ -201,7 +198,9 @@ async def retrieve_pack(
     expanded = 0
     item_links: dict[MemoryId, MemoryLink] = {}
     if limits.depth >= 1 and roots and limits.node_budget > 0:
-        relations = limits.allowed_relation_types or tuple(r for r in Relation if r is not Relation.SUPERSEDES)
+        relations = limits.allowed_relation_types or tuple(
+            r for r in Relation if r is not Relation.SUPERSEDES
+        )
         links = await graph.links_of(roots, relations=relations)
         by_root: dict[MemoryId, list[MemoryLink]] = defaultdict(list)
         root_set = set(roots)
@@ -213,7 +212,7 @@ async def retrieve_pack(
         for root_id in roots:
             root = chosen[root_id]
             followed = 0
-            for link in sorted(by_root[root_id], key=lambda l: (l.relation.value, l.id)):
+            for link in sorted(by_root[root_id], key=lambda lk: (lk.relation.value, lk.id)):
                 if followed >= limits.per_node_fanout or len(reached) >= limits.node_budget:
                     break
                 if not _follows(root.obj, link):
@@ -276,8 +275,8 @@ async def retrieve_pack(
     in_pack = {item.id for item in items}
     pack_links = tuple(
         sorted(
-            (l for l in item_links.values() if l.from_id in in_pack and l.to_id in in_pack),
-            key=lambda l: l.id,
+            (lk for lk in item_links.values() if lk.from_id in in_pack and lk.to_id in in_pack),
+            key=lambda lk: lk.id,
         )
     )
     entities = tuple(

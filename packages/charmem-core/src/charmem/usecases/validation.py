@@ -10,7 +10,6 @@ from charmem.domain.model import (
     Episode,
     MemoryLink,
     MemoryObject,
-    MemoryThread,
     ObjectType,
     Observation,
     Relation,
@@ -141,13 +140,9 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
     )
     for link in derived_links:
         previous = stored.get(link.id) or stored_links.get(link.id)
-        if previous is not None and not (
-            isinstance(previous, MemoryLink) and content_equal(previous, link)
-        ):
+        if previous is not None and not (isinstance(previous, MemoryLink) and content_equal(previous, link)):
             mismatch = True
-            owner = next(
-                (i for i, c in enumerate(candidates) if c.id in (link.from_id, link.to_id)), 0
-            )
+            owner = next((i for i, c in enumerate(candidates) if c.id in (link.from_id, link.to_id)), 0)
             reasons[owner].append(
                 f"{CONFLICT_PREFIX}: derived {link.relation.value} link {link.id} is already stored "
                 "with different content"
@@ -198,9 +193,7 @@ def _check_derived(item: DerivedMemory, reasons: list[str]) -> None:
     subjects = set(item.entity_ids)
     for assertion in item.assertions:
         if assertion.subject not in subjects:
-            reasons.append(
-                f"invalid belief: assertion subject {assertion.subject} is not in entity_ids"
-            )
+            reasons.append(f"invalid belief: assertion subject {assertion.subject} is not in entity_ids")
     if item.id in item.supersedes:
         reasons.append("a derived memory cannot supersede itself")
 
@@ -222,9 +215,13 @@ def _check_link(
     if link.from_id == link.to_id:
         reasons.append("a link cannot join an object to itself")
     bounds = ENDPOINTS.get(link.relation)
-    if bounds is not None and from_type is not None and to_type is not None:
-        if from_type not in bounds[0] or to_type not in bounds[1]:
-            reasons.append(
-                f"{link.relation.value} joins {'/'.join(sorted(t.value for t in bounds[0]))} to "
-                f"{'/'.join(sorted(t.value for t in bounds[1]))}, not {from_type.value} to {to_type.value}"
-            )
+    if (
+        bounds is not None
+        and from_type is not None
+        and to_type is not None
+        and (from_type not in bounds[0] or to_type not in bounds[1])
+    ):
+        reasons.append(
+            f"{link.relation.value} joins {'/'.join(sorted(t.value for t in bounds[0]))} to "
+            f"{'/'.join(sorted(t.value for t in bounds[1]))}, not {from_type.value} to {to_type.value}"
+        )

@@ -1,0 +1,39 @@
+"""nox sessions: tests, demo, lint (plain pip: uv does not see the local CPU torch wheel)."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["lint", "tests"]
+
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def install_all(session: nox.Session) -> None:
+    # torch first: the CPU build on this machine; a bare `torch` would pull a CUDA build.
+    session.install("torch==2.13.0")
+    session.install("-r", "requirements/dev.txt")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Every package's tests."""
+    install_all(session)
+    session.run("pytest", *session.posargs, env=OFFLINE)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Ingest the bundled sample conversation on the embedded stores and print packs."""
+    install_all(session)
+    session.run("charmem", "--store", "data/demo", "demo", *session.posargs, env=OFFLINE)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff (lint and format check) and mypy (strict for core)."""
+    session.install("ruff>=0.8", "mypy>=1.13", "-e", "packages/charmem-core")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy", "packages/charmem-core/src")
