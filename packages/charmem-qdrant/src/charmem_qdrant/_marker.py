@@ -1,0 +1,187 @@
+"""The shard marker: which collection and embedder a vector shard belongs to (DESIGN §2, §7).
+
+The marker is a small JSON file, ``charmem-shard.json``, at the top of every shard directory::
+
+    {
+      "collection": "my-assistant-memory",
+      "dense_vector": "dense",
+      "distance": "cosine",
+      "format": "charmem-shard",
+      "lexical_vector": "lexical",
+      "model_id": "all-MiniLM-L6-v2",
+      "schema_version": 1,
+      "vector_size": 384
+    }
+
+It is written once, atomically (temporary file, fsync, rename, fsync of the directory), right
+after the shard is created, and only read afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from charmem.errors import (
+    ConfigurationError,
+    DimensionMismatchError,
+    EmbedderMismatchError,
+)
+
+__all__ = ["MARKER_FILE_NAME", "SCHEMA_VERSION", "ShardMarker"]
+
+#: File name of the marker inside each shard directory.
+MARKER_FILE_NAME = "charmem-shard.json"
+
+#: Version of the shard layout (vector names, payload keys, marker fields) this package writes.
+SCHEMA_VERSION = 1
+
+_FORMAT = "charmem-shard"
+
+
+@attrs.frozen(kw_only=True)
+class ShardMarker:
+    """The identity of one shard: its collection and the embedder fingerprint of its vectors.
+
+    Attributes:
+        collection: the collection name the shard belongs to.
+        model_id: the embedding model that produced the stored vectors.
+        vector_size: the number of dimensions of every dense vector.
+        schema_version: the shard layout version (:data:`SCHEMA_VERSION` when written).
+        dense_vector: the name of the dense (cosine) vector in the shard.
+        lexical_vector: the name of the sparse BM25 vector in the shard.
+    """
+
+    collection: str
+    model_id: str
+    vector_size: int
+    schema_version: int = SCHEMA_VERSION
+    dense_vector: str = "dense"
+    lexical_vector: str = "lexical"
+
+    def to_json(self) -> str:
+        """Serialise to the marker's JSON text (sorted keys, one trailing newline)."""
+        document = {
+            "collection": self.collection,
+            "dense_vector": self.dense_vector,
+            "distance": "cosine",
+            "format": _FORMAT,
+            "lexical_vector": self.lexical_vector,
+            "model_id": self.model_id,
+            "schema_version": self.schema_version,
+            "vector_size": self.vector_size,
+        }
+        return json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def read(cls, path: Path) -> ShardMarker | None:
+        """Read the marker at ``path``.
+
+        Args:
+            path: the marker file (``<shard>/charmem-shard.json``).
+
+        Returns:
+            The marker, or ``None`` when the file does not exist.
+
+        Raises:
+            ConfigurationError: the file is not a charmem shard marker this version understands.
+        """
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            document: Any = json.loads(text)
+            if not isinstance(document, dict) or document.get("format") != _FORMAT:
+                raise ValueError("not a charmem shard marker")
+            schema_version = document["schema_version"]
+            vector_size = document["vector_size"]
+            for name, value in (("schema_version", schema_version), ("vector_size", vector_size)):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ValueError(f"{name} must be a positive integer, not {value!r}")
+            marker = cls(
+                collection=str(document["collection"]),
+                model_id=str(document["model_id"]),
+                vector_size=vector_size,
+                schema_version=schema_version,
+                dense_vector=str(document.get("dense_vector", "dense")),
+                lexical_vector=str(document.get("lexical_vector", "lexical")),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigurationError(
+                f"the vector shard marker {path} is unreadable ({exc}); the shard was not written "
+                "by charmem-qdrant or the file was edited. Move the shard directory away and "
+                "rebuild it with rebuild_vector_index()",
+                key="VECTOR_STORE_PATH",
+            ) from exc
+        if marker.schema_version > SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"the vector shard {path.parent} has schema version {marker.schema_version}, newer "
+                f"than this charmem-qdrant understands ({SCHEMA_VERSION}); upgrade charmem-qdrant",
+                key="VECTOR_STORE_PATH",
+            )
+        return marker
+
+    def write(self, path: Path) -> None:
+        """Write the marker atomically, so a crash leaves either no marker or the whole one.
+
+        A temporary file is written and fsynced, renamed over ``path``, and the directory is
+        fsynced.
+
+        Args:
+            path: the marker file (``<shard>/charmem-shard.json``); its directory must exist.
+        """
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with tmp.open("w", encoding="utf-8") as handle:
+            handle.write(self.to_json())
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+    def check(self, *, collection: str, model_id: str, vector_size: int, path: Path) -> None:
+        """Check that the shard may be opened for ``collection`` with this embedder.
+
+        Args:
+            collection: the collection being opened.
+            model_id: the embedding model of the caller's provider.
+            vector_size: the caller provider's number of dimensions.
+            path: the shard directory (for messages).
+
+        Raises:
+            ConfigurationError: the marker names another collection.
+            DimensionMismatchError: the shard holds vectors of another size
+                (``expected`` = stored size, ``actual`` = offered size).
+            EmbedderMismatchError: the shard was indexed by another model of the same size.
+        """
+        if self.collection != collection:
+            raise ConfigurationError(
+                f"the vector shard {path} belongs to collection {self.collection!r}, not "
+                f"{collection!r}; the directory was copied or renamed. Move it back, or remove it "
+                "and rebuild with rebuild_vector_index()",
+                key="VECTOR_STORE_PATH",
+            )
+        if self.vector_size != vector_size:
+            raise DimensionMismatchError(
+                f"collection {collection!r} stores {self.vector_size}-dimensional vectors of "
+                f"model {self.model_id!r}, but the embedding provider {model_id!r} produces "
+                f"{vector_size} dimensions; open it with the old model, or call "
+                "rebuild_vector_index() to re-embed the collection with the new one",
+                expected=self.vector_size,
+                actual=vector_size,
+            )
+        if self.model_id != model_id:
+            raise EmbedderMismatchError(
+                f"collection {collection!r} was indexed with embedding model {self.model_id!r}, "
+                f"not {model_id!r} (both {vector_size}-dimensional, but their vectors are not "
+                "comparable); open it with the old model, or call rebuild_vector_index() to "
+                "re-embed the collection with the new one"
+            )

@@ -1,0 +1,326 @@
+"""EdgeVectorIndex against real Qdrant Edge shards: writes, search order, filters, completeness."""
+
+from __future__ import annotations
+
+import math
+import random
+import uuid
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+from conftest import MODEL, SIZE
+
+from charmem import MemoryId, ObjectType, Settings
+from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness
+from charmem.errors import BackendError, ConfigurationError, DimensionMismatchError
+from charmem.ports import VectorIndex, VectorPoint, VectorQuery, VectorSearchResult
+from charmem_qdrant import EdgeVectorIndex
+
+
+def point(
+    vector: list[float],
+    object_type: ObjectType = ObjectType.EPISODE,
+    *,
+    text: str = "",
+    id: MemoryId | None = None,
+) -> VectorPoint:
+    return VectorPoint(id=id or MemoryId.new(), object_type=object_type, vector=vector, text=text)
+
+
+def ids_of(result: VectorSearchResult) -> list[MemoryId]:
+    return [hit.id for hit in result.hits]
+
+
+async def test_canary_fixture_starts_empty(index: EdgeVectorIndex) -> None:
+    assert await index.count() == 0
+    assert await index.point_ids() == set()
+    result = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=5))
+    assert result.hits == ()
+
+
+async def test_search_orders_by_cosine_score(index: EdgeVectorIndex) -> None:
+    near, middle, far = point([1, 0, 0]), point([1, 1, 0]), point([0, 0, 1])
+    await index.upsert([far, near, middle])
+    result = await index.search(VectorQuery(vector=[2.0, 0.0, 0.0], limit=10))
+    assert ids_of(result) == [near.id, middle.id, far.id]
+    scores = [hit.score for hit in result.hits]
+    assert scores[0] == pytest.approx(1.0, abs=1e-6)
+    assert scores[1] == pytest.approx(1 / math.sqrt(2), abs=1e-6)
+    assert scores[2] == pytest.approx(0.0, abs=1e-6)
+    assert [hit.object_type for hit in result.hits] == [ObjectType.EPISODE] * 3
+
+
+async def test_search_filters_by_object_type(index: EdgeVectorIndex) -> None:
+    episode = point([1, 0, 0], ObjectType.EPISODE)
+    observation = point([1, 0.1, 0], ObjectType.OBSERVATION)
+    derived = point([1, 0.2, 0], ObjectType.DERIVED)
+    thread = point([1, 0.3, 0], ObjectType.THREAD)
+    await index.upsert([episode, observation, derived, thread])
+    query = [1.0, 0.0, 0.0]
+
+    only_derived = await index.search(
+        VectorQuery(vector=query, limit=10, object_types=(ObjectType.DERIVED,))
+    )
+    assert ids_of(only_derived) == [derived.id]
+    assert only_derived.hits[0].object_type is ObjectType.DERIVED
+
+    two = await index.search(
+        VectorQuery(vector=query, limit=10, object_types=(ObjectType.THREAD, ObjectType.EPISODE))
+    )
+    assert ids_of(two) == [episode.id, thread.id]
+
+    none_stored = await index.search(
+        VectorQuery(vector=query, limit=10, object_types=(ObjectType.ENTITY,))
+    )
+    assert none_stored.hits == ()
+
+    everything = await index.search(VectorQuery(vector=query, limit=10))
+    assert ids_of(everything) == [episode.id, observation.id, derived.id, thread.id]
+
+
+async def test_completeness_is_exhaustive_with_filtered_scan_count(
+    index: EdgeVectorIndex,
+) -> None:
+    await index.upsert([point([1, i, 0], ObjectType.EPISODE) for i in range(7)])
+    await index.upsert([point([0, 1, i], ObjectType.DERIVED) for i in range(5)])
+
+    all_types = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=3))
+    assert all_types.completeness == VectorRecallCompleteness(
+        CompletenessKind.EXHAUSTIVE, scanned=12, fetched=3
+    )
+
+    derived = await index.search(
+        VectorQuery(vector=[1.0, 0.0, 0.0], limit=50, object_types=(ObjectType.DERIVED,))
+    )
+    assert derived.completeness == VectorRecallCompleteness(
+        CompletenessKind.EXHAUSTIVE, scanned=5, fetched=5
+    )
+
+    nothing = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=0))
+    assert nothing.hits == ()
+    assert nothing.completeness == VectorRecallCompleteness(
+        CompletenessKind.EXHAUSTIVE, scanned=12, fetched=0
+    )
+
+
+async def _tied_ids(root: Path, name: str, ids: list[MemoryId], limit: int) -> list[MemoryId]:
+    index = EdgeVectorIndex(root, name, model_id=MODEL, vector_size=SIZE)
+    try:
+        # two batches, so the points also land in the shard in two separate updates
+        half = len(ids) // 2
+        await index.upsert([point([0.3, 0.3, 0.3], id=i) for i in ids[:half]])
+        await index.upsert([point([0.3, 0.3, 0.3], id=i) for i in ids[half:]])
+        return ids_of(await index.search(VectorQuery(vector=[1.0, 1.0, 1.0], limit=limit)))
+    finally:
+        index.close_sync()
+
+
+@pytest.mark.parametrize("limit", [1, 10, 37, 60, 100])
+async def test_ties_are_ordered_by_id_whatever_the_insertion_order(root: Path, limit: int) -> None:
+    rng = random.Random(limit)
+    ids = [MemoryId(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(60)]
+    forward = list(ids)
+    rng.shuffle(forward)
+    backward = list(reversed(forward))
+
+    first = await _tied_ids(root, "ties-a", forward, limit)
+    second = await _tied_ids(root, "ties-b", backward, limit)
+
+    expected = sorted(ids, key=str)[:limit]
+    assert first == expected
+    assert second == expected
+
+
+async def test_ties_below_better_points_are_ordered_by_id(index: EdgeVectorIndex) -> None:
+    best = point([1, 0, 0])
+    tied = [point([0, 1, 0]) for _ in range(30)]
+    worst = point([0, 0, 1])
+    await index.upsert([worst, *reversed(tied), best])
+    result = await index.search(VectorQuery(vector=[1.0, 1.0, 0.0], limit=12))
+    # best and tied points have the same cosine to (1, 1, 0): all 31 tie
+    everyone = sorted([best.id, *(p.id for p in tied)], key=str)
+    assert ids_of(result) == everyone[:12]
+    assert len({hit.score for hit in result.hits}) == 1
+
+
+async def test_upsert_replaces_a_point_with_the_same_id(index: EdgeVectorIndex) -> None:
+    first = point([1, 0, 0], ObjectType.EPISODE)
+    await index.upsert([first])
+    await index.upsert([point([0, 0, 1], ObjectType.DERIVED, id=first.id)])
+    assert await index.count() == 1
+    result = await index.search(VectorQuery(vector=[0.0, 0.0, 1.0], limit=1))
+    assert result.hits[0].id == first.id
+    assert result.hits[0].object_type is ObjectType.DERIVED
+    assert result.hits[0].score == pytest.approx(1.0, abs=1e-6)
+
+
+async def test_delete_then_reupsert(index: EdgeVectorIndex) -> None:
+    kept, removed = point([1, 0, 0]), point([0, 1, 0])
+    await index.upsert([kept, removed])
+    await index.delete([removed.id, MemoryId.new()])  # an absent id is ignored
+    assert await index.point_ids() == {kept.id}
+    assert await index.count() == 1
+    result = await index.search(VectorQuery(vector=[0.0, 1.0, 0.0], limit=5))
+    assert ids_of(result) == [kept.id]
+
+    await index.upsert([removed])
+    assert await index.point_ids() == {kept.id, removed.id}
+    result = await index.search(VectorQuery(vector=[0.0, 1.0, 0.0], limit=5))
+    assert ids_of(result) == [removed.id, kept.id]
+
+
+async def test_empty_batches_are_no_ops(index: EdgeVectorIndex) -> None:
+    await index.upsert([])
+    await index.delete([])
+    assert await index.count() == 0
+
+
+async def test_point_ids_pages_through_every_point(index: EdgeVectorIndex) -> None:
+    points = [point([1, i, 0]) for i in range(1100)]
+    await index.upsert(points)
+    assert await index.point_ids() == {p.id for p in points}
+    assert await index.count() == 1100
+
+
+async def test_reopen_after_close_keeps_points(root: Path) -> None:
+    first = EdgeVectorIndex(root, "durable", model_id=MODEL, vector_size=SIZE, lexical=True)
+    stored = [
+        point([1, 0, 0], text="a walk along the harbour"),
+        point([0, 1, 0], ObjectType.DERIVED, text="prefers green tea"),
+    ]
+    await first.upsert(stored)
+    await first.close()
+    await first.close()  # idempotent
+    assert first.closed
+
+    again = EdgeVectorIndex(root, "durable", model_id=MODEL, vector_size=SIZE, lexical=True)
+    try:
+        assert await again.point_ids() == {p.id for p in stored}
+        result = await again.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=5))
+        assert ids_of(result) == [stored[0].id, stored[1].id]
+        lexical = await again.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=5, text="green tea"))
+        assert ids_of(lexical)[0] == stored[1].id  # the sparse vectors survived too
+    finally:
+        await again.close()
+
+
+async def test_closed_index_refuses_work(index: EdgeVectorIndex) -> None:
+    await index.close()
+    with pytest.raises(BackendError, match="closed"):
+        await index.count()
+    with pytest.raises(BackendError, match="closed"):
+        await index.upsert([point([1, 0, 0])])
+
+
+async def test_wrong_dimension_is_refused_and_nothing_is_written(
+    index: EdgeVectorIndex,
+) -> None:
+    with pytest.raises(DimensionMismatchError) as caught:
+        await index.upsert([point([1, 0, 0]), point([1, 0])])
+    assert (caught.value.expected, caught.value.actual) == (3, 2)
+    assert await index.count() == 0
+
+    with pytest.raises(DimensionMismatchError) as caught:
+        await index.search(VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], limit=1))
+    assert (caught.value.expected, caught.value.actual) == (3, 4)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+async def test_non_finite_vectors_are_refused(index: EdgeVectorIndex, bad: float) -> None:
+    with pytest.raises(BackendError, match="NaN or infinite"):
+        await index.upsert([point([1, 0, 0]), point([bad, 0, 0])])
+    assert await index.count() == 0
+    with pytest.raises(BackendError, match="NaN or infinite"):
+        await index.search(VectorQuery(vector=[bad, 0.0, 0.0], limit=1))
+
+
+async def test_lexical_cue_puts_the_exact_word_match_first(
+    lexical_index: EdgeVectorIndex,
+) -> None:
+    weather = point([1, 0, 0], text="we talked about the weather on a sunny afternoon")
+    train = point([0.8, 0.6, 0], text="the train was late again this morning")
+    biscuit = point(
+        [0.6, 0.8, 0], ObjectType.OBSERVATION, text="my sister adopted a greyhound named Biscuit"
+    )
+    await lexical_index.upsert([weather, train, biscuit])
+    vector = [1.0, 0.0, 0.0]
+
+    dense = await lexical_index.search(VectorQuery(vector=vector, limit=3))
+    assert ids_of(dense) == [weather.id, train.id, biscuit.id]
+
+    fused = await lexical_index.search(VectorQuery(vector=vector, limit=3, text="Biscuit?"))
+    assert ids_of(fused) == [biscuit.id, weather.id, train.id]
+    # RRF with k=60 and 0-based ranks: biscuit is 3rd by dense and 1st by BM25
+    assert fused.hits[0].score == pytest.approx(1 / 62 + 1 / 60, rel=1e-5)
+    assert fused.hits[1].score == pytest.approx(1 / 60, rel=1e-5)
+    assert fused.completeness == VectorRecallCompleteness(
+        CompletenessKind.EXHAUSTIVE, scanned=3, fetched=3
+    )
+
+    # both stages are filtered: the lexical match cannot leak past the object-type scope
+    scoped = await lexical_index.search(
+        VectorQuery(vector=vector, limit=3, text="Biscuit", object_types=(ObjectType.EPISODE,))
+    )
+    assert ids_of(scoped) == [weather.id, train.id]
+
+    # a cue of stop words only has no BM25 terms: plain dense search
+    stopwords = await lexical_index.search(VectorQuery(vector=vector, limit=3, text="the of a"))
+    assert ids_of(stopwords) == ids_of(dense)
+    assert stopwords.hits[0].score == pytest.approx(1.0, abs=1e-6)
+
+
+async def test_lexical_cue_is_off_by_default(index: EdgeVectorIndex) -> None:
+    weather = point([1, 0, 0], text="weather")
+    biscuit = point([0.6, 0.8, 0], text="Biscuit the greyhound")
+    await index.upsert([weather, biscuit])
+    result = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=2, text="Biscuit"))
+    assert ids_of(result) == [weather.id, biscuit.id]
+    assert result.hits[0].score == pytest.approx(1.0, abs=1e-6)
+
+
+def _settings(root: Path, **extra: str) -> Settings:
+    return Settings.from_mapping({"VECTOR_STORE_PATH": str(root), **extra})
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [(None, False), ("true", True), ("FALSE", False), (" True ", True)]
+)
+def test_from_settings_reads_path_and_lexical_cue(
+    root: Path, raw: str | None, expected: bool
+) -> None:
+    extra = {} if raw is None else {"VECTOR_LEXICAL_CUE": raw}
+    index = EdgeVectorIndex.from_settings(
+        _settings(root, **extra), "from-settings", model_id=MODEL, vector_size=SIZE
+    )
+    try:
+        assert index.lexical is expected
+        assert index.path == (root / "from-settings").resolve()
+        assert (index.path / "charmem-shard.json").is_file()
+        assert (index.model_id, index.vector_size, index.collection) == (
+            MODEL,
+            SIZE,
+            "from-settings",
+        )
+    finally:
+        index.close_sync()
+
+
+def test_from_settings_rejects_a_malformed_lexical_cue(root: Path) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        EdgeVectorIndex.from_settings(
+            _settings(root, VECTOR_LEXICAL_CUE="maybe"), "c", model_id=MODEL, vector_size=SIZE
+        )
+    assert caught.value.key == "VECTOR_LEXICAL_CUE"
+    assert not root.exists()
+
+
+def test_entry_point_names_the_embedded_index() -> None:
+    found = {ep.name: ep for ep in entry_points(group="charmem.vector_indexes")}
+    assert found["embedded"].load() is EdgeVectorIndex
+
+
+async def test_index_satisfies_the_port(index: EdgeVectorIndex) -> None:
+    port: VectorIndex = index  # checked by mypy over the tests
+    assert (port.model_id, port.vector_size) == (MODEL, SIZE)
+    assert await port.count() == 0
