@@ -9,13 +9,17 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-from conftest import MODEL, SIZE
 
 from charmem import MemoryId, ObjectType, Settings
 from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness
 from charmem.errors import BackendError, ConfigurationError, DimensionMismatchError
 from charmem.ports import VectorIndex, VectorPoint, VectorQuery, VectorSearchResult
 from charmem_qdrant import EdgeVectorIndex
+
+# the embedder fingerprint of the conftest fixtures (tests run with --import-mode=importlib,
+# so conftest is not importable)
+MODEL = "test-model"
+SIZE = 3
 
 
 def point(

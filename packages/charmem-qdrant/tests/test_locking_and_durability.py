@@ -10,12 +10,16 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import MODEL, SIZE
 
 from charmem import MemoryId, ObjectType
 from charmem.errors import StoreLockedError
 from charmem.ports import VectorPoint, VectorQuery
 from charmem_qdrant import EdgeVectorIndex
+
+# the embedder fingerprint of the conftest fixtures (tests run with --import-mode=importlib,
+# so conftest is not importable)
+MODEL = "test-model"
+SIZE = 3
 
 # a generous bound: the retry gives up after ~1 s; CI machines can be slow
 MAX_WAIT_SECONDS = 5.0

@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import MODEL, SIZE
 
 from charmem import MemoryId, ObjectType
 from charmem.errors import (
@@ -20,6 +19,11 @@ from charmem.errors import (
 )
 from charmem.ports import VectorPoint
 from charmem_qdrant import MARKER_FILE_NAME, SCHEMA_VERSION, EdgeVectorIndex
+
+# the embedder fingerprint of the conftest fixtures (tests run with --import-mode=importlib,
+# so conftest is not importable)
+MODEL = "test-model"
+SIZE = 3
 
 
 def open_index(root: Path, collection: str = "memories", **kwargs: object) -> EdgeVectorIndex:
