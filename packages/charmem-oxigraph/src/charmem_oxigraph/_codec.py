@@ -1,0 +1,393 @@
+"""Domain values to RDF quads and back (the vocabulary table of the README, as code).
+
+Writing turns each authored field into one triple with a proper datatype, built from pyoxigraph
+``Literal`` / ``NamedNode`` values (which escape correctly), so memory text is always data. Reading
+groups the triples of one node and rebuilds the domain value with its own constructor, so stored
+values pass the same validation as new ones.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any, Final, TypeAlias
+
+import attrs
+from charmem.domain.graph import LifecycleRecord
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import (
+    BeliefAssertion,
+    DerivedMemory,
+    Entity,
+    Episode,
+    KnownAs,
+    MemoryLink,
+    MemoryObject,
+    MemoryThread,
+    Observation,
+    Relation,
+)
+from pyoxigraph import Literal, NamedNode, Quad
+
+from charmem_oxigraph import _vocab as v
+
+__all__ = [
+    "CorruptNodeError",
+    "NodeTriples",
+    "Resolver",
+    "StoredItem",
+    "Term",
+    "decode_item",
+    "encode_item",
+    "kind_of_node",
+    "normalise_for_comparison",
+    "record_canonical",
+    "referenced_ids",
+]
+
+#: Anything :meth:`GraphStore.write_batch` stores.
+StoredItem: TypeAlias = MemoryObject | MemoryLink | LifecycleRecord
+#: An RDF term as read back from pyoxigraph.
+Term: TypeAlias = Any
+
+#: ``resolve(id, declared_kind)`` returns the IRI a reference to ``id`` points at: the stored (or
+#: batched) node's IRI when its kind is known, else ``urn:charmem:<declared_kind or object>:<id>``.
+Resolver: TypeAlias = Callable[[MemoryId, str | None], str]
+
+_XSD_DATETIME: Final = NamedNode(v.XSD + "dateTime")
+_RDF_TYPE: Final = NamedNode(v.RDF_TYPE)
+
+
+class CorruptNodeError(ValueError):
+    """Triples stored under a charmem IRI do not decode to a valid domain value."""
+
+
+class _Kind(enum.Enum):
+    TEXT = "text"  # str, always written (may be empty)
+    OPT_TEXT = "opt_text"  # str | None, written when not None
+    INSTANT = "instant"  # aware datetime as xsd:dateTime, offset as given
+    DOUBLE = "double"  # float as xsd:double
+    INT = "int"  # int as xsd:integer
+    BOOL = "bool"  # bool as xsd:boolean
+    ENUM = "enum"  # enum value as a plain string
+    REF = "ref"  # MemoryId as the referenced node's IRI
+    OPT_REF = "opt_ref"  # MemoryId | None
+    REFS = "refs"  # tuple of MemoryId, one triple per id
+    RELATION = "relation"  # Relation as its property IRI
+
+
+@attrs.frozen
+class _Field:
+    attr: str
+    prop: str
+    kind: _Kind
+    ref_kind: str | None = None
+
+
+_TAIL = (
+    _Field("created_at", "createdAt", _Kind.INSTANT),
+    _Field("schema_version", "schemaVersion", _Kind.INT),
+)
+
+_FIELDS: Final[dict[type, tuple[_Field, ...]]] = {
+    Episode: (
+        _Field("occurred_at", "occurredAt", _Kind.INSTANT),
+        _Field("summary", "summary", _Kind.TEXT),
+        _Field("participant_entity_ids", "participant", _Kind.REFS, "entity"),
+        _Field("thread_ids", "inThread", _Kind.REFS, "thread"),
+        _Field("raw_ref", "rawRef", _Kind.OPT_TEXT),
+        _Field("salience", "salience", _Kind.DOUBLE),
+        *_TAIL,
+    ),
+    Observation: (
+        _Field("episode_id", "episode", _Kind.REF, "episode"),
+        _Field("text", "text", _Kind.TEXT),
+        _Field("observed_at", "observedAt", _Kind.INSTANT),
+        _Field("speaker_entity_id", "speaker", _Kind.OPT_REF, "entity"),
+        _Field("mentioned_entity_ids", "mentionedEntity", _Kind.REFS, "entity"),
+        _Field("raw_ref", "rawRef", _Kind.OPT_TEXT),
+        _Field("salience", "salience", _Kind.DOUBLE),
+        *_TAIL,
+    ),
+    Entity: (_Field("entity_type", "entityType", _Kind.TEXT), *_TAIL),
+    MemoryThread: (
+        _Field("title", "title", _Kind.TEXT),
+        _Field("summary", "summary", _Kind.TEXT),
+        _Field("status", "status", _Kind.ENUM),
+        *_TAIL,
+    ),
+    DerivedMemory: (
+        _Field("derived_type", "derivedType", _Kind.ENUM),
+        _Field("text", "text", _Kind.TEXT),
+        _Field("episode_ids", "sourceEpisode", _Kind.REFS, "episode"),
+        _Field("observation_ids", "sourceObservation", _Kind.REFS, "observation"),
+        _Field("entity_ids", "subjectEntity", _Kind.REFS, "entity"),
+        _Field("thread_ids", "inThread", _Kind.REFS, "thread"),
+        _Field("given_by_application", "givenByApplication", _Kind.BOOL),
+        _Field("supersedes", "declaresSupersedes", _Kind.REFS),
+        _Field("salience", "salience", _Kind.DOUBLE),
+        *_TAIL,
+    ),
+    MemoryLink: (
+        _Field("from_id", "from", _Kind.REF),
+        _Field("relation", "relation", _Kind.RELATION),
+        _Field("to_id", "to", _Kind.REF),
+        _Field("rationale", "rationale", _Kind.OPT_TEXT),
+        *_TAIL,
+    ),
+    LifecycleRecord: (
+        _Field("target_id", "target", _Kind.REF),
+        _Field("action", "action", _Kind.ENUM),
+        _Field("rationale", "rationale", _Kind.TEXT),
+        _Field("recorded_at", "recordedAt", _Kind.INSTANT),
+    ),
+}
+
+_CLASS_OF_KIND: Final[dict[str, type]] = {kind: cls for cls, kind in v.KIND_OF_CLASS.items()}
+
+#: The endpoint kinds a relation implies (DESIGN §3 table), used when an endpoint is not stored yet.
+_ENDPOINT_KINDS: Final[dict[Relation, tuple[str | None, str | None]]] = {
+    Relation.HAS_OBSERVATION: ("episode", "observation"),
+    Relation.INVOLVES: ("episode", "entity"),
+    Relation.MENTIONS: ("observation", "entity"),
+    Relation.DERIVED_FROM: ("derived", None),
+    Relation.ABOUT: ("derived", "entity"),
+    Relation.PART_OF_THREAD: (None, "thread"),
+    Relation.SUPERSEDES: ("derived", None),
+}
+
+# Properties of BeliefAssertion nodes and the link from their derived memory.
+ASSERTION = "assertion"
+_ASSERTION_SUBJECT = "assertionSubject"
+_KNOWN_AS = "knownAs"
+_POSITION = "position"
+
+
+def _literal(kind: _Kind, value: Any) -> Literal:  # noqa: ANN401 - any field value
+    if kind in (_Kind.TEXT, _Kind.OPT_TEXT):
+        return Literal(value)
+    if kind is _Kind.INSTANT:
+        return Literal(value.isoformat(), datatype=_XSD_DATETIME)
+    if kind is _Kind.DOUBLE:
+        return Literal(float(value))
+    if kind is _Kind.INT:
+        return Literal(int(value))
+    if kind is _Kind.BOOL:
+        return Literal(bool(value))
+    if kind is _Kind.ENUM:
+        return Literal(value.value)
+    raise AssertionError(kind)  # pragma: no cover - references are handled by the caller
+
+
+def _endpoint_kinds(item: StoredItem) -> tuple[str | None, str | None]:
+    if isinstance(item, MemoryLink):
+        return _ENDPOINT_KINDS.get(item.relation, (None, None))
+    return (None, None)
+
+
+def encode_item(item: StoredItem, graph: NamedNode, resolve: Resolver) -> list[Quad]:
+    """The quads storing ``item`` in ``graph``.
+
+    Args:
+        item: an object, link or lifecycle record.
+        graph: the collection's named graph.
+        resolve: maps a referenced id (and the kind its field declares, if any) to an IRI.
+
+    Returns:
+        list[Quad]: ``rdf:type``, one quad per authored field value, assertion nodes for a
+        derived memory, and for a link the direct edge ``<from> vocab:<relation> <to>``.
+    """
+    kind = v.KIND_OF_CLASS[type(item)]
+    subject = NamedNode(v.node_iri(kind, item.id))
+    quads = [Quad(subject, _RDF_TYPE, v.prop(v.CLASS_OF_KIND[kind]), graph)]
+    from_kind, to_kind = _endpoint_kinds(item)
+    for field in _FIELDS[type(item)]:
+        value = getattr(item, field.attr)
+        predicate = v.prop(field.prop)
+        if field.kind is _Kind.RELATION:
+            quads.append(Quad(subject, predicate, NamedNode(v.relation_iri(value)), graph))
+        elif field.kind in (_Kind.REF, _Kind.OPT_REF, _Kind.REFS):
+            declared = field.ref_kind
+            if field.attr == "from_id":
+                declared = from_kind
+            elif field.attr == "to_id":
+                declared = to_kind
+            ids: Iterable[MemoryId] = (
+                value if field.kind is _Kind.REFS else ([] if value is None else [value])
+            )
+            quads.extend(Quad(subject, predicate, NamedNode(resolve(ref, declared)), graph) for ref in ids)
+        elif value is not None:
+            quads.append(Quad(subject, predicate, _literal(field.kind, value), graph))
+    if isinstance(item, DerivedMemory):
+        for position, assertion in enumerate(item.assertions):
+            node = NamedNode(v.assertion_iri(item.id, position))
+            quads += [
+                Quad(subject, v.prop(ASSERTION), node, graph),
+                Quad(node, _RDF_TYPE, NamedNode(v.ASSERTION_CLASS), graph),
+                Quad(
+                    node, v.prop(_ASSERTION_SUBJECT), NamedNode(resolve(assertion.subject, "entity")), graph
+                ),
+                Quad(node, v.prop(_KNOWN_AS), Literal(assertion.predicate.name), graph),
+                Quad(node, v.prop(_POSITION), Literal(position), graph),
+            ]
+    if isinstance(item, MemoryLink):
+        quads.append(
+            Quad(
+                NamedNode(resolve(item.from_id, from_kind)),
+                NamedNode(v.relation_iri(item.relation)),
+                NamedNode(resolve(item.to_id, to_kind)),
+                graph,
+            )
+        )
+    return quads
+
+
+@attrs.define
+class NodeTriples:
+    """The triples of one node read back: ``props`` maps predicate IRI -> object terms.
+
+    ``assertions`` maps each ``BeliefAssertion`` node IRI (of a derived memory) to its own props.
+    """
+
+    iri: str
+    props: dict[str, list[Term]] = attrs.field(factory=dict)
+    assertions: dict[str, dict[str, list[Term]]] = attrs.field(factory=dict)
+
+    def add(self, predicate: str, obj: Term) -> None:
+        """Record one triple ``<iri> <predicate> obj``."""
+        self.props.setdefault(predicate, []).append(obj)
+
+    def add_assertion(self, node: str, predicate: str, obj: Term) -> None:
+        """Record one triple of the assertion node ``node``."""
+        self.assertions.setdefault(node, {}).setdefault(predicate, []).append(obj)
+
+
+def kind_of_node(node: NodeTriples) -> str | None:
+    """The stored kind of a node from its ``rdf:type`` (``None``: not a stored item).
+
+    Raises:
+        CorruptNodeError: the node carries more than one charmem item class.
+    """
+    kinds = {v.ITEM_CLASSES[t.value] for t in node.props.get(v.RDF_TYPE, ()) if t.value in v.ITEM_CLASSES}
+    if len(kinds) > 1:
+        raise CorruptNodeError(f"{node.iri} is typed as several kinds: {sorted(kinds)}")
+    return next(iter(kinds), None)
+
+
+def _single(props: dict[str, list[Term]], iri: str, predicate: str) -> Term | None:
+    values = props.get(predicate, [])
+    if len(values) > 1:
+        raise CorruptNodeError(f"{iri} has {len(values)} values of {predicate}")
+    return values[0] if values else None
+
+
+def _decode_value(kind: _Kind, term: Term) -> object:
+    if kind in (_Kind.REF, _Kind.OPT_REF, _Kind.REFS, _Kind.RELATION):
+        if not isinstance(term, NamedNode):
+            raise CorruptNodeError(f"expected an IRI, got {term!r}")
+        return v.relation_of(term.value) if kind is _Kind.RELATION else v.memory_id_of(term.value)
+    if not isinstance(term, Literal):
+        raise CorruptNodeError(f"expected a literal, got {term!r}")
+    text: str = term.value
+    if kind is _Kind.INSTANT:
+        return datetime.fromisoformat(text)
+    if kind is _Kind.DOUBLE:
+        return float(text)
+    if kind is _Kind.INT:
+        return int(text)
+    if kind is _Kind.BOOL:
+        if text not in ("true", "false", "1", "0"):
+            raise CorruptNodeError(f"{text!r} is not an xsd:boolean")
+        return text in ("true", "1")
+    return text  # TEXT, OPT_TEXT, ENUM (the constructor converts enum values)
+
+
+def _decode_assertions(node: NodeTriples) -> list[BeliefAssertion]:
+    decoded: list[tuple[int, BeliefAssertion]] = []
+    for iri, props in node.assertions.items():
+        subject = _single(props, iri, v.VOCAB + _ASSERTION_SUBJECT)
+        name = _single(props, iri, v.VOCAB + _KNOWN_AS)
+        position = _single(props, iri, v.VOCAB + _POSITION)
+        if subject is None or name is None or position is None:
+            raise CorruptNodeError(f"assertion node {iri} is incomplete")
+        decoded.append(
+            (int(position.value), BeliefAssertion(v.memory_id_of(subject.value), KnownAs(name.value)))
+        )
+    return [assertion for _position, assertion in sorted(decoded, key=lambda pair: pair[0])]
+
+
+def decode_item(node: NodeTriples) -> StoredItem:
+    """Rebuild the object, link or record stored as ``node``.
+
+    Args:
+        node: every triple of the node (and, for a derived memory, of its assertion nodes).
+
+    Returns:
+        StoredItem: a value equal to the one written (``==`` and ``content_equal``).
+
+    Raises:
+        CorruptNodeError: the node is not a stored item or its triples do not form a valid value.
+    """
+    kind = kind_of_node(node)
+    if kind is None:
+        raise CorruptNodeError(f"{node.iri} is not a charmem object, link or record")
+    cls = _CLASS_OF_KIND[kind]
+    try:
+        kwargs: dict[str, Any] = {"id": v.memory_id_of(node.iri)}
+        for field in _FIELDS[cls]:
+            predicate = v.VOCAB + field.prop
+            if field.kind is _Kind.REFS:
+                kwargs[field.attr] = [
+                    _decode_value(field.kind, term) for term in node.props.get(predicate, [])
+                ]
+                continue
+            term = _single(node.props, node.iri, predicate)
+            if term is not None:
+                kwargs[field.attr] = _decode_value(field.kind, term)
+            elif field.kind in (_Kind.OPT_TEXT, _Kind.OPT_REF):
+                kwargs[field.attr] = None
+        if cls is DerivedMemory:
+            kwargs["assertions"] = _decode_assertions(node)
+        item: StoredItem = cls(**kwargs)
+    except CorruptNodeError:
+        raise
+    except (TypeError, ValueError) as exc:  # DraftValidationError is a ValueError
+        raise CorruptNodeError(f"{node.iri} does not decode to a valid {cls.__name__}: {exc}") from exc
+    return item
+
+
+def normalise_for_comparison(item: MemoryObject | MemoryLink) -> MemoryObject | MemoryLink:
+    """``item`` with numeric fields in their stored Python types (salience as ``float``).
+
+    A salience given as ``int`` reads back as ``float``; comparing the normalised value keeps an
+    equal-content replay from looking like a conflict.
+    """
+    if isinstance(item, (Episode, Observation, DerivedMemory)) and type(item.salience) is not float:
+        return attrs.evolve(item, salience=float(item.salience))
+    return item
+
+
+def record_canonical(record: LifecycleRecord) -> tuple[str, str, str, str, str]:
+    """The content of a lifecycle record in canonical form (instant in UTC) for equality."""
+    return (
+        str(record.id),
+        str(record.target_id),
+        record.action.value,
+        record.rationale,
+        record.recorded_at.astimezone(UTC).isoformat(),
+    )
+
+
+def referenced_ids(item: StoredItem) -> set[MemoryId]:
+    """Every id ``item`` points at (its reference fields and assertion subjects)."""
+    found: set[MemoryId] = set()
+    for field in _FIELDS[type(item)]:
+        value = getattr(item, field.attr)
+        if field.kind is _Kind.REFS:
+            found.update(value)
+        elif field.kind in (_Kind.REF, _Kind.OPT_REF) and value is not None:
+            found.add(value)
+    if isinstance(item, DerivedMemory):
+        found.update(assertion.subject for assertion in item.assertions)
+    return found

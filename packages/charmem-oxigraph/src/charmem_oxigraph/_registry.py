@@ -1,0 +1,162 @@
+"""One pyoxigraph ``Store`` handle per path in a process, shared by reference count (DESIGN §2).
+
+RocksDB allows one read-write opener of a directory; a process therefore keeps one handle per
+path and every collection (one named graph each) shares it. A second *process* gets
+:class:`~charmem.errors.StoreLockedError` after a short bounded retry.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Final
+
+import tenacity
+from charmem.errors import BackendError, StoreLockedError
+from pyoxigraph import Store
+
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "SharedStore", "acquire", "is_lock_error", "release", "share"]
+
+#: Seconds an opener keeps retrying a store locked by another process before giving up.
+DEFAULT_LOCK_TIMEOUT: Final = 1.0
+
+_REGISTRY: dict[Path, SharedStore] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+class SharedStore:
+    """One open pyoxigraph store, the lock serialising its writers, and its user count.
+
+    Attributes:
+        path: the store directory, or ``None`` for an in-memory store.
+        write_lock: held for a whole check-then-write (pyoxigraph does not isolate them).
+        users: graph stores (collections) using this handle; the last ``release`` closes it.
+    """
+
+    def __init__(self, store: Store, path: Path | None) -> None:
+        self._store: Store | None = store
+        self.path = path
+        self.write_lock = threading.Lock()
+        self.users = 1
+
+    @property
+    def store(self) -> Store:
+        """The open pyoxigraph store.
+
+        Raises:
+            BackendError: the handle was released.
+        """
+        if self._store is None:
+            raise BackendError("the Oxigraph store was closed; open the graph store again")
+        return self._store
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the handle still holds its store."""
+        return self._store is not None
+
+    def _drop(self) -> Store | None:
+        store, self._store = self._store, None
+        return store
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is pyoxigraph's "store directory locked" error.
+
+    pyoxigraph 0.5 raises a plain :class:`OSError` whose message names RocksDB's ``LOCK`` file:
+    ``IO error: While lock file: <path>/LOCK: Resource temporarily unavailable`` (another process)
+    or ``IO error: lock hold by current process ...`` (another handle in this process).
+    """
+    if not isinstance(exc, OSError):
+        return False
+    message = str(exc)
+    return "/LOCK" in message or "\\LOCK" in message or "lock hold" in message or "lock file" in message
+
+
+def _open_persistent(path: Path, lock_timeout: float) -> Store:
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(is_lock_error),
+        stop=tenacity.stop_after_delay(lock_timeout),
+        wait=tenacity.wait_exponential(multiplier=0.02, max=0.2),
+        reraise=True,
+    )
+    try:
+        return retrying(Store, str(path))
+    except OSError as exc:
+        if is_lock_error(exc):
+            raise StoreLockedError(
+                f"the Oxigraph store at {path} is held by another process (still locked after "
+                f"{lock_timeout:g} s); close that process's charmem memory, or use another OXIGRAPH_PATH"
+            ) from exc
+        raise BackendError(f"could not open the Oxigraph store at {path}: {exc}") from exc
+
+
+def acquire(path: Path | None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> SharedStore:
+    """Open (or share) the store at ``path``; ``None`` opens a fresh in-memory store.
+
+    Args:
+        path: the store directory (created with its parents if missing), or ``None``.
+        lock_timeout: seconds to keep retrying while another process holds the store.
+
+    Returns:
+        SharedStore: the process's handle for that path, its ``users`` count incremented.
+
+    Raises:
+        StoreLockedError: another process holds the store after ``lock_timeout`` seconds.
+        BackendError: the directory cannot be created or holds no valid store.
+    """
+    if path is None:
+        try:
+            return SharedStore(Store(), None)
+        except OSError as exc:
+            raise BackendError(f"could not create an in-memory Oxigraph store: {exc}") from exc
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        key = path.resolve()
+    except OSError as exc:
+        raise BackendError(f"could not create the Oxigraph store directory {path}: {exc}") from exc
+    with _REGISTRY_LOCK:
+        shared = _REGISTRY.get(key)
+        if shared is not None:
+            shared.users += 1
+            return shared
+        shared = SharedStore(_open_persistent(key, lock_timeout), key)
+        _REGISTRY[key] = shared
+        return shared
+
+
+def share(shared: SharedStore) -> SharedStore:
+    """Register one more user of an open handle (another collection on the same store).
+
+    Raises:
+        BackendError: the handle was already released.
+    """
+    with _REGISTRY_LOCK:
+        if not shared.is_open:
+            raise BackendError("the Oxigraph store was closed; open the graph store again")
+        shared.users += 1
+        return shared
+
+
+def release(shared: SharedStore) -> None:
+    """Drop one user; the last one flushes (persistent stores) and releases the store and its lock.
+
+    Raises:
+        BackendError: the final flush failed (the handle is released anyway).
+    """
+    with _REGISTRY_LOCK:
+        shared.users -= 1
+        if shared.users > 0:
+            return
+        if shared.path is not None and _REGISTRY.get(shared.path) is shared:
+            del _REGISTRY[shared.path]
+        store = shared._drop()
+        if store is None or shared.path is None:
+            return
+        # Flush under the registry lock so a concurrent re-open never meets the old handle's LOCK.
+        try:
+            store.flush()
+        except OSError as exc:
+            raise BackendError(f"could not flush the Oxigraph store at {shared.path}: {exc}") from exc
+        finally:
+            del store  # the last reference: pyoxigraph closes RocksDB and frees its LOCK

@@ -1,0 +1,160 @@
+"""The RDF vocabulary charmem writes to Oxigraph (documented as a table in the README).
+
+Every IRI the adapter puts into a quad or into SPARQL text is built here, from constants and from
+:class:`~charmem.domain.ids.MemoryId` values (canonical UUIDs), never from memory text.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Final
+
+from charmem.domain.graph import LifecycleRecord
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import (
+    DerivedMemory,
+    Entity,
+    Episode,
+    MemoryLink,
+    MemoryThread,
+    Observation,
+    Relation,
+)
+from pyoxigraph import NamedNode
+
+__all__ = [
+    "ITEM_CLASSES",
+    "KIND_OF_CLASS",
+    "NODE_KINDS",
+    "OBJECT_KINDS",
+    "VOCAB",
+    "XSD",
+    "assertion_iri",
+    "collection_graph",
+    "iri_ref",
+    "memory_id_of",
+    "node_iri",
+    "prop",
+    "relation_iri",
+    "relation_of",
+]
+
+#: The namespace of every class and property charmem writes.
+VOCAB: Final = "urn:charmem:vocab#"
+#: XML Schema datatypes.
+XSD: Final = "http://www.w3.org/2001/XMLSchema#"
+#: ``rdf:type``.
+RDF_TYPE: Final = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+
+#: The ``<type>`` segment of ``urn:charmem:<type>:<uuid>`` for each stored Python type.
+KIND_OF_CLASS: Final[dict[type, str]] = {
+    Episode: "episode",
+    Observation: "observation",
+    Entity: "entity",
+    MemoryThread: "thread",
+    DerivedMemory: "derived",
+    MemoryLink: "link",
+    LifecycleRecord: "record",
+}
+
+#: The RDF class (local name in :data:`VOCAB`) of each stored kind.
+CLASS_OF_KIND: Final[dict[str, str]] = {
+    "episode": "Episode",
+    "observation": "Observation",
+    "entity": "Entity",
+    "thread": "MemoryThread",
+    "derived": "DerivedMemory",
+    "link": "MemoryLink",
+    "record": "LifecycleRecord",
+}
+
+#: Stored kind of each RDF class IRI.
+ITEM_CLASSES: Final[dict[str, str]] = {VOCAB + cls: kind for kind, cls in CLASS_OF_KIND.items()}
+
+#: Kinds of memory objects (the ``get_objects`` and ``currency`` universe).
+OBJECT_KINDS: Final = ("episode", "observation", "entity", "thread", "derived")
+
+#: Every ``<type>`` segment an IRI may carry: stored kinds plus ``object``, the placeholder used for
+#: a reference to an id that was not stored (and whose type no field declares) when it was written.
+NODE_KINDS: Final = (*OBJECT_KINDS, "link", "record", "object")
+
+#: ``BeliefAssertion`` nodes are typed with this class.
+ASSERTION_CLASS: Final = VOCAB + "BeliefAssertion"
+
+_SAFE_IRI = re.compile(r"[A-Za-z0-9:#/_.-]+")
+_NODE_IRI = re.compile(r"urn:charmem:([a-z]+):([0-9a-f-]{36})")
+
+
+def prop(local_name: str) -> NamedNode:
+    """The property or class IRI ``urn:charmem:vocab#<local_name>``."""
+    return NamedNode(VOCAB + local_name)
+
+
+def node_iri(kind: str, memory_id: MemoryId) -> str:
+    """``urn:charmem:<kind>:<uuid>``: the IRI of a stored node (or a reference placeholder).
+
+    Args:
+        kind: one of :data:`NODE_KINDS`.
+        memory_id: the node's id.
+
+    Returns:
+        str: the IRI.
+    """
+    return f"urn:charmem:{kind}:{memory_id}"
+
+
+def assertion_iri(derived_id: MemoryId, position: int) -> str:
+    """``urn:charmem:derived:<uuid>/assertion/<n>``: the n-th assertion in canonical order."""
+    return f"{node_iri('derived', derived_id)}/assertion/{position}"
+
+
+def collection_graph(collection: str) -> str:
+    """``urn:charmem:collection:<name>``: the named graph holding one collection."""
+    return f"urn:charmem:collection:{collection}"
+
+
+def relation_iri(relation: Relation) -> str:
+    """The property IRI of a relation (``urn:charmem:vocab#<relation value>``).
+
+    It is both the ``vocab:relation`` value of a link node and the predicate of the direct edge
+    ``<from> vocab:<relation> <to>``.
+    """
+    return VOCAB + relation.value
+
+
+def relation_of(iri: str) -> Relation:
+    """Inverse of :func:`relation_iri`.
+
+    Raises:
+        ValueError: the IRI is not a relation property.
+    """
+    if not iri.startswith(VOCAB):
+        raise ValueError(f"{iri!r} is not a charmem relation")
+    return Relation(iri[len(VOCAB) :])
+
+
+def memory_id_of(iri: str) -> MemoryId:
+    """The id carried by a node IRI ``urn:charmem:<kind>:<uuid>``, whatever its kind.
+
+    Raises:
+        ValueError: the IRI is not a charmem node IRI.
+    """
+    match = _NODE_IRI.fullmatch(iri)
+    if match is None:
+        raise ValueError(f"{iri!r} is not a charmem node IRI")
+    return MemoryId(uuid.UUID(match.group(2)))
+
+
+def iri_ref(iri: str) -> str:
+    """``<iri>`` for SPARQL text, after checking the IRI only holds characters we generate.
+
+    Defence in depth: the adapter only ever passes IRIs built by this module from constants,
+    validated collection names and UUIDs, so this never fails in practice.
+
+    Raises:
+        ValueError: the IRI holds a character outside ``[A-Za-z0-9:#/_.-]``.
+    """
+    if _SAFE_IRI.fullmatch(iri) is None:
+        raise ValueError(f"refusing to put {iri!r} into SPARQL text")
+    return f"<{iri}>"

@@ -1,0 +1,118 @@
+"""Reads: ``links_of``, ``get_records``, ``currency`` (with ``as_of``) and ``statement_count``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from charmem.domain.graph import GraphBatch, LifecycleAction
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import Relation
+from charmem.domain.retrieval import CurrencyStatus
+
+from charmem_oxigraph import OxigraphGraphStore
+
+from oxigraph_builders import INDIA, PACIFIC, at, derived, entity, episode, link, observation, record, thread
+
+
+async def test_links_of_filters_by_relation_and_orders_by_id(store: OxigraphGraphStore) -> None:
+    person, arc = entity(), thread()
+    ep = episode(participant_entity_ids=[person.id])
+    obs = observation(ep.id, mentioned_entity_ids=[person.id])
+    links = [
+        link(ep.id, Relation.HAS_OBSERVATION, obs.id),
+        link(ep.id, Relation.INVOLVES, person.id),
+        link(obs.id, Relation.MENTIONS, person.id),
+        link(ep.id, Relation.PART_OF_THREAD, arc.id),
+        link(obs.id, Relation.ASSOCIATED_WITH, arc.id),
+    ]
+    await store.write_batch(GraphBatch(objects=[person, arc, ep, obs], links=links))
+
+    every = await store.links_of([ep.id])
+    assert every == sorted([*links[:2], links[3]], key=lambda item: item.id)
+    both_ends = await store.links_of([ep.id, obs.id])
+    assert both_ends == sorted(links, key=lambda item: item.id)  # the ep->obs link appears once
+    assert await store.links_of([person.id], relations=[Relation.MENTIONS]) == [links[2]]
+    assert await store.links_of([arc.id], relations=[Relation.PART_OF_THREAD, Relation.SUPPORTS]) == [
+        links[3]
+    ]
+    assert await store.links_of([person.id], relations=[Relation.SUPERSEDES]) == []
+    assert await store.links_of([person.id], relations=[]) == []
+    assert await store.links_of([]) == []
+    assert await store.links_of([MemoryId.new()]) == []
+
+
+async def test_get_records_orders_by_time_then_id(store: OxigraphGraphStore) -> None:
+    a, b = derived(), derived()
+    late = record(a.id, recorded_at=at(30, PACIFIC))
+    early = record(b.id, recorded_at=at(5, INDIA))
+    tie_1 = record(a.id, id=MemoryId("00000000-0000-4000-8000-000000000001"), recorded_at=at(10))
+    tie_2 = record(b.id, id=MemoryId("00000000-0000-4000-8000-000000000002"), recorded_at=at(10, INDIA))
+    noted = record(a.id, action=LifecycleAction.FORGET_NOTED, recorded_at=at(20))
+    await store.write_batch(GraphBatch(objects=[a, b], records=[late, noted, tie_2, early, tie_1]))
+    assert await store.get_records([a.id, b.id]) == [early, tie_1, tie_2, noted, late]
+    assert await store.get_records([b.id]) == [early, tie_2]
+    assert await store.get_records([MemoryId.new()]) == []
+
+
+async def test_currency_with_supersedes_suppress_and_as_of(store: OxigraphGraphStore) -> None:
+    old, new, forgotten, both, plain = derived(), derived(), derived(), derived(), episode()
+    sup = link(new.id, Relation.SUPERSEDES, old.id, created_at=at(10))
+    sup_both = link(new.id, Relation.SUPERSEDES, both.id, created_at=at(10))
+    other_relation = link(new.id, Relation.CONTRADICTS, plain.id, created_at=at(10))
+    suppress = record(forgotten.id, recorded_at=at(20))
+    suppress_both = record(both.id, recorded_at=at(30, INDIA))
+    noted = record(plain.id, action=LifecycleAction.FORGET_NOTED, recorded_at=at(5))
+    await store.write_batch(
+        GraphBatch(
+            objects=[old, new, forgotten, both, plain],
+            links=[sup, sup_both, other_relation],
+            records=[suppress, suppress_both, noted],
+        )
+    )
+    ids = [old.id, new.id, forgotten.id, both.id, plain.id, sup.id, suppress.id, MemoryId.new()]
+
+    assert await store.currency(ids) == {
+        old.id: CurrencyStatus.SUPERSEDED,
+        new.id: CurrencyStatus.CURRENT,
+        forgotten.id: CurrencyStatus.SUPPRESSED,
+        both.id: CurrencyStatus.SUPPRESSED,  # suppressed beats superseded
+        plain.id: CurrencyStatus.CURRENT,  # forget_noted and other relations do not count
+    }
+    assert await store.currency(ids, as_of=at(9)) == dict.fromkeys(
+        [old.id, new.id, forgotten.id, both.id, plain.id], CurrencyStatus.CURRENT
+    )
+    at_ten = await store.currency(ids, as_of=at(10, PACIFIC))  # boundary: <= as_of counts
+    assert at_ten[old.id] is CurrencyStatus.SUPERSEDED
+    assert at_ten[both.id] is CurrencyStatus.SUPERSEDED
+    assert at_ten[forgotten.id] is CurrencyStatus.CURRENT
+    at_twenty = await store.currency(ids, as_of=at(20) + timedelta(microseconds=1))
+    assert at_twenty[forgotten.id] is CurrencyStatus.SUPPRESSED
+    assert at_twenty[both.id] is CurrencyStatus.SUPERSEDED
+    assert (await store.currency([both.id], as_of=at(30)))[both.id] is CurrencyStatus.SUPPRESSED
+
+
+async def test_currency_counts_records_written_before_their_target(store: OxigraphGraphStore) -> None:
+    target = derived()
+    await store.write_batch(GraphBatch(records=[record(target.id)]))
+    assert await store.currency([target.id]) == {}
+    await store.write_batch(GraphBatch(objects=[target]))
+    assert await store.currency([target.id]) == {target.id: CurrencyStatus.SUPPRESSED}
+
+
+async def test_currency_rejects_naive_as_of(store: OxigraphGraphStore) -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        await store.currency([MemoryId.new()], as_of=at(0).replace(tzinfo=None))
+
+
+async def test_statement_count_counts_triples(store: OxigraphGraphStore) -> None:
+    person = entity()
+    await store.write_batch(GraphBatch(objects=[person]))
+    assert await store.statement_count() == 4  # rdf:type, entityType, createdAt, schemaVersion
+    ep = episode(participant_entity_ids=[person.id])  # + occurredAt, summary, participant, salience
+    await store.write_batch(GraphBatch(objects=[ep]))  # (and its own type, createdAt, schemaVersion)
+    assert await store.statement_count() == 4 + 7
+    edge = link(ep.id, Relation.INVOLVES, person.id)  # type, from, relation, to, createdAt, version, edge
+    await store.write_batch(GraphBatch(links=[edge]))
+    assert await store.statement_count() == 4 + 7 + 7
+    assert await store.links_of([person.id]) == [edge]
