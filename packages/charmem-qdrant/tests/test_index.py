@@ -288,7 +288,7 @@ def _settings(root: Path, **extra: str) -> Settings:
 
 
 @pytest.mark.parametrize(
-    ("raw", "expected"), [(None, False), ("true", True), ("FALSE", False), (" True ", True)]
+    ("raw", "expected"), [(None, True), ("true", True), ("FALSE", False), (" True ", True)]
 )
 def test_from_settings_reads_path_and_lexical_cue(
     root: Path, raw: str | None, expected: bool

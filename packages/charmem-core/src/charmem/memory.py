@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any, TypeVar
 
-from charmem._log import get_logger
+from charmem.log import get_logger
 from charmem.clock import SystemClock
 from charmem.composition import load_adapter
 from charmem.domain.drafts import RememberDrafts, RememberInput

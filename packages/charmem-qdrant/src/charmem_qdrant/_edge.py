@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 import qdrant_edge as qe
-import structlog
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
 from charmem.domain.ids import MemoryId
@@ -26,6 +25,7 @@ from charmem.errors import (
     DimensionMismatchError,
     StoreLockedError,
 )
+from charmem.log import get_logger
 from charmem.ports import VectorHit, VectorPoint, VectorQuery, VectorSearchResult
 from charmem.settings import validate_collection_name
 from charmem_qdrant._marker import MARKER_FILE_NAME, ShardMarker
@@ -49,7 +49,8 @@ DENSE_VECTOR: Final = "dense"
 LEXICAL_VECTOR: Final = "lexical"
 #: The ``k`` of reciprocal rank fusion: a point at 0-based rank ``r`` of a stage gets ``1/(k+r)``.
 RRF_K: Final = 60
-#: Settings key (read from ``Settings.extra``) that turns the lexical cue on: ``true``/``false``.
+#: Settings key (read from ``Settings.extra``) that turns the lexical cue off or on:
+#: ``true`` (the default, DESIGN §6.1) or ``false``.
 LEXICAL_CUE_KEY: Final = "VECTOR_LEXICAL_CUE"
 
 _PAYLOAD_TYPE: Final = "object_type"
@@ -59,7 +60,7 @@ _MIN_PREFETCH: Final = 64  # smallest per-stage candidate count of a fused query
 _SCROLL_PAGE: Final = 1024
 _LOCK_RETRY_WAIT: Final = 0.05  # seconds between attempts to take a held shard lock
 
-_log = structlog.get_logger("charmem_qdrant")
+_log = get_logger("charmem_qdrant")
 
 # The stub declares ``Fusion.Rrf`` as a nested class, not a ``Fusion``; at runtime it is the
 # fusion query ``QueryRequest`` expects.
@@ -81,10 +82,10 @@ def _holds_shard_data(path: Path) -> bool:
     return any((path / name).exists() for name in ("segments", "wal", "edge_config.json"))
 
 
-def _parse_bool(settings: Settings, key: str) -> bool:
+def _parse_bool(settings: Settings, key: str, default: bool) -> bool:
     raw = settings.extra.get(key)
     if raw is None or not raw.strip():
-        return False
+        return default
     value = raw.strip().lower()
     if value in ("true", "1", "yes", "on"):
         return True
@@ -279,7 +280,7 @@ class EdgeVectorIndex:
             BackendError: see the class.
         """
         validate_collection_name(collection)
-        lexical = _parse_bool(settings, LEXICAL_CUE_KEY)
+        lexical = _parse_bool(settings, LEXICAL_CUE_KEY, default=True)
         return cls(
             settings.vector_store_path,
             collection,

@@ -27,6 +27,13 @@ def as_tuple(values: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(values)
 
 
+def as_float(value: Any) -> Any:
+    """Salience and other numbers are stored as floats, so ``1`` and ``1.0`` are equal content."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
 def optional_id(value: Any) -> MemoryId | None:
     return None if value is None else as_memory_id(value)
 

@@ -15,7 +15,7 @@ from typing import TypeAlias
 import attrs
 
 from charmem.domain import _fields
-from charmem.domain._fields import id_set, optional_id
+from charmem.domain._fields import as_float, id_set, optional_id
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.errors import DraftValidationError
 
@@ -154,7 +154,7 @@ class Episode:
     participant_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     raw_ref: str | None = attrs.field(default=None, validator=_fields.plain)
-    salience: float = attrs.field(default=0.5, validator=_fields.salience)
+    salience: float = attrs.field(default=0.5, converter=as_float, validator=_fields.salience)
     created_at: datetime = attrs.field(validator=_fields.aware)
     schema_version: int = _fields.SCHEMA_VERSION
 
@@ -185,7 +185,7 @@ class Observation:
     speaker_entity_id: MemoryId | None = attrs.field(default=None, converter=optional_id)
     mentioned_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     raw_ref: str | None = attrs.field(default=None, validator=_fields.plain)
-    salience: float = attrs.field(default=0.5, validator=_fields.salience)
+    salience: float = attrs.field(default=0.5, converter=as_float, validator=_fields.salience)
     created_at: datetime = attrs.field(validator=_fields.aware)
     schema_version: int = _fields.SCHEMA_VERSION
 
@@ -246,7 +246,7 @@ class DerivedMemory:
     assertions: tuple[BeliefAssertion, ...] = attrs.field(default=(), converter=_assertions)
     given_by_application: bool = False
     supersedes: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
-    salience: float = attrs.field(default=0.5, validator=_fields.salience)
+    salience: float = attrs.field(default=0.5, converter=as_float, validator=_fields.salience)
     created_at: datetime = attrs.field(validator=_fields.aware)
     schema_version: int = _fields.SCHEMA_VERSION
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from charmem._log import get_logger
+from charmem.log import get_logger
 from charmem.domain.graph import GraphBatch
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, object_type_of

@@ -1,0 +1,292 @@
+"""The ``charmem`` command.
+
+Subcommands: ``ingest-locomo FILE...``, ``recall "question"``, ``remember "text"``, ``demo``.
+Backends and paths come from the environment with the DESIGN defaults (embedded Oxigraph, Qdrant
+Edge, SQLite stats); the CLI's embedding default is ``local`` (all-MiniLM-L6-v2, offline).
+``--store DIR`` puts every store under one directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from charmem import (
+    CharacterMemory,
+    CharmemError,
+    ContinuityContextPack,
+    RememberInput,
+    RetrievalContext,
+    Settings,
+)
+from charmem.ports import EmbeddingProvider
+from charmem_cli.locomo import conversation_drafts, load_conversation
+
+__all__ = ["cli_settings", "main", "print_pack"]
+
+DEFAULT_COLLECTION = "charmem"
+DEMO_QUESTIONS = (
+    "What instrument is Ines learning?",
+    "Where did Tomas travel for work?",
+    "What does Ines want to name the dog?",
+)
+
+
+def cli_settings(environ: Mapping[str, str], store: str | None) -> Settings:
+    """Settings for the CLI: the environment, with ``EMBEDDING_PROVIDER`` defaulting to ``local``.
+
+    Args:
+        environ: usually ``os.environ``.
+        store: a directory holding every embedded store (``--store``), or ``None``.
+
+    Raises:
+        ConfigurationError: a setting is missing or malformed.
+    """
+    mapping = dict(environ)
+    mapping.setdefault("EMBEDDING_PROVIDER", "local")
+    settings = Settings.from_mapping(mapping)
+    return settings.with_store_root(Path(store)) if store else settings
+
+
+class TimedEmbedder:
+    """Wraps a provider and adds up the seconds spent embedding (to report ingest without it)."""
+
+    def __init__(self, inner: EmbeddingProvider) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+        self.texts = 0
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def vector_size(self) -> int:
+        return self.inner.vector_size
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        start = time.perf_counter()
+        try:
+            return await self.inner.embed_documents(texts)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.texts += len(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        start = time.perf_counter()
+        try:
+            return await self.inner.embed_query(text)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def _provider(settings: Settings) -> EmbeddingProvider:
+    from charmem.composition import load_adapter
+
+    settings.require_embedding_keys()
+    provider: EmbeddingProvider = load_adapter("embedder", settings.embedding_provider).from_settings(
+        settings
+    )
+    return provider
+
+
+def _collection_for(conversation_id: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "-_" else "-" for c in conversation_id.lower())
+    return cleaned.strip("-_")[:128] or DEFAULT_COLLECTION
+
+
+async def ingest_locomo(
+    files: Sequence[Path],
+    settings: Settings,
+    *,
+    collection: str,
+    per_file: bool,
+    include_facts: bool,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Ingest LoCoMo conversation files through ``RememberDrafts`` (one commit per session).
+
+    Returns:
+        dict: counts and timings (``objects``, ``seconds``, ``embedding_seconds``, ``texts``).
+    """
+    embedder = TimedEmbedder(_provider(settings))
+    conversations = [load_conversation(path) for path in files]
+    plans = [(c, *conversation_drafts(c, include_facts=include_facts)) for c in conversations]
+    total = sum(1 + len(sessions) for _c, _n, sessions in plans)
+    objects = 0
+    start = time.perf_counter()
+    bar = tqdm(total=total, desc="ingest", unit="batch", disable=not progress, file=sys.stderr)
+    memory: CharacterMemory | None = None
+    try:
+        for conversation, notions, sessions in plans:
+            name = _collection_for(conversation.conversation_id) if per_file else collection
+            if memory is None or memory.collection != name:
+                if memory is not None:
+                    await memory.close()
+                memory = await CharacterMemory.open(settings, name, embedding_provider=embedder)
+            for drafts in (notions, *(s.drafts for s in sessions)):
+                outcome = await memory.commit(await memory.prepare(drafts))
+                if outcome.repair_markers:
+                    raise CharmemError(
+                        f"ingest of {conversation.conversation_id} left repair markers "
+                        f"{outcome.repair_markers}; run the same command again to repair"
+                    )
+                objects += len(outcome.object_ids)
+                bar.update(1)
+    finally:
+        bar.close()
+        if memory is not None:
+            await memory.close()
+    seconds = time.perf_counter() - start
+    return {
+        "conversations": len(conversations),
+        "objects": objects,
+        "seconds": seconds,
+        "embedding_seconds": embedder.seconds,
+        "texts": embedder.texts,
+    }
+
+
+def print_pack(pack: ContinuityContextPack, out: Any = None) -> None:
+    """Print a pack readably: rank, id, type, time, score, text; then entities and omissions."""
+    out = out or sys.stdout
+    print(f"Recall for: {pack.query}", file=out)
+    if not pack.items:
+        print("  (nothing recalled)", file=out)
+    for rank, item in enumerate(pack.items, 1):
+        kind = item.derived_type.value if item.derived_type else item.object_type.value
+        status = "" if item.status.value == "current" else f" [{item.status.value}]"
+        text = " ".join(item.text.split())
+        if len(text) > 160:
+            text = text[:157] + "..."
+        print(
+            f"{rank:>3}. {item.score:6.3f}  {kind:<12} {item.occurred_at:%Y-%m-%d}  "
+            f"{str(item.id)[:8]}{status}  {text}",
+            file=out,
+        )
+    names = [", ".join(e.names) for e in pack.entities if e.names]
+    if names:
+        print(f"  entities: {'; '.join(names)}", file=out)
+    if pack.omissions:
+        reasons = ", ".join(f"{str(o.id)[:8]}:{o.reason}" for o in pack.omissions[:8])
+        print(f"  omitted: {reasons}", file=out)
+
+
+async def _recall(settings: Settings, collection: str, query: str, limit: int, as_json: bool) -> None:
+    async with CharacterMemory.open(settings, collection, embedding_provider=_provider(settings)) as memory:
+        pack = await memory.retrieve(RetrievalContext(query=query, max_items=limit))
+    if as_json:
+        print(json.dumps(pack.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print_pack(pack)
+
+
+async def _remember(settings: Settings, collection: str, text: str, occurred_at: str | None) -> None:
+    when = datetime.fromisoformat(occurred_at) if occurred_at else None
+    async with CharacterMemory.open(settings, collection, embedding_provider=_provider(settings)) as memory:
+        outcome = await memory.remember(RememberInput(text, occurred_at=when))
+    print(
+        json.dumps(
+            {
+                "object_ids": [str(i) for i in outcome.object_ids],
+                "repair_markers": len(outcome.repair_markers),
+            }
+        )
+    )
+
+
+async def _demo(settings: Settings, questions: Sequence[str]) -> None:
+    sample = resources.files("charmem_cli") / "data" / "sample-conversation.json"
+    with resources.as_file(sample) as path:
+        report = await ingest_locomo([path], settings, collection="demo", per_file=False, include_facts=True)
+    print(
+        f"ingested {report['objects']} objects in {report['seconds']:.1f} s "
+        f"({report['embedding_seconds']:.1f} s embedding) into collection 'demo'\n"
+    )
+    async with CharacterMemory.open(settings, "demo", embedding_provider=_provider(settings)) as memory:
+        for question in questions:
+            pack = await memory.retrieve(RetrievalContext(query=question, max_items=6))
+            print_pack(pack)
+            print("\n  rendered for the prompt:")
+            for line in pack.render(max_tokens=120).splitlines():
+                print(f"    {line}")
+            print()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="charmem", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", help="directory holding every embedded store (default: ./data)")
+    parser.add_argument(
+        "--collection",
+        default=os.environ.get("CHARMEM_COLLECTION", DEFAULT_COLLECTION),
+        help="collection name (default: $CHARMEM_COLLECTION or 'charmem')",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    ingest = commands.add_parser("ingest-locomo", help="ingest LoCoMo conversation files")
+    ingest.add_argument("files", nargs="+", type=Path)
+    ingest.add_argument("--no-facts", action="store_true", help="sessions and turns only")
+    ingest.add_argument(
+        "--collection-per-file", action="store_true", help="one collection per conversation, named after it"
+    )
+    ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    recall = commands.add_parser("recall", help="recall memories for a question")
+    recall.add_argument("query")
+    recall.add_argument("--json", action="store_true", help="print pack.to_dict() as JSON")
+    recall.add_argument("--limit", type=int, default=20, help="most items (default 20)")
+    remember = commands.add_parser("remember", help="remember a text as an episode")
+    remember.add_argument("text")
+    remember.add_argument("--occurred-at", help="ISO 8601 time with offset (default: now)")
+    demo = commands.add_parser("demo", help="ingest the bundled sample conversation and recall")
+    demo.add_argument("questions", nargs="*", help="questions to ask (default: three samples)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code (2 for a charmem error, with its message)."""
+    args = _parser().parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        settings = cli_settings(os.environ, args.store)
+        if args.command == "ingest-locomo":
+            report = asyncio.run(
+                ingest_locomo(
+                    args.files,
+                    settings,
+                    collection=args.collection,
+                    per_file=args.collection_per_file,
+                    include_facts=not args.no_facts,
+                    progress=not args.quiet,
+                )
+            )
+            seconds = report["seconds"]
+            without = max(seconds - report["embedding_seconds"], 1e-9)
+            print(
+                f"ingested {report['conversations']} conversation(s): {report['objects']} objects in "
+                f"{seconds:.1f} s ({report['objects'] / seconds:.0f} objects/s; "
+                f"{report['objects'] / without:.0f} objects/s without the "
+                f"{report['embedding_seconds']:.1f} s of embedding {report['texts']} texts)"
+            )
+        elif args.command == "recall":
+            asyncio.run(_recall(settings, args.collection, args.query, args.limit, args.json))
+        elif args.command == "remember":
+            asyncio.run(_remember(settings, args.collection, args.text, args.occurred_at))
+        elif args.command == "demo":
+            asyncio.run(_demo(settings, args.questions or DEMO_QUESTIONS))
+    except CharmemError as exc:
+        print(f"charmem: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
+        print(f"charmem: {exc}", file=sys.stderr)
+        return 2
+    return 0
