@@ -32,8 +32,15 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (lint and format check) and mypy (strict for core)."""
-    session.install("ruff>=0.8", "mypy>=1.13", "-e", "packages/charmem-core")
+    """ruff (lint and format check) and mypy (strict for core) on every package."""
+    install_all(session)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-    session.run("mypy", "packages/charmem-core/src")
+    for package in (
+        "charmem-core",
+        "charmem-oxigraph",
+        "charmem-qdrant",
+        "charmem-local-embed",
+        "charmem-cli",
+    ):
+        session.run("mypy", f"packages/{package}/src")

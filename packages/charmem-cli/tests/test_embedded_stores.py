@@ -24,11 +24,11 @@ from charmem import (
 from charmem.ports import VectorPoint
 
 HOSTILE = [
-    'She said "hello" and \'bye\'',
-    'Triple """quotes""" and \'\'\'single\'\'\' ones',
+    "She said \"hello\" and 'bye'",
+    "Triple \"\"\"quotes\"\"\" and '''single''' ones",
     "Line one\nline two\r\nline three\ttabbed",
     "Braces {like} {{these}} and } ; DROP ALL ; {",
-    "Back\\slashes \\n \\\" \\u0041 and a trailing backslash \\",
+    'Back\\slashes \\n \\" \\u0041 and a trailing backslash \\',
     "Emoji 🎉🐕‍🦺 and flags 🇵🇹",
     "한국어 문장도 기억해요",
     "zero\u200bwidth\u200djoiner\ufeffbom",

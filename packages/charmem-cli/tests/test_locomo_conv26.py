@@ -23,7 +23,6 @@ import pytest
 from charmem import CharacterMemory, MemoryId, ObjectType, RetrievalContext, Settings
 from charmem_cli.locomo import conversation_drafts, load_conversation, turn_recall
 
-
 pytestmark = [pytest.mark.locomo, pytest.mark.slow]
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -34,8 +33,18 @@ COLLECTION = "conv26"
 
 def _ingest(root: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "charmem_cli", "--store", str(root), "--collection", COLLECTION,
-         "ingest-locomo", str(CONV), "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "charmem_cli",
+            "--store",
+            str(root),
+            "--collection",
+            COLLECTION,
+            "ingest-locomo",
+            str(CONV),
+            "--quiet",
+        ],
         env={**os.environ, **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -72,11 +81,11 @@ async def test_ingest_killed_then_rerun_is_complete_idempotent_and_recalls(
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=30)
     partial = _stats_rows(root)
-    assert 0 < partial
+    assert partial > 0
 
     # 2. run again: completes
     rerun = _ingest(root, env)
-    out, err = rerun.communicate(timeout=600)
+    _out, err = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, err
 
     settings = Settings.from_mapping(env)
@@ -110,9 +119,7 @@ async def test_ingest_killed_then_rerun_is_complete_idempotent_and_recalls(
         dia_of: dict[MemoryId, tuple[str, ...]] = {}
         for session in sessions:
             dia_of.update(session.dia_ids)
-        questions = [
-            q for q in conversation.data["qa"] if q.get("category") == 4 and q.get("evidence")
-        ]
+        questions = [q for q in conversation.data["qa"] if q.get("category") == 4 and q.get("evidence")]
         texts = await memory.graph.get_objects(sorted(dia_of))
         ids = sorted(texts)
         matrix = np.array(

@@ -17,7 +17,6 @@ from collections.abc import Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any, TypeVar
 
-from charmem.log import get_logger
 from charmem.clock import SystemClock
 from charmem.composition import load_adapter
 from charmem.domain.drafts import RememberDrafts, RememberInput
@@ -31,6 +30,7 @@ from charmem.domain.plan import (
 )
 from charmem.domain.retrieval import ContinuityContextPack, RetrievalContext
 from charmem.errors import CharmemError, ConfigurationError, DraftValidationError
+from charmem.log import get_logger
 from charmem.ports import (
     Clock,
     EmbeddingProvider,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from charmem.log import get_logger
 from charmem.domain.graph import GraphBatch
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, object_type_of
@@ -23,6 +22,7 @@ from charmem.domain.plan import (
 )
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.errors import IdConflictError, PlanValidationError
+from charmem.log import get_logger
 from charmem.ports import (
     EmbeddingProvider,
     GraphStore,
