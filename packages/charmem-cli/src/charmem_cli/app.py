@@ -256,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (2 for a charmem error, with its message)."""
     args = _parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep stderr for our own progress
     try:
         settings = cli_settings(os.environ, args.store)
         if args.command == "ingest-locomo":
