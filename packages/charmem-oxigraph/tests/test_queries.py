@@ -116,3 +116,33 @@ async def test_statement_count_counts_triples(store: OxigraphGraphStore) -> None
     await store.write_batch(GraphBatch(links=[edge]))
     assert await store.statement_count() == 4 + 7 + 7
     assert await store.links_of([person.id]) == [edge]
+
+
+async def test_object_and_link_ids_list_the_collection_only() -> None:
+    """Inventory for operational tools: every object id (by type) and link id, sorted."""
+    from datetime import UTC, datetime
+
+    from charmem import Entity, Episode, MemoryId, MemoryLink, ObjectType, Relation
+    from charmem.domain.graph import GraphBatch
+    from charmem.settings import Settings
+
+    from charmem_oxigraph import InMemoryOxigraphGraphStore
+
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    store = InMemoryOxigraphGraphStore.from_settings(Settings(graph_store_mode="in_memory"), "inv")
+    other = store.for_collection("other")
+    entity = Entity(id=MemoryId.new(), created_at=when)
+    episode = Episode(
+        id=MemoryId.new(), occurred_at=when, created_at=when, participant_entity_ids=[entity.id]
+    )
+    link = MemoryLink(
+        id=MemoryId.new(), from_id=episode.id, relation=Relation.INVOLVES, to_id=entity.id, created_at=when
+    )
+    await store.write_batch(GraphBatch(objects=[entity, episode], links=[link]))
+    await other.write_batch(GraphBatch(objects=[Entity(id=MemoryId.new(), created_at=when)]))
+    assert await store.object_ids() == sorted([entity.id, episode.id])
+    assert await store.object_ids([ObjectType.EPISODE]) == [episode.id]
+    assert await store.link_ids() == [link.id]
+    assert len(await other.object_ids()) == 1
+    await other.close()
+    await store.close()

@@ -16,7 +16,7 @@ from charmem.domain.graph import LifecycleAction
 
 from charmem_oxigraph import _vocab as v
 
-__all__ = ["currency", "links_of", "nodes", "records_about", "statement_count"]
+__all__ = ["currency", "links_of", "nodes", "records_about", "statement_count", "typed_nodes"]
 
 
 def _values(variable: str, iris: Iterable[str]) -> str:
@@ -83,6 +83,14 @@ def currency(graph: str, iris: Iterable[str]) -> str:
         f'UNION {{ ?r {_p("target")} ?x . ?r {_p("action")} "{suppress}" . ?r {_p("recordedAt")} ?rt }} '
         f"UNION {{ ?l {_p('to')} ?x . ?l {_p('relation')} {supersedes} . ?l {_p('createdAt')} ?lt }} "
         f"}} }}"
+    )
+
+
+def typed_nodes(graph: str, class_iris: Iterable[str]) -> str:
+    """Every node typed with one of ``class_iris`` in the collection's graph, as ``?x``."""
+    allowed = ", ".join(v.iri_ref(iri) for iri in class_iris)
+    return (
+        f"SELECT DISTINCT ?x WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?x a ?c . FILTER(?c IN ({allowed})) }} }}"
     )
 
 

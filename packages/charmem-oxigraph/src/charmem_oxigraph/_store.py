@@ -13,7 +13,7 @@ from typing import Final
 
 from charmem.domain.graph import GraphBatch, GraphWriteResult, LifecycleRecord
 from charmem.domain.ids import MemoryId
-from charmem.domain.model import MemoryLink, MemoryObject, Relation
+from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import content_equal, is_current
 from charmem.errors import BackendError, CharmemError, ConfigurationError, IdConflictError
@@ -523,6 +523,29 @@ class OxigraphGraphStore:
             rows = self._select(q.statement_count(self._graph_iri))
             return int(rows[0]["n"].value) if rows else 0
 
+    def _typed_ids(self, kinds: Sequence[str]) -> list[MemoryId]:
+        classes = [v.VOCAB + v.CLASS_OF_KIND[kind] for kind in kinds]
+        with self._backend_errors("list node ids"):
+            rows = self._select(q.typed_nodes(self._graph_iri, classes))
+            return sorted({v.memory_id_of(row["x"].value) for row in rows})
+
+    def object_ids_sync(self, object_types: Sequence[ObjectType] | None = None) -> list[MemoryId]:
+        """Blocking :meth:`object_ids`.
+
+        Raises:
+            BackendError: Oxigraph failed.
+        """
+        kinds = v.OBJECT_KINDS if object_types is None else [ObjectType(t).value for t in object_types]
+        return self._typed_ids(kinds)
+
+    def link_ids_sync(self) -> list[MemoryId]:
+        """Blocking :meth:`link_ids`.
+
+        Raises:
+            BackendError: Oxigraph failed.
+        """
+        return self._typed_ids(["link"])
+
     def close_sync(self) -> None:
         """Blocking :meth:`close` (idempotent).
 
@@ -654,6 +677,24 @@ class OxigraphGraphStore:
             BackendError: Oxigraph failed.
         """
         return await asyncio.to_thread(self.statement_count_sync)
+
+    async def object_ids(self, object_types: Sequence[ObjectType] | None = None) -> list[MemoryId]:
+        """Ids of every stored object of the collection (optionally of ``object_types``), sorted.
+
+        For operational tools (rebuilding vectors and stats, checks), never for recall.
+
+        Raises:
+            BackendError: Oxigraph failed.
+        """
+        return await asyncio.to_thread(self.object_ids_sync, object_types)
+
+    async def link_ids(self) -> list[MemoryId]:
+        """Ids of every stored link of the collection, sorted.
+
+        Raises:
+            BackendError: Oxigraph failed.
+        """
+        return await asyncio.to_thread(self.link_ids_sync)
 
     async def close(self) -> None:
         """Release this collection's use of the store; the last user flushes and unlocks it.

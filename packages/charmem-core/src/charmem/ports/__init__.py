@@ -154,6 +154,18 @@ class GraphStore(Protocol):
         """Number of stored statements (triples, or rows for a non-RDF store) in the collection."""
         ...
 
+    async def object_ids(self, object_types: Sequence[ObjectType] | None = None) -> list[MemoryId]:
+        """Ids of every stored object (optionally of ``object_types``), sorted.
+
+        For operational tools (rebuilding vectors and stats, checks), not for recall: the memory
+        facade offers no enumeration.
+        """
+        ...
+
+    async def link_ids(self) -> list[MemoryId]:
+        """Ids of every stored link, sorted (operational tools only)."""
+        ...
+
     async def close(self) -> None:
         """Release resources. Acknowledged writes are already durable."""
         ...

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from charmem.domain.graph import GraphBatch, GraphWriteResult, LifecycleAction, LifecycleRecord
 from charmem.domain.ids import MemoryId
-from charmem.domain.model import MemoryLink, MemoryObject, Relation
+from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import content_equal, is_current
 from charmem.errors import IdConflictError
@@ -154,6 +154,20 @@ class ReferenceGraphStore:
     async def statement_count(self) -> int:
         """Number of stored items (objects, links and records)."""
         return len(self._items)
+
+    async def object_ids(self, object_types: Sequence[ObjectType] | None = None) -> list[MemoryId]:
+        """Ids of stored objects (optionally of some types), sorted."""
+        allowed = None if object_types is None else {ObjectType(t) for t in object_types}
+        return sorted(
+            memory_id
+            for memory_id, item in self._items.items()
+            if not isinstance(item, (MemoryLink, LifecycleRecord))
+            and (allowed is None or item.object_type in allowed)
+        )
+
+    async def link_ids(self) -> list[MemoryId]:
+        """Ids of stored links, sorted."""
+        return sorted(i for i, item in self._items.items() if isinstance(item, MemoryLink))
 
     async def close(self) -> None:
         """Nothing to release."""
