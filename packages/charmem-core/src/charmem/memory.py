@@ -19,7 +19,13 @@ from typing import Any, TypeVar
 
 from charmem.clock import SystemClock
 from charmem.composition import load_adapter
-from charmem.domain.drafts import RememberDrafts, RememberInput
+from charmem.domain.drafts import LinkDraft, RememberDrafts, RememberInput
+from charmem.domain.lifecycle import (
+    CorrectMemoryDraft,
+    ForgetMemoryDraft,
+    LifecycleMutationOutcome,
+    LinkOutcome,
+)
 from charmem.domain.plan import (
     CandidateValidation,
     CommitOptions,
@@ -41,7 +47,8 @@ from charmem.ports import (
 )
 from charmem.settings import Settings, validate_collection_name
 from charmem.tokens import WhitespaceTokenCounter
-from charmem.usecases.commit import commit_plan
+from charmem.usecases.commit import commit_plan, rebuild_stats
+from charmem.usecases.lifecycle import LifecycleStores, correct_memory, forget_memory, link_memories
 from charmem.usecases.planning import build_plan
 from charmem.usecases.retrieval import retrieve_pack
 from charmem.usecases.validation import validate
@@ -287,6 +294,71 @@ class CharacterMemory:
         # commit validates the plan against the graph before writing (validate_plan's checks)
         return await self.commit(plan, options.commit)
 
+    def _lifecycle_stores(self) -> LifecycleStores:
+        return LifecycleStores(self.graph, self.vectors, self.embedder, self.stats)
+
+    async def correct(self, draft: CorrectMemoryDraft) -> LifecycleMutationOutcome:
+        """Correct a memory: a replacement supersedes the target (DESIGN §4.4).
+
+        The target stays stored (and unsuppressed) but is no longer current: it leaves candidate
+        recall and is reached through the graph. Without a replacement id one is derived from the
+        target and the replacement's content, so replaying a correction is idempotent.
+
+        Returns:
+            LifecycleMutationOutcome: ``replacement_ids`` to persist with your own identifiers.
+
+        Raises:
+            LifecycleValidationError: the draft breaks a rule; ``kind`` says which.
+            IdConflictError: a replacement id is stored with other content.
+            BackendError: the graph write failed; nothing was written.
+        """
+        self._check_open()
+        async with self._write_lock:
+            return await correct_memory(
+                draft, collection=self.collection, stores=self._lifecycle_stores(), now=self.clock.now()
+            )
+
+    async def forget(self, draft: ForgetMemoryDraft) -> LifecycleMutationOutcome:
+        """Forget by suppression (DESIGN §4.6): nothing is deleted; influence is removed.
+
+        Raises:
+            LifecycleValidationError: blank rationale, unknown target, notion or link target.
+            BackendError: the graph write failed; nothing was written.
+        """
+        self._check_open()
+        async with self._write_lock:
+            return await forget_memory(
+                draft, collection=self.collection, stores=self._lifecycle_stores(), now=self.clock.now()
+            )
+
+    async def link(self, draft: LinkDraft) -> LinkOutcome:
+        """Add a caller-authored link between two stored memories.
+
+        Raises:
+            PlanValidationError: a ``supersedes`` link (derived only), unknown endpoints, or
+                endpoint types the relation does not allow.
+            IdConflictError: the link id is stored with other content.
+            BackendError: the graph write failed; nothing was written.
+        """
+        self._check_open()
+        async with self._write_lock:
+            return await link_memories(
+                draft, collection=self.collection, stores=self._lifecycle_stores(), now=self.clock.now()
+            )
+
+    async def rebuild_stats(self) -> int:
+        """Recompute the retrieval statistics of the collection from the graph (DESIGN §4.9).
+
+        Returns:
+            int: the number of rows written.
+
+        Raises:
+            BackendError: a store failed (the stats may then be partial: run it again).
+        """
+        self._check_open()
+        async with self._write_lock:
+            return await rebuild_stats(self.graph, self.stats)
+
     async def retrieve(self, context: RetrievalContext | str) -> ContinuityContextPack:
         """Recall memories into a continuity context pack (DESIGN §6).
 
@@ -308,6 +380,7 @@ class CharacterMemory:
             graph=self.graph,
             vectors=self.vectors,
             embedder=self.embedder,
+            stats=self.stats,
             token_counter=self.token_counter,
         )
 
@@ -433,6 +506,22 @@ class SyncCharacterMemory:
     def retrieve(self, context: RetrievalContext | str) -> ContinuityContextPack:
         """See :meth:`CharacterMemory.retrieve`."""
         return self._runner.run(self._memory.retrieve(context))
+
+    def correct(self, draft: CorrectMemoryDraft) -> LifecycleMutationOutcome:
+        """See :meth:`CharacterMemory.correct`."""
+        return self._runner.run(self._memory.correct(draft))
+
+    def forget(self, draft: ForgetMemoryDraft) -> LifecycleMutationOutcome:
+        """See :meth:`CharacterMemory.forget`."""
+        return self._runner.run(self._memory.forget(draft))
+
+    def link(self, draft: LinkDraft) -> LinkOutcome:
+        """See :meth:`CharacterMemory.link`."""
+        return self._runner.run(self._memory.link(draft))
+
+    def rebuild_stats(self) -> int:
+        """See :meth:`CharacterMemory.rebuild_stats`."""
+        return self._runner.run(self._memory.rebuild_stats())
 
     def close(self) -> None:
         """See :meth:`CharacterMemory.close`; also stops the private loop (idempotent)."""

@@ -74,6 +74,7 @@ class _Kind(enum.Enum):
     REF = "ref"  # MemoryId as the referenced node's IRI
     OPT_REF = "opt_ref"  # MemoryId | None
     REFS = "refs"  # tuple of MemoryId, one triple per id
+    TEXTS = "texts"  # tuple of str, one plain literal triple per string
     RELATION = "relation"  # Relation as its property IRI
 
 
@@ -141,6 +142,8 @@ _FIELDS: Final[dict[type, tuple[_Field, ...]]] = {
         _Field("action", "action", _Kind.ENUM),
         _Field("rationale", "rationale", _Kind.TEXT),
         _Field("recorded_at", "recordedAt", _Kind.INSTANT),
+        _Field("related_ids", "related", _Kind.REFS),
+        _Field("external_refs", "externalRef", _Kind.TEXTS),
     ),
 }
 
@@ -217,6 +220,8 @@ def encode_item(item: StoredItem, graph: NamedNode, resolve: Resolver) -> list[Q
                 value if field.kind is _Kind.REFS else ([] if value is None else [value])
             )
             quads.extend(Quad(subject, predicate, NamedNode(resolve(ref, declared)), graph) for ref in ids)
+        elif field.kind is _Kind.TEXTS:
+            quads.extend(Quad(subject, predicate, Literal(text), graph) for text in value)
         elif value is not None:
             quads.append(Quad(subject, predicate, _literal(field.kind, value), graph))
     if isinstance(item, DerivedMemory):
@@ -337,9 +342,10 @@ def decode_item(node: NodeTriples) -> StoredItem:
         kwargs: dict[str, Any] = {"id": v.memory_id_of(node.iri)}
         for field in _FIELDS[cls]:
             predicate = v.VOCAB + field.prop
-            if field.kind is _Kind.REFS:
+            if field.kind in (_Kind.REFS, _Kind.TEXTS):
+                item_kind = _Kind.REFS if field.kind is _Kind.REFS else _Kind.TEXT
                 kwargs[field.attr] = [
-                    _decode_value(field.kind, term) for term in node.props.get(predicate, [])
+                    _decode_value(item_kind, term) for term in node.props.get(predicate, [])
                 ]
                 continue
             term = _single(node.props, node.iri, predicate)
@@ -368,7 +374,7 @@ def normalise_for_comparison(item: MemoryObject | MemoryLink) -> MemoryObject | 
     return item
 
 
-def record_canonical(record: LifecycleRecord) -> tuple[str, str, str, str, str]:
+def record_canonical(record: LifecycleRecord) -> tuple[str, ...]:
     """The content of a lifecycle record in canonical form (instant in UTC) for equality."""
     return (
         str(record.id),
@@ -376,6 +382,8 @@ def record_canonical(record: LifecycleRecord) -> tuple[str, str, str, str, str]:
         record.action.value,
         record.rationale,
         record.recorded_at.astimezone(UTC).isoformat(),
+        *(f"related:{i}" for i in record.related_ids),
+        *(f"ref:{r}" for r in record.external_refs),
     )
 
 

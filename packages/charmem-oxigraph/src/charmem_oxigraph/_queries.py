@@ -16,7 +16,15 @@ from charmem.domain.graph import LifecycleAction
 
 from charmem_oxigraph import _vocab as v
 
-__all__ = ["currency", "links_of", "nodes", "records_about", "statement_count", "typed_nodes"]
+__all__ = [
+    "currency",
+    "links_of",
+    "name_assertions",
+    "nodes",
+    "records_about",
+    "statement_count",
+    "typed_nodes",
+]
 
 
 def _values(variable: str, iris: Iterable[str]) -> str:
@@ -91,6 +99,14 @@ def typed_nodes(graph: str, class_iris: Iterable[str]) -> str:
     allowed = ", ".join(v.iri_ref(iri) for iri in class_iris)
     return (
         f"SELECT DISTINCT ?x WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?x a ?c . FILTER(?c IN ({allowed})) }} }}"
+    )
+
+
+def name_assertions(graph: str) -> str:
+    """Every ``KnownAs`` assertion: ``?d`` (derived memory), ``?s`` (subject), ``?name``."""
+    return (
+        f"SELECT ?d ?s ?name WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?d {_p('assertion')} ?a . "
+        f"?a {_p('assertionSubject')} ?s . ?a {_p('knownAs')} ?name }} }}"
     )
 
 

@@ -538,6 +538,19 @@ class OxigraphGraphStore:
         kinds = v.OBJECT_KINDS if object_types is None else [ObjectType(t).value for t in object_types]
         return self._typed_ids(kinds)
 
+    def name_assertions_sync(self) -> list[tuple[MemoryId, MemoryId, str]]:
+        """Blocking :meth:`name_assertions`.
+
+        Raises:
+            BackendError: Oxigraph failed.
+        """
+        with self._backend_errors("read names"):
+            rows = self._select(q.name_assertions(self._graph_iri))
+            return sorted(
+                (v.memory_id_of(row["d"].value), v.memory_id_of(row["s"].value), str(row["name"].value))
+                for row in rows
+            )
+
     def link_ids_sync(self) -> list[MemoryId]:
         """Blocking :meth:`link_ids`.
 
@@ -687,6 +700,14 @@ class OxigraphGraphStore:
             BackendError: Oxigraph failed.
         """
         return await asyncio.to_thread(self.object_ids_sync, object_types)
+
+    async def name_assertions(self) -> list[tuple[MemoryId, MemoryId, str]]:
+        """Every stored ``KnownAs`` assertion as ``(belief_id, subject_id, name)``, sorted.
+
+        Raises:
+            BackendError: Oxigraph failed.
+        """
+        return await asyncio.to_thread(self.name_assertions_sync)
 
     async def link_ids(self) -> list[MemoryId]:
         """Ids of every stored link of the collection, sorted.

@@ -27,6 +27,24 @@ def as_tuple(values: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(values)
 
 
+def text_set(values: Iterable[Any] | None) -> tuple[str, ...]:
+    """Canonical collection of strings: de-duplicated and sorted; each must be valid Unicode."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        raise DraftValidationError("expected a sequence of strings, got a single string", field="refs")
+    found: set[str] = set()
+    for value in values:
+        if not isinstance(value, str) or not value.strip():
+            raise DraftValidationError(f"references must be non-blank strings, got {value!r}", field="refs")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise DraftValidationError("a reference contains a lone surrogate", field="refs") from exc
+        found.add(value)
+    return tuple(sorted(found))
+
+
 def as_float(value: Any) -> Any:
     """Salience and other numbers are stored as floats, so ``1`` and ``1.0`` are equal content."""
     if isinstance(value, int) and not isinstance(value, bool):

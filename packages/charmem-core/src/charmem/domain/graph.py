@@ -8,7 +8,7 @@ from datetime import datetime
 import attrs
 
 from charmem.domain import _fields
-from charmem.domain._fields import as_tuple
+from charmem.domain._fields import as_tuple, id_set, text_set
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import MemoryLink, MemoryObject
 
@@ -24,6 +24,9 @@ class LifecycleAction(enum.Enum):
     FORGET_NOTED = "forget_noted"
     """A forget of a thread was recorded; the thread's status and vector are unchanged."""
 
+    CORRECT = "correct"
+    """The target was corrected; ``related_ids`` names the replacements (which supersede it)."""
+
 
 @attrs.frozen(kw_only=True)
 class LifecycleRecord:
@@ -35,6 +38,9 @@ class LifecycleRecord:
         action: what happened.
         rationale: why (never blank for forget and correct).
         recorded_at: record time; ``as_of`` views compare against it.
+        related_ids: other memories the change concerns (a correction's replacements), sorted.
+        external_refs: opaque caller references to evidence outside the memory (e.g.
+            ``"application:name-change"``), sorted.
     """
 
     id: MemoryId = attrs.field(converter=as_memory_id)
@@ -42,6 +48,8 @@ class LifecycleRecord:
     action: LifecycleAction = attrs.field(converter=LifecycleAction)
     rationale: str = attrs.field(validator=_fields.plain)
     recorded_at: datetime = attrs.field(validator=_fields.aware)
+    related_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
+    external_refs: tuple[str, ...] = attrs.field(default=(), converter=text_set)
 
 
 @attrs.frozen(kw_only=True)

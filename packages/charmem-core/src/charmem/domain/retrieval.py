@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from charmem.domain import _fields
+from charmem.domain._fields import id_set
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedType, MemoryLink, ObjectType, Relation
 from charmem.errors import DraftValidationError
@@ -165,6 +166,12 @@ class RetrievalContext:
         max_tokens: if set, :meth:`ContinuityContextPack.render` defaults to this budget.
         score_floor: candidates scoring at or below this are not admitted (near-zero similarity
             is noise, not memory).
+        focus_entity_ids: notions the caller is focused on; memories about, involving or
+            mentioning them are recalled through the graph (hubs excepted).
+        include_superseded: return superseded memories met during recall as items with status
+            ``superseded`` (default: list them among the omissions).
+        include_suppressed: the same for suppressed (forgotten) memories.
+        as_of: record time: only what was recorded by then, with the currency it had then.
     """
 
     query: str = attrs.field(validator=_query)
@@ -177,6 +184,10 @@ class RetrievalContext:
     section_limits: Mapping[str, int] = attrs.field(factory=dict, converter=_section_limits)
     max_tokens: int | None = None
     score_floor: float = 0.0
+    focus_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
+    include_superseded: bool = False
+    include_suppressed: bool = False
+    as_of: datetime | None = attrs.field(default=None, validator=_fields.aware)
 
 
 @attrs.frozen(kw_only=True)

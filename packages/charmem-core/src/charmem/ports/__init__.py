@@ -154,6 +154,13 @@ class GraphStore(Protocol):
         """Number of stored statements (triples, or rows for a non-RDF store) in the collection."""
         ...
 
+    async def name_assertions(self) -> list[tuple[MemoryId, MemoryId, str]]:
+        """Every stored ``KnownAs`` assertion as ``(belief_id, subject_id, name)``, sorted.
+
+        Includes beliefs that are no longer current; callers filter with :meth:`currency`.
+        """
+        ...
+
     async def object_ids(self, object_types: Sequence[ObjectType] | None = None) -> list[MemoryId]:
         """Ids of every stored object (optionally of ``object_types``), sorted.
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from charmem.domain.graph import GraphBatch, GraphWriteResult, LifecycleAction, LifecycleRecord
 from charmem.domain.ids import MemoryId
-from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
+from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import content_equal, is_current
 from charmem.errors import IdConflictError
@@ -154,6 +154,16 @@ class ReferenceGraphStore:
     async def statement_count(self) -> int:
         """Number of stored items (objects, links and records)."""
         return len(self._items)
+
+    async def name_assertions(self) -> list[tuple[MemoryId, MemoryId, str]]:
+        """Every ``KnownAs`` assertion as (belief id, subject id, name), sorted."""
+        found = [
+            (item.id, assertion.subject, assertion.predicate.name)
+            for item in self._items.values()
+            if isinstance(item, DerivedMemory)
+            for assertion in item.assertions
+        ]
+        return sorted(found)
 
     async def object_ids(self, object_types: Sequence[ObjectType] | None = None) -> list[MemoryId]:
         """Ids of stored objects (optionally of some types), sorted."""

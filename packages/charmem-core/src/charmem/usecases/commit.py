@@ -34,9 +34,10 @@ from charmem.ports import (
 from charmem.usecases.planning import derive_links
 from charmem.usecases.validation import CONFLICT_PREFIX, validate
 
-__all__ = ["commit_plan", "maintain_stats", "maintain_vectors"]
+__all__ = ["commit_plan", "maintain_stats", "maintain_vectors", "rebuild_stats"]
 
 log = get_logger("charmem.commit")
+_REBUILD_BATCH = 512
 
 
 def _cause(exc: BaseException) -> str:
@@ -149,6 +150,49 @@ async def maintain_stats(
         log.warning("stats_update_failed", ids=len(ids), error=type(exc).__name__)
         return [RepairMarker.StatsMaintenance(tuple(ids), _cause(exc))]
     return []
+
+
+async def rebuild_stats(graph: GraphStore, stats: RetrievalStatsStore) -> int:
+    """Recompute every stats row of a collection from the graph (DESIGN §4.9).
+
+    Clears the collection's rows, then writes one row per stored object (current or not, as the
+    graph says) and per stored link, in batches.
+
+    Returns:
+        int: rows written.
+
+    Raises:
+        BackendError: a store failed.
+    """
+    object_ids = await graph.object_ids()
+    link_ids = await graph.link_ids()
+    await stats.clear()
+    written = 0
+    for start in range(0, len(object_ids), _REBUILD_BATCH):
+        chunk = object_ids[start : start + _REBUILD_BATCH]
+        objects = await graph.get_objects(chunk)
+        currency = await graph.currency(chunk)
+        rows = [
+            StatsEntry(
+                id=o.id,
+                kind="object",
+                key=object_type_of(o).value,
+                current=currency.get(o.id) is CurrencyStatus.CURRENT,
+            )
+            for o in objects.values()
+        ]
+        await stats.record(rows)
+        written += len(rows)
+    for start in range(0, len(link_ids), _REBUILD_BATCH):
+        links = await graph.get_links(link_ids[start : start + _REBUILD_BATCH])
+        await stats.record(
+            [
+                StatsEntry(id=k.id, kind="link", key=k.relation.value, from_id=k.from_id, to_id=k.to_id)
+                for k in links.values()
+            ]
+        )
+        written += len(links)
+    return written
 
 
 async def commit_plan(

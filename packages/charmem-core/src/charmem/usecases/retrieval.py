@@ -11,7 +11,15 @@ The order of operations:
    caller links and notions, at most ``per_node_fanout`` per root and ``node_budget`` in all.
    An expanded memory scores ``EXPANSION_DECAY`` times its root's score. Notions are listed in
    ``pack.entities`` with their current ``KnownAs`` names, not as items.
-4. Ranking: one score per item; canonical ties by (score desc, newer first, object type, id), so
+4. Notions: focus entities and notions whose current ``KnownAs`` name occurs in the query lead
+   to the memories about, involving or mentioning them (newest first, ``per_node_fanout`` each);
+   a notion with more than ``hub_edge_cap`` links (retrieval stats) is a hub and is not followed.
+5. Currency: one hop of ``supersedes`` around every admitted memory. Superseded and suppressed
+   memories met anywhere are listed among the omissions with their status (suppressed beats
+   superseded), or returned as items with that status under ``include_superseded`` /
+   ``include_suppressed``. With ``as_of``, only what was recorded by then counts, with the
+   currency it had then.
+6. Ranking: one score per item; canonical ties by (score desc, newer first, object type, id), so
    identical stores and queries give identical packs whatever the insertion order.
 """
 
@@ -44,8 +52,17 @@ from charmem.domain.retrieval import (
     PackEntity,
     PackItem,
     RetrievalContext,
+    VectorRecallCompleteness,
 )
-from charmem.ports import EmbeddingProvider, GraphStore, TokenCounter, VectorIndex, VectorQuery
+from charmem.domain.rules import name_occurs_in
+from charmem.ports import (
+    EmbeddingProvider,
+    GraphStore,
+    RetrievalStatsStore,
+    TokenCounter,
+    VectorIndex,
+    VectorQuery,
+)
 
 __all__ = ["EXPANSION_DECAY", "retrieve_pack"]
 
@@ -129,18 +146,22 @@ def _rank_key(candidate: _Candidate) -> tuple[float, float, str, MemoryId]:
     return (-candidate.score, -event_time(obj).timestamp(), object_type_of(obj).value, obj.id)
 
 
-async def _names(graph: GraphStore, entity_ids: Iterable[MemoryId]) -> dict[MemoryId, tuple[str, ...]]:
-    """Current ``KnownAs`` names of notions, as spelled, sorted."""
+async def _names(
+    graph: GraphStore, entity_ids: Iterable[MemoryId], as_of: datetime | None = None
+) -> dict[MemoryId, tuple[str, ...]]:
+    """Current ``KnownAs`` names of notions (as of a record time), as spelled, sorted."""
     wanted = set(entity_ids)
     if not wanted:
         return {}
     about = await graph.links_of(sorted(wanted), relations=[Relation.ABOUT])
     belief_ids = sorted({link.from_id for link in about if link.to_id in wanted})
     beliefs = await graph.get_objects(belief_ids)
-    currency = await graph.currency(belief_ids)
+    currency = await graph.currency(belief_ids, as_of=as_of)
     names: dict[MemoryId, set[str]] = defaultdict(set)
     for belief_id, belief in beliefs.items():
         if not isinstance(belief, DerivedMemory) or currency.get(belief_id) is not CurrencyStatus.CURRENT:
+            continue
+        if as_of is not None and belief.created_at > as_of:
             continue
         for assertion in belief.assertions:
             if assertion.subject in wanted:
@@ -154,16 +175,18 @@ async def retrieve_pack(
     graph: GraphStore,
     vectors: VectorIndex,
     embedder: EmbeddingProvider,
+    stats: RetrievalStatsStore,
     token_counter: TokenCounter,
 ) -> ContinuityContextPack:
-    """Recall memories for ``context`` into a :class:`ContinuityContextPack`.
+    """Recall memories for ``context`` into a :class:`ContinuityContextPack` (module docstring).
 
     Raises:
         BackendError: a store or the embedding provider failed.
     """
+    recall = _Recall(context, graph)
     limits = context.graph_limits
     query_vector = await embedder.embed_query(context.query)
-    recall = await vectors.search(
+    found = await vectors.search(
         VectorQuery(
             vector=query_vector,
             limit=context.candidate_limit,
@@ -171,138 +194,267 @@ async def retrieve_pack(
             text=context.query,
         )
     )
-    hit_ids = [hit.id for hit in recall.hits]
-    objects = await graph.get_objects(hit_ids)
-    currency = await graph.currency(hit_ids)
-    omissions: dict[MemoryId, str] = {}
-    chosen: dict[MemoryId, _Candidate] = {}
+    hits = [hit for hit in found.hits if hit.score > context.score_floor]
+    await recall.load([hit.id for hit in hits])
     roots: list[MemoryId] = []
-    below_floor = 0
-    for hit in recall.hits:
-        if hit.score <= context.score_floor:
-            below_floor += 1
-            continue
-        obj = objects.get(hit.id)
-        if obj is None:
-            omissions[hit.id] = NOT_IN_GRAPH
-            continue
-        status = currency.get(hit.id, CurrencyStatus.CURRENT)
-        if status is not CurrencyStatus.CURRENT:
-            omissions[hit.id] = status.value
-            continue
-        if hit.id not in chosen:
-            chosen[hit.id] = _Candidate(obj, float(hit.score), {"vector"})
+    for hit in hits:
+        if recall.offer(hit.id, float(hit.score), "vector"):
             roots.append(hit.id)
+    top = max((recall.chosen[i].score for i in roots), default=1.0)
 
-    entity_ids: set[MemoryId] = set()
-    expanded = 0
-    item_links: dict[MemoryId, MemoryLink] = {}
+    # notions: focus entities and notions named in the query
+    seeds = dict.fromkeys(context.focus_entity_ids, "focus_entity")
+    for subject in await _named_notions(graph, context):
+        seeds.setdefault(subject, "named_notion")
+    if seeds:
+        entities = await graph.get_objects(sorted(seeds))
+        seeds = {i: signal for i, signal in seeds.items() if isinstance(entities.get(i), Entity)}
+        recall.entity_ids.update(seeds)
+        degrees = await stats.degrees(sorted(seeds))
+        followed = sorted(i for i in seeds if degrees.get(i, 0) <= limits.hub_edge_cap)
+        recall.telemetry["hub_notions_skipped"] = len(seeds) - len(followed)
+        if followed:
+            links = await graph.links_of(followed, relations=_NOTION_RELATIONS)
+            around = sorted({link.from_id for link in links if link.to_id in seeds})
+            await recall.load(around)
+            by_seed: dict[MemoryId, list[MemoryObject]] = defaultdict(list)
+            for link in links:
+                obj = recall.objects.get(link.from_id)
+                if link.to_id in seeds and obj is not None and recall.visible(obj):
+                    by_seed[link.to_id].append(obj)
+            for seed in followed:
+                newest = sorted(set(by_seed[seed]), key=lambda o: (-event_time(o).timestamp(), o.id))
+                for obj in newest[: limits.per_node_fanout]:
+                    recall.offer(obj.id, top * EXPANSION_DECAY, seeds[seed])
+
+    # one hop of bounded expansion from the roots
     if limits.depth >= 1 and roots and limits.node_budget > 0:
-        relations = limits.allowed_relation_types or tuple(
+        allowed_relations = limits.allowed_relation_types or tuple(
             r for r in Relation if r is not Relation.SUPERSEDES
         )
+        relations = tuple(r for r in allowed_relations if r is not Relation.SUPERSEDES)
         links = await graph.links_of(roots, relations=relations)
         by_root: dict[MemoryId, list[MemoryLink]] = defaultdict(list)
         root_set = set(roots)
         for link in links:
-            for end in (link.from_id, link.to_id):
-                if end in root_set:
-                    by_root[end].append(link)
+            for end in {link.from_id, link.to_id} & root_set:
+                by_root[end].append(link)
         reached: dict[MemoryId, tuple[float, str]] = {}
         for root_id in roots:
-            root = chosen[root_id]
-            followed = 0
+            root = recall.chosen[root_id]
+            followed_links = 0
             for link in sorted(by_root[root_id], key=lambda lk: (lk.relation.value, lk.id)):
-                if followed >= limits.per_node_fanout or len(reached) >= limits.node_budget:
+                if followed_links >= limits.per_node_fanout or len(reached) >= limits.node_budget:
                     break
                 if not _follows(root.obj, link):
                     continue
                 other = link.to_id if link.from_id == root_id else link.from_id
-                item_links[link.id] = link
-                followed += 1
+                recall.links[link.id] = link
+                followed_links += 1
                 signal = f"expansion:{link.relation.value}"
                 score = root.score * EXPANSION_DECAY
-                if other in chosen:
-                    chosen[other].signals.add(signal)
+                if other in recall.chosen:
+                    recall.chosen[other].signals.add(signal)
                 elif other not in reached or reached[other][0] < score:
                     reached[other] = (score, signal)
-        neighbours = await graph.get_objects(sorted(reached))
-        neighbour_currency = await graph.currency(sorted(neighbours))
+        await recall.load(sorted(reached))
         allowed_types = set(limits.allowed_object_types)
         for other, (score, signal) in sorted(reached.items()):
-            obj = neighbours.get(other)
-            if obj is None:
-                omissions.setdefault(other, NOT_IN_GRAPH)
-                continue
-            kind = object_type_of(obj)
-            if kind not in allowed_types:
+            obj = recall.objects.get(other)
+            if obj is not None and object_type_of(obj) not in allowed_types:
                 continue
             if isinstance(obj, Entity):
-                entity_ids.add(other)
+                recall.entity_ids.add(other)
                 continue
-            status = neighbour_currency.get(other, CurrencyStatus.CURRENT)
-            if status is not CurrencyStatus.CURRENT:
-                omissions.setdefault(other, status.value)
-                continue
-            chosen[other] = _Candidate(obj, score, {signal})
-            expanded += 1
+            if recall.offer(other, score, signal):
+                recall.telemetry["nodes_expanded"] += 1
 
-    ranked = sorted(chosen.values(), key=_rank_key)[: context.max_items]
-    for candidate in ranked:
-        entity_ids.update(_entities_of(candidate.obj))
-    entity_objects = await graph.get_objects(sorted(entity_ids))
-    names = await _names(graph, entity_objects)
-    items = tuple(
-        PackItem(
-            id=c.obj.id,
-            object_type=object_type_of(c.obj),
-            text=_text(c.obj),
-            occurred_at=event_time(c.obj),
-            score=c.score,
-            signals=tuple(sorted(c.signals)),
-            status=c.status,
-            provenance_ids=_provenance(c.obj),
-            derived_type=c.obj.derived_type if isinstance(c.obj, DerivedMemory) else None,
-            entity_ids=_entities_of(c.obj),
+    # currency: one hop of supersedes around every admitted memory
+    admitted = sorted(recall.chosen)
+    if admitted:
+        supersedes = await graph.links_of(admitted, relations=[Relation.SUPERSEDES])
+        visible = [lk for lk in supersedes if context.as_of is None or lk.created_at <= context.as_of]
+        hop: dict[MemoryId, tuple[float, str]] = {}
+        for link in visible:
+            for here, there, signal in (
+                (link.from_id, link.to_id, "supersedes:predecessor"),
+                (link.to_id, link.from_id, "supersedes:successor"),
+            ):
+                if here in recall.chosen and there not in recall.chosen:
+                    score = recall.chosen[here].score * EXPANSION_DECAY
+                    if there not in hop or hop[there][0] < score:
+                        hop[there] = (score, signal)
+                    recall.links[link.id] = link
+        await recall.load(sorted(hop))
+        for other, (score, signal) in sorted(hop.items()):
+            recall.offer(other, score, signal)
+
+    return await recall.pack(
+        found.completeness,
+        token_counter,
+        roots_considered=len(found.hits),
+        roots_admitted=len(roots),
+        below_floor=len(found.hits) - len(hits),
+    )
+
+
+_NOTION_RELATIONS = (Relation.ABOUT, Relation.INVOLVES, Relation.MENTIONS)
+
+
+async def _named_notions(graph: GraphStore, context: RetrievalContext) -> list[MemoryId]:
+    """Notions whose current ``KnownAs`` name occurs in the query (DESIGN §3 matching)."""
+    assertions = await graph.name_assertions()
+    matching = [
+        (belief, subject) for belief, subject, name in assertions if name_occurs_in(name, context.query)
+    ]
+    if not matching:
+        return []
+    beliefs = sorted({belief for belief, _subject in matching})
+    currency = await graph.currency(beliefs, as_of=context.as_of)
+    if context.as_of is not None:
+        stored = await graph.get_objects(beliefs)
+        recorded = {i for i, o in stored.items() if o.created_at <= context.as_of}
+    else:
+        recorded = set(beliefs)
+    return sorted(
+        {
+            subject
+            for belief, subject in matching
+            if belief in recorded and currency.get(belief) is CurrencyStatus.CURRENT
+        }
+    )
+
+
+class _Recall:
+    """The state of one retrieval: objects met, their currency, the chosen items, omissions."""
+
+    def __init__(self, context: RetrievalContext, graph: GraphStore) -> None:
+        self.context = context
+        self.graph = graph
+        self.objects: dict[MemoryId, MemoryObject] = {}
+        self.currency: dict[MemoryId, CurrencyStatus] = {}
+        self.chosen: dict[MemoryId, _Candidate] = {}
+        self.omissions: dict[MemoryId, str] = {}
+        self.entity_ids: set[MemoryId] = set()
+        self.links: dict[MemoryId, MemoryLink] = {}
+        self.telemetry: dict[str, int] = defaultdict(int)
+        self._loaded: set[MemoryId] = set()
+
+    async def load(self, ids: Iterable[MemoryId]) -> None:
+        """Fetch objects and their currency (as of the context's record time) not yet loaded."""
+        missing = sorted(set(ids) - self._loaded)
+        if not missing:
+            return
+        self._loaded.update(missing)
+        self.objects.update(await self.graph.get_objects(missing))
+        present = [i for i in missing if i in self.objects]
+        if present:
+            self.currency.update(await self.graph.currency(present, as_of=self.context.as_of))
+
+    def visible(self, obj: MemoryObject) -> bool:
+        """Recorded by the context's ``as_of`` (always, without one)."""
+        return self.context.as_of is None or obj.created_at <= self.context.as_of
+
+    def offer(self, memory_id: MemoryId, score: float, signal: str) -> bool:
+        """Admit a loaded memory under the currency policy; returns whether it is an item."""
+        if memory_id in self.chosen:
+            candidate = self.chosen[memory_id]
+            candidate.signals.add(signal)
+            candidate.score = max(candidate.score, score)
+            return False
+        obj = self.objects.get(memory_id)
+        if obj is None:
+            self.omissions.setdefault(memory_id, NOT_IN_GRAPH)
+            return False
+        if not self.visible(obj):
+            self.telemetry["not_yet_recorded"] += 1
+            return False
+        if isinstance(obj, Entity):
+            self.entity_ids.add(memory_id)
+            return False
+        status = self.currency.get(memory_id, CurrencyStatus.CURRENT)
+        allowed = (
+            status is CurrencyStatus.CURRENT
+            or (status is CurrencyStatus.SUPERSEDED and self.context.include_superseded)
+            or (status is CurrencyStatus.SUPPRESSED and self.context.include_suppressed)
         )
-        for c in ranked
-    )
-    sections: dict[str, list[MemoryId]] = {name: [] for name in context.section_limits}
-    for candidate in ranked:
-        section = _section(candidate.obj)
-        if section is not None and len(sections[section]) < context.section_limits[section]:
-            sections[section].append(candidate.obj.id)
-    in_pack = {item.id for item in items}
-    pack_links = tuple(
-        sorted(
-            (lk for lk in item_links.values() if lk.from_id in in_pack and lk.to_id in in_pack),
-            key=lambda lk: lk.id,
+        if not allowed:
+            self.omissions.setdefault(memory_id, status.value)
+            return False
+        self.omissions.pop(memory_id, None)
+        self.chosen[memory_id] = _Candidate(obj, score, {signal}, status)
+        return True
+
+    async def pack(
+        self,
+        completeness: VectorRecallCompleteness,
+        token_counter: TokenCounter,
+        *,
+        roots_considered: int,
+        roots_admitted: int,
+        below_floor: int,
+    ) -> ContinuityContextPack:
+        """Rank the chosen items and assemble the pack."""
+        context = self.context
+        ranked = sorted(self.chosen.values(), key=_rank_key)[: context.max_items]
+        for candidate in ranked:
+            self.entity_ids.update(_entities_of(candidate.obj))
+        entity_objects = await self.graph.get_objects(sorted(self.entity_ids))
+        names = await _names(self.graph, entity_objects, context.as_of)
+        items = tuple(
+            PackItem(
+                id=c.obj.id,
+                object_type=object_type_of(c.obj),
+                text=_text(c.obj),
+                occurred_at=event_time(c.obj),
+                score=c.score,
+                signals=tuple(sorted(c.signals)),
+                status=c.status,
+                provenance_ids=_provenance(c.obj),
+                derived_type=c.obj.derived_type if isinstance(c.obj, DerivedMemory) else None,
+                entity_ids=_entities_of(c.obj),
+            )
+            for c in ranked
         )
-    )
-    entities = tuple(
-        PackEntity(id=e.id, entity_type=e.entity_type, names=names.get(e.id, ()))
-        for e in sorted(entity_objects.values(), key=lambda e: e.id)
-        if isinstance(e, Entity)
-    )
-    telemetry = {
-        "roots_considered": len(recall.hits),
-        "roots_admitted": len(roots),
-        "roots_omitted": len(recall.hits) - len(roots) - below_floor,
-        "roots_below_floor": below_floor,
-        "nodes_expanded": expanded,
-        "items": len(items),
-        "entities": len(entities),
-        "omissions": len(omissions),
-    }
-    return ContinuityContextPack(
-        query=context.query,
-        items=items,
-        sections={name: tuple(ids) for name, ids in sections.items()},
-        entities=entities,
-        links=pack_links,
-        omissions=tuple(Omission(i, r) for i, r in sorted(omissions.items())),
-        completeness=recall.completeness,
-        telemetry=telemetry,
-        token_counter=token_counter,
-        max_tokens=context.max_tokens,
-    )
+        sections: dict[str, list[MemoryId]] = {name: [] for name in context.section_limits}
+        for candidate in ranked:
+            section = _section(candidate.obj)
+            if section is not None and len(sections[section]) < context.section_limits[section]:
+                sections[section].append(candidate.obj.id)
+        in_pack = {item.id for item in items}
+        pack_links = tuple(
+            sorted(
+                (lk for lk in self.links.values() if lk.from_id in in_pack and lk.to_id in in_pack),
+                key=lambda lk: lk.id,
+            )
+        )
+        entities = tuple(
+            PackEntity(id=e.id, entity_type=e.entity_type, names=names.get(e.id, ()))
+            for e in sorted(entity_objects.values(), key=lambda e: e.id)
+            if isinstance(e, Entity)
+        )
+        telemetry = {
+            **self.telemetry,
+            "roots_considered": roots_considered,
+            "roots_admitted": roots_admitted,
+            "roots_omitted": roots_considered - roots_admitted - below_floor,
+            "roots_below_floor": below_floor,
+            "nodes_expanded": self.telemetry.get("nodes_expanded", 0),
+            "items": len(items),
+            "entities": len(entities),
+            "omissions": len(self.omissions),
+        }
+        for reason in sorted(set(self.omissions.values())):
+            telemetry[f"omitted_{reason}"] = sum(1 for r in self.omissions.values() if r == reason)
+        return ContinuityContextPack(
+            query=context.query,
+            items=items,
+            sections={name: tuple(ids) for name, ids in sections.items()},
+            entities=entities,
+            links=pack_links,
+            omissions=tuple(Omission(i, r) for i, r in sorted(self.omissions.items())),
+            completeness=completeness,
+            telemetry=telemetry,
+            token_counter=token_counter,
+            max_tokens=context.max_tokens,
+        )

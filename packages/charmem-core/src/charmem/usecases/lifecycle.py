@@ -1,0 +1,455 @@
+"""Lifecycle use cases: ``correct``, ``forget``, ``link`` (DESIGN §4, spec "Memory permanence").
+
+Each operation validates its draft (raising :class:`LifecycleValidationError` with the spec's kind
+before anything is written), writes one atomic graph batch (replacement, derived links,
+lifecycle records) and then brings vectors and stats in step as repairable writes.
+
+Replays are idempotent: ids are derived deterministically, and an item already stored whose
+content differs only in a defaulted timestamp is adopted as stored, so the same correction or
+forget applied twice writes nothing new.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+import attrs
+
+from charmem.domain.drafts import LinkDraft
+from charmem.domain.graph import GraphBatch, LifecycleAction, LifecycleRecord
+from charmem.domain.ids import MemoryId
+from charmem.domain.lifecycle import (
+    CorrectionTargetKind,
+    CorrectMemoryDraft,
+    ForgetMemoryDraft,
+    LifecycleMutationOutcome,
+    LinkOutcome,
+    SourceProvenanceReference,
+)
+from charmem.domain.model import (
+    DerivedMemory,
+    DerivedType,
+    Entity,
+    Episode,
+    MemoryLink,
+    MemoryObject,
+    MemoryThread,
+    Observation,
+    Relation,
+)
+from charmem.domain.plan import CandidateValidationStatus, RememberWritePlan
+from charmem.domain.rules import content_equal
+from charmem.errors import (
+    IdConflictError,
+    LifecycleErrorKind,
+    LifecycleValidationError,
+    PlanValidationError,
+)
+from charmem.log import get_logger
+from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
+from charmem.usecases.commit import maintain_stats, maintain_vectors
+from charmem.usecases.planning import derive_links, index_entries
+from charmem.usecases.validation import CONFLICT_PREFIX, validate
+
+__all__ = ["LifecycleStores", "correct_memory", "forget_memory", "link_memories"]
+
+log = get_logger("charmem.lifecycle")
+
+
+@attrs.frozen
+class LifecycleStores:
+    """The ports a lifecycle operation uses (bound to one collection)."""
+
+    graph: GraphStore
+    vectors: VectorIndex
+    embedder: EmbeddingProvider
+    stats: RetrievalStatsStore
+    batch_size: int = 64
+
+
+def _refuse(kind: LifecycleErrorKind, message: str) -> LifecycleValidationError:
+    return LifecycleValidationError(kind, message)
+
+
+def _conflict(memory_id: MemoryId) -> IdConflictError:
+    return IdConflictError(
+        f"id {memory_id} is already stored with different content; nothing was written "
+        "(pass another id, or replay the exact same operation)",
+        ids=[str(memory_id)],
+    )
+
+
+def _adopt_object(stored: MemoryObject | None, new: DerivedMemory) -> DerivedMemory:
+    """The replacement to write: the stored one when only its defaulted ``created_at`` differs.
+
+    Raises:
+        IdConflictError: the id is stored with other content.
+    """
+    if stored is None:
+        return new
+    if isinstance(stored, DerivedMemory) and content_equal(
+        attrs.evolve(new, created_at=stored.created_at), stored
+    ):
+        return stored
+    raise _conflict(new.id)
+
+
+def _adopt_link(stored: MemoryLink | None, new: MemoryLink) -> MemoryLink:
+    """The link to write: the stored one when only its defaulted ``created_at`` differs."""
+    if stored is None:
+        return new
+    if content_equal(attrs.evolve(new, created_at=stored.created_at), stored):
+        return stored
+    raise _conflict(new.id)
+
+
+def _adopt_record(stored: LifecycleRecord | None, new: LifecycleRecord) -> LifecycleRecord:
+    """The record to write: the stored one when only its defaulted ``recorded_at`` differs."""
+    if stored is None:
+        return new
+    if attrs.evolve(new, recorded_at=stored.recorded_at) == stored:
+        return stored
+    raise _conflict(new.id)
+
+
+async def _stored_records(graph: GraphStore, targets: Sequence[MemoryId]) -> dict[MemoryId, LifecycleRecord]:
+    return {record.id: record for record in await graph.get_records(list(targets))}
+
+
+async def correct_memory(
+    draft: CorrectMemoryDraft, *, collection: str, stores: LifecycleStores, now: datetime
+) -> LifecycleMutationOutcome:
+    """Correct a memory: add a replacement that supersedes the target (DESIGN §4.4 table).
+
+    Args:
+        draft: the correction.
+        collection: the collection name (namespace of derived ids).
+        stores: the ports.
+        now: the clock's instant for defaulted timestamps.
+
+    Returns:
+        LifecycleMutationOutcome: target and replacement ids, links, repair markers.
+
+    Raises:
+        LifecycleValidationError: the draft breaks a rule (its ``kind`` names which).
+        IdConflictError: a replacement id is stored with other content.
+        BackendError: the graph failed; nothing was written.
+    """
+    graph = stores.graph
+    if not draft.rationale.strip():
+        raise _refuse(LifecycleErrorKind.EMPTY_RATIONALE, "a correction needs a non-blank rationale")
+    replacement_draft = draft.replacement
+    origins = [draft.correction_origin]
+    if replacement_draft is not None:
+        origins.append(replacement_draft.correction_origin_provenance)
+    for origin in origins:
+        if origin is not None and origin.is_empty:
+            raise _refuse(
+                LifecycleErrorKind.EMPTY_CORRECTION_ORIGIN,
+                "the correction origin names no episode, observation or external reference; "
+                "give at least one, or leave it out",
+            )
+    if replacement_draft is not None and not replacement_draft.text.strip():
+        raise _refuse(LifecycleErrorKind.EMPTY_REPLACEMENT_TEXT, "the replacement text is blank")
+
+    target_id = draft.target.id
+    target = (await graph.get_objects([target_id])).get(target_id)
+    if target is None:
+        if await graph.get_links([target_id]):
+            raise _refuse(
+                LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
+                f"{target_id} is a link; links cannot be corrected",
+            )
+        raise _refuse(
+            LifecycleErrorKind.MISSING_CORRECTION_TARGET,
+            f"no memory {target_id} is stored in this collection",
+        )
+    if isinstance(target, Entity | MemoryThread):
+        raise _refuse(
+            LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
+            f"{target_id} is a {target.object_type.value}; only derived memories, episodes and "
+            "observations can be corrected (rename a notion by superseding its name belief)",
+        )
+    wants_derived = draft.target.kind is CorrectionTargetKind.DERIVED_MEMORY
+    if wants_derived != isinstance(target, DerivedMemory):
+        hint = "CorrectionTarget.source_object" if wants_derived else "CorrectionTarget.derived_memory"
+        raise _refuse(
+            LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
+            f"{target_id} is a {target.object_type.value}; address it with {hint}({target_id})",
+        )
+
+    origin = (draft.correction_origin or SourceProvenanceReference()).merged(
+        replacement_draft.correction_origin_provenance if replacement_draft else None
+    )
+    if origin.source_ids:
+        found = await graph.get_objects(list(origin.source_ids))
+        for episode_id in origin.episode_ids:
+            if not isinstance(found.get(episode_id), Episode):
+                raise _refuse(
+                    LifecycleErrorKind.MISSING_REPLACEMENT_SOURCE,
+                    f"origin episode {episode_id} is not stored",
+                )
+        for observation_id in origin.observation_ids:
+            if not isinstance(found.get(observation_id), Observation):
+                raise _refuse(
+                    LifecycleErrorKind.MISSING_REPLACEMENT_SOURCE,
+                    f"origin observation {observation_id} is not stored",
+                )
+
+    given = bool(replacement_draft and replacement_draft.given_by_application)
+    extra_entities = replacement_draft.entity_ids if replacement_draft else ()
+    extra_threads = replacement_draft.thread_ids if replacement_draft else ()
+    episode_ids: tuple[MemoryId, ...] = origin.episode_ids
+    observation_ids: tuple[MemoryId, ...] = origin.observation_ids
+    if isinstance(target, DerivedMemory) and target.given_by_application:
+        if replacement_draft is None:
+            raise _refuse(
+                LifecycleErrorKind.MISSING_GIVEN_REPLACEMENT,
+                "a given belief is corrected by declaring the replacement's assertions and grounding: "
+                "add a ReplacementDerivedMemoryDraft (given_by_application=True with assertions, or a "
+                "correction_origin with source experiences)",
+            )
+        if not origin.source_ids and not given:
+            raise _refuse(
+                LifecycleErrorKind.MISSING_REPLACEMENT_SOURCE,
+                "the replacement of a given belief needs source experiences in correction_origin, or "
+                "given_by_application=True",
+            )
+        if given and not origin.source_ids and not replacement_draft.assertions:
+            raise _refuse(
+                LifecycleErrorKind.MISSING_GIVEN_REPLACEMENT,
+                "a given replacement must declare its assertions (the old ones are never copied)",
+            )
+        entity_ids, thread_ids = extra_entities, extra_threads
+    elif isinstance(target, DerivedMemory):
+        if not origin.source_ids and not given:
+            episode_ids, observation_ids = target.episode_ids, target.observation_ids
+        entity_ids = (*target.entity_ids, *extra_entities)
+        thread_ids = (*target.thread_ids, *extra_threads)
+    else:
+        if isinstance(target, Episode):
+            episode_ids = (*episode_ids, target.id)
+            inherited: tuple[MemoryId, ...] = target.participant_entity_ids
+            thread_ids = (*target.thread_ids, *extra_threads)
+        else:
+            assert isinstance(target, Observation)
+            observation_ids = (*observation_ids, target.id)
+            speaker = () if target.speaker_entity_id is None else (target.speaker_entity_id,)
+            inherited = (*target.mentioned_entity_ids, *speaker)
+            thread_ids = extra_threads
+        entity_ids = (*inherited, *extra_entities)
+    has_sources = bool(episode_ids or observation_ids)
+    if given and has_sources:
+        raise _refuse(
+            LifecycleErrorKind.INVALID_BELIEF,
+            "given_by_application cannot coexist with source experiences; drop one of them",
+        )
+    if not given and not has_sources:
+        raise _refuse(
+            LifecycleErrorKind.MISSING_REPLACEMENT_SOURCE, "no grounding can be derived for the replacement"
+        )
+    assertions = replacement_draft.assertions if replacement_draft else ()
+    subjects = set(entity_ids)
+    if given and not subjects:
+        raise _refuse(
+            LifecycleErrorKind.INVALID_BELIEF, "a given replacement needs at least one notion in entity_ids"
+        )
+    for assertion in assertions:
+        if assertion.subject not in subjects:
+            raise _refuse(
+                LifecycleErrorKind.INVALID_BELIEF,
+                f"assertion subject {assertion.subject} is not among the replacement's entity_ids",
+            )
+    referenced = sorted({*entity_ids, *thread_ids})
+    present = await graph.get_objects(referenced)
+    for memory_id in referenced:
+        if memory_id not in present:
+            raise _refuse(
+                LifecycleErrorKind.INVALID_BELIEF,
+                f"the replacement refers to {memory_id}, which is not stored",
+            )
+
+    recorded = draft.recorded_at or now
+    derived_type = replacement_draft.derived_type if replacement_draft else DerivedType.CORRECTION
+    text = replacement_draft.text if replacement_draft else draft.rationale
+    salience = replacement_draft.salience if replacement_draft else None
+    authored = {
+        "derived_type": derived_type.value,
+        "text": text,
+        "episode_ids": sorted(map(str, set(episode_ids))),
+        "observation_ids": sorted(map(str, set(observation_ids))),
+        "entity_ids": sorted(map(str, set(entity_ids))),
+        "thread_ids": sorted(map(str, set(thread_ids))),
+        "assertions": [[str(a.subject), a.predicate.name] for a in assertions],
+        "given": given,
+        "salience": salience,
+    }
+    replacement_id = (replacement_draft.id if replacement_draft else None) or MemoryId.deterministic(
+        collection, "correction", target.id, json.dumps(authored, sort_keys=True, ensure_ascii=False)
+    )
+    replacement = DerivedMemory(
+        id=replacement_id,
+        derived_type=derived_type,
+        text=text,
+        episode_ids=episode_ids,
+        observation_ids=observation_ids,
+        entity_ids=entity_ids,
+        thread_ids=thread_ids,
+        assertions=assertions,
+        given_by_application=given,
+        supersedes=(target.id,),
+        salience=0.5 if salience is None else salience,
+        created_at=(replacement_draft.created_at if replacement_draft else None) or recorded,
+    )
+    replacement = _adopt_object((await graph.get_objects([replacement_id])).get(replacement_id), replacement)
+    record_id = MemoryId.deterministic(collection, "correct", target.id, replacement.id)
+    record = LifecycleRecord(
+        id=record_id,
+        target_id=target.id,
+        action=LifecycleAction.CORRECT,
+        rationale=draft.rationale,
+        recorded_at=recorded,
+        related_ids=(replacement.id,),
+        external_refs=[ref.reference for ref in origin.external_refs],
+    )
+    record = _adopt_record((await _stored_records(graph, [target.id])).get(record_id), record)
+    links = derive_links(collection, [replacement])
+    await graph.write_batch(GraphBatch(objects=[replacement], links=links, records=[record]))
+    markers = await maintain_vectors(
+        index_entries([replacement]),
+        [target.id],
+        graph=graph,
+        vectors=stores.vectors,
+        embedder=stores.embedder,
+        batch_size=stores.batch_size,
+    )
+    markers += await maintain_stats([replacement], links, [target.id], graph=graph, stats=stores.stats)
+    log.info(
+        "memory_corrected", collection=collection, target=str(target.id), replacement=str(replacement.id)
+    )
+    return LifecycleMutationOutcome(
+        graph_mutated_object_ids=(target.id, replacement.id),
+        replacement_ids=(replacement.id,),
+        link_ids=tuple(link.id for link in links),
+        repair_markers=tuple(markers),
+    )
+
+
+async def forget_memory(
+    draft: ForgetMemoryDraft, *, collection: str, stores: LifecycleStores, now: datetime
+) -> LifecycleMutationOutcome:
+    """Forget a memory by suppression (DESIGN §4.6); nothing is deleted.
+
+    A derived memory, episode or observation gets a suppression record; by default the derived
+    memories grounded on an episode or observation are suppressed too. A thread gets a
+    ``forget_noted`` record (its status and vector stay); with ``apply_to_thread_members`` its
+    derived members are suppressed. Episodes and observations are never suppressed by a cascade.
+
+    Raises:
+        LifecycleValidationError: blank rationale, unknown target, or a notion or link target.
+        IdConflictError: a record id is stored with other content.
+        BackendError: the graph failed; nothing was written.
+    """
+    graph = stores.graph
+    if not draft.rationale.strip():
+        raise _refuse(LifecycleErrorKind.EMPTY_RATIONALE, "a forget needs a non-blank rationale")
+    target_id = draft.target_id
+    target = (await graph.get_objects([target_id])).get(target_id)
+    if target is None:
+        if await graph.get_links([target_id]):
+            raise _refuse(
+                LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
+                f"{target_id} is a link; links cannot be forgotten",
+            )
+        raise _refuse(
+            LifecycleErrorKind.MISSING_FORGET_TARGET, f"no memory {target_id} is stored in this collection"
+        )
+    if isinstance(target, Entity):
+        raise _refuse(
+            LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
+            f"{target_id} is a notion; forget the beliefs about it instead",
+        )
+    recorded = draft.recorded_at or now
+    plan: list[tuple[MemoryId, LifecycleAction]] = []
+    if isinstance(target, MemoryThread):
+        plan.append((target.id, LifecycleAction.FORGET_NOTED))
+        if draft.apply_to_thread_members:
+            members = await graph.links_of([target.id], relations=[Relation.PART_OF_THREAD])
+            member_ids = sorted({link.from_id for link in members if link.to_id == target.id})
+            found = await graph.get_objects(member_ids)
+            plan += [
+                (i, LifecycleAction.SUPPRESS) for i in member_ids if isinstance(found.get(i), DerivedMemory)
+            ]
+    else:
+        plan.append((target.id, LifecycleAction.SUPPRESS))
+        if draft.apply_to_derived_from_target and isinstance(target, Episode | Observation):
+            grounded = await graph.links_of([target.id], relations=[Relation.DERIVED_FROM])
+            derived_ids = sorted({link.from_id for link in grounded if link.to_id == target.id})
+            plan += [(i, LifecycleAction.SUPPRESS) for i in derived_ids]
+    stored = await _stored_records(graph, [memory_id for memory_id, _ in plan])
+    records = []
+    for memory_id, action in plan:
+        record_id = MemoryId.deterministic(collection, action.value, memory_id, target.id, draft.rationale)
+        record = LifecycleRecord(
+            id=record_id,
+            target_id=memory_id,
+            action=action,
+            rationale=draft.rationale,
+            recorded_at=recorded,
+            related_ids=() if memory_id == target.id else (target.id,),
+        )
+        records.append(_adopt_record(stored.get(record_id), record))
+    await graph.write_batch(GraphBatch(records=records))
+    affected = [memory_id for memory_id, _ in plan]
+    markers = await maintain_vectors(
+        [],
+        affected,
+        graph=graph,
+        vectors=stores.vectors,
+        embedder=stores.embedder,
+        batch_size=stores.batch_size,
+    )
+    markers += await maintain_stats([], [], affected, graph=graph, stats=stores.stats)
+    log.info("memory_forgotten", collection=collection, target=str(target.id), affected=len(affected))
+    return LifecycleMutationOutcome(graph_mutated_object_ids=affected, repair_markers=tuple(markers))
+
+
+async def link_memories(
+    draft: LinkDraft, *, collection: str, stores: LifecycleStores, now: datetime
+) -> LinkOutcome:
+    """Add a caller-authored link between two stored memory objects.
+
+    The id defaults to a derivation of (collection, from, relation, to), so the same link added
+    twice is stored once. ``supersedes`` links are refused (commit and ``correct`` derive them).
+
+    Raises:
+        PlanValidationError: a ``supersedes`` link, an endpoint that is not a stored object, or
+            endpoint types the relation does not allow.
+        IdConflictError: the id is stored with other content.
+        BackendError: the graph failed; nothing was written.
+    """
+    graph = stores.graph
+    link = MemoryLink(
+        id=draft.id
+        or MemoryId.deterministic(collection, "link", draft.from_id, draft.relation.value, draft.to_id),
+        from_id=draft.from_id,
+        relation=draft.relation,
+        to_id=draft.to_id,
+        created_at=draft.recorded_at or now,
+        rationale=draft.rationale,
+    )
+    link = _adopt_link((await graph.get_links([link.id])).get(link.id), link)
+    plan = RememberWritePlan(collection=collection, prepared_at=link.created_at, links=[link])
+    [verdict] = await validate(plan, graph)
+    if verdict.status is CandidateValidationStatus.INVALID:
+        reasons = {str(link.id): verdict.reasons}
+        if any(reason.startswith(CONFLICT_PREFIX) for reason in verdict.reasons):
+            raise IdConflictError(
+                f"link {link.id}: {verdict.reasons[0]}", ids=[str(link.id)], reasons=reasons
+            )
+        raise PlanValidationError(f"link refused: {verdict.reasons[0]}; nothing was written", reasons=reasons)
+    await graph.write_batch(GraphBatch(links=[link]))
+    markers = await maintain_stats([], [link], [], graph=graph, stats=stores.stats)
+    return LinkOutcome(link=link, repair_markers=tuple(markers))
