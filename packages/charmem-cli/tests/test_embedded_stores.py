@@ -173,3 +173,50 @@ async def test_graph_authority_omits_a_point_the_graph_does_not_hold(embedded_se
     assert pack.items
     assert ghost not in {item.id for item in pack.items}
     assert {o.reason for o in pack.omissions if o.id == ghost} == {"not_in_graph"}
+
+
+COMMITTER = textwrap.dedent(
+    """
+    import asyncio, json, os, sys
+    from charmem import CharacterMemory, RememberWritePlan, Settings
+
+    async def main():
+        plan = RememberWritePlan.from_json(sys.stdin.read())
+        async with CharacterMemory.open(Settings.from_mapping(os.environ), "skeleton") as memory:
+            outcome = await memory.commit(plan)
+        print(json.dumps({"objects": [str(i) for i in outcome.object_ids],
+                          "links": [str(i) for i in outcome.link_ids]}))
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_a_plan_persisted_as_json_commits_in_another_process_with_the_same_ids(
+    embedded_settings: Settings, child_env: dict[str, str]
+) -> None:
+    from charmem import DerivedMemoryDraft, DerivedType
+
+    async with CharacterMemory.open(embedded_settings, "skeleton") as memory:
+        plan = await memory.prepare(
+            RememberInput('Plans travel well: {json} "quotes" 🎒', occurred_at=WHEN).with_derived_memory(
+                DerivedMemoryDraft(DerivedType.OPEN_LOOP, "Pack the bag before Friday.")
+            )
+        )
+    result = subprocess.run(
+        [sys.executable, "-c", COMMITTER],
+        input=plan.to_json(),
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    committed = json.loads(result.stdout)
+    assert committed["objects"] == [str(i) for i in plan.object_ids]
+    assert set(committed["links"]) == {str(link.id) for link in plan.derived_links}
+    async with CharacterMemory.open(embedded_settings, "skeleton") as memory:
+        stored = await memory.graph.get_objects(list(plan.object_ids))
+        assert set(stored) == set(plan.object_ids)
+        assert set(plan.object_ids) - {plan.object_ids[0]} <= await memory.vectors.point_ids()

@@ -239,3 +239,19 @@ async def test_explicit_session_with_deterministic_ids_is_idempotent_across_prep
     before = await counts(memory)
     await memory.remember(drafts)
     assert await counts(memory) == before
+
+
+async def test_a_failed_currency_lookup_is_a_vector_repair_cause(memory: CharacterMemory) -> None:
+    from charmem.testing import FaultyGraphStore
+
+    faulty = FaultyGraphStore(memory.graph)
+    memory.graph = faulty  # type: ignore[assignment]
+    faulty.fail("currency", on_call=1)
+    plan = await memory.prepare(RememberInput("currency check", occurred_at=WHEN))
+    outcome = await memory.commit(plan)
+    [marker] = outcome.repair_markers
+    assert isinstance(marker, RepairMarker.VectorMaintenance)
+    assert "currency lookup failed" in marker.cause
+    assert await memory.vectors.count() == 0
+    assert (await memory.commit(plan)).repair_markers == ()
+    assert await memory.vectors.count() == 1
