@@ -1,24 +1,54 @@
-"""Fixtures: a real, empty Oxigraph graph store in each mode (never a stand-in)."""
+"""Fixtures: a real, empty Oxigraph graph store in each mode (never a stand-in).
+
+A test module that sets ``GRAPH_MODES = ALL_MODES`` also runs against the ``service`` mode: a
+:class:`~charmem_oxigraph.SparqlServiceGraphStore` on a real ``oxigraph serve`` process (one per
+session; each test gets its own collection, so it starts empty).
+"""
 
 from __future__ import annotations
 
+import itertools
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from charmem_oxigraph import OxigraphGraphStore
+from charmem_oxigraph import OxigraphGraphStore, SparqlServiceGraphStore
+from charmem_oxigraph.testing import OxigraphServer
+
+EMBEDDED_MODES = ("in_memory", "persistent")
+ALL_MODES = (*EMBEDDED_MODES, "service")
+_collections = itertools.count()
 
 # The test modules import ``oxigraph_builders`` from this folder, also under the workspace's
 # ``--import-mode=importlib`` (which does not put test folders on ``sys.path``).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-@pytest.fixture(params=["in_memory", "persistent"])
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every store test runs in each mode its module lists (``GRAPH_MODES``; default embedded)."""
+    if "mode" in metafunc.fixturenames:
+        modes = getattr(metafunc.module, "GRAPH_MODES", EMBEDDED_MODES)
+        metafunc.parametrize("mode", modes, indirect=True)
+
+
+@pytest.fixture
 def mode(request: pytest.FixtureRequest) -> str:
-    """Both Oxigraph modes: every store test runs against each."""
+    """The graph store mode under test."""
     return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def sparql_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OxigraphServer]:
+    """One real ``oxigraph serve`` for the session's service-mode tests (stopped at the end)."""
+    server = OxigraphServer(tmp_path_factory.mktemp("oxigraph-server"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture
@@ -27,9 +57,22 @@ def store_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def store(mode: str, store_path: Path) -> AsyncIterator[OxigraphGraphStore]:
-    """An empty, open graph store of collection ``test`` (closed afterwards)."""
-    graph = await OxigraphGraphStore.open_async("test", path=store_path if mode == "persistent" else None)
+async def store(mode: str, store_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """An empty, open graph store of collection ``test`` (closed afterwards).
+
+    In ``service`` mode the collection is ``test-<n>``, new for each test, on the session server.
+    """
+    graph: OxigraphGraphStore | SparqlServiceGraphStore
+    if mode == "service":
+        server: OxigraphServer = request.getfixturevalue("sparql_server")
+        graph = SparqlServiceGraphStore(
+            f"test-{next(_collections)}",
+            query_endpoint=server.query_endpoint,
+            update_endpoint=server.update_endpoint,
+            timeout=10,
+        )
+    else:
+        graph = await OxigraphGraphStore.open_async("test", path=store_path if mode == "persistent" else None)
     try:
         yield graph
     finally:

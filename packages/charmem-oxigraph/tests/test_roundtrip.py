@@ -26,6 +26,9 @@ from oxigraph_builders import (
     thread,
 )
 
+#: Also run against a real SPARQL 1.1 server (``oxigraph serve``), see conftest.
+GRAPH_MODES = ("in_memory", "persistent", "service")
+
 
 async def test_fixture_starts_empty(store: OxigraphGraphStore) -> None:
     """Canary: the fixture yields an empty collection."""

@@ -5,65 +5,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Final
 
 from charmem.domain.graph import GraphBatch, GraphWriteResult, LifecycleRecord
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
-from charmem.domain.rules import content_equal, is_current
-from charmem.errors import BackendError, CharmemError, ConfigurationError, IdConflictError
+from charmem.errors import BackendError, CharmemError, ConfigurationError
 from charmem.settings import Settings, validate_collection_name
 from pyoxigraph import NamedNode, QuerySolution, QuerySolutions
 
+from charmem_oxigraph import _logic as lg
 from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _registry
 from charmem_oxigraph import _vocab as v
-from charmem_oxigraph._codec import (
-    CorruptNodeError,
-    NodeTriples,
-    StoredItem,
-    decode_item,
-    encode_item,
-    kind_of_node,
-    normalise_for_comparison,
-    record_canonical,
-    referenced_ids,
-)
+from charmem_oxigraph._codec import CorruptNodeError, NodeTriples
 
 __all__ = ["InMemoryOxigraphGraphStore", "OxigraphGraphStore", "PersistentOxigraphGraphStore"]
-
-#: Kinds an id of a batch item may already be stored as (ids are unique across all of them).
-_STORED_KINDS: Final = (*v.OBJECT_KINDS, "link", "record")
-_OBJECT_CLASSES: Final = frozenset(iri for iri, kind in v.ITEM_CLASSES.items() if kind in v.OBJECT_KINDS)
-
-
-def _unique(ids: Iterable[MemoryId]) -> list[MemoryId]:
-    return list(dict.fromkeys(ids))
-
-
-def _iris(ids: Iterable[MemoryId], kinds: Sequence[str]) -> list[str]:
-    return [v.node_iri(kind, memory_id) for memory_id in ids for kind in kinds]
-
-
-def _same_content(stored: StoredItem, new: StoredItem) -> bool:
-    if type(stored) is not type(new):
-        return False
-    if isinstance(stored, LifecycleRecord) or isinstance(new, LifecycleRecord):
-        return (
-            isinstance(stored, LifecycleRecord)
-            and isinstance(new, LifecycleRecord)
-            and record_canonical(stored) == record_canonical(new)
-        )
-    return content_equal(normalise_for_comparison(stored), normalise_for_comparison(new))
-
-
-def _kind(item: StoredItem) -> str:
-    return v.KIND_OF_CLASS[type(item)]
 
 
 class OxigraphGraphStore:
@@ -262,36 +223,7 @@ class OxigraphGraphStore:
         """The stored nodes among ``ids`` (under any of ``kinds``), one query."""
         if not ids:
             return {}
-        by_iri: dict[str, NodeTriples] = {}
-        # Rows are (?root, ?a, ?p, ?o); positional access is several times faster than by name.
-        for root_term, assertion, predicate, obj in self._select(q.nodes(self._graph_iri, _iris(ids, kinds))):
-            root = root_term.value
-            node = by_iri.get(root)
-            if node is None:
-                node = by_iri[root] = NodeTriples(root)
-            if assertion is None:
-                node.add(predicate.value, obj)
-            else:
-                node.add_assertion(assertion.value, predicate.value, obj)
-        found: dict[MemoryId, NodeTriples] = {}
-        for iri, node in by_iri.items():
-            if kind_of_node(node) is None:  # only edge triples from a not-yet-stored id
-                continue
-            memory_id = v.memory_id_of(iri)
-            if memory_id in found:
-                raise CorruptNodeError(f"id {memory_id} is stored under two kinds")
-            found[memory_id] = node
-        return found
-
-    def _group(self, rows: Iterable[QuerySolution]) -> list[NodeTriples]:
-        nodes: dict[str, NodeTriples] = {}
-        for subject_term, predicate, obj in rows:  # rows are (?subject, ?p, ?o)
-            iri = subject_term.value
-            node = nodes.get(iri)
-            if node is None:
-                node = nodes[iri] = NodeTriples(iri)
-            node.add(predicate.value, obj)
-        return list(nodes.values())
+        return lg.nodes_from_rows(self._select(q.nodes(self._graph_iri, lg.iris(ids, kinds))))
 
     # -- blocking implementation --------------------------------------------------------------
 
@@ -310,59 +242,13 @@ class OxigraphGraphStore:
                 content; nothing was written.
             BackendError: Oxigraph failed; nothing was written.
         """
-        items: list[StoredItem] = [*batch.objects, *batch.links, *batch.records]
-        if not items:
+        if not (batch.objects or batch.links or batch.records):
             return GraphWriteResult()
-        reasons: dict[str, list[str]] = {}
-        unique: dict[MemoryId, StoredItem] = {}
-        for item in items:
-            first = unique.setdefault(item.id, item)
-            if first is not item and not _same_content(first, item):
-                reasons.setdefault(str(item.id), []).append(
-                    "the batch holds this id twice with different content"
-                )
-        references = {ref for item in unique.values() for ref in referenced_ids(item)} - unique.keys()
+        prepared = lg.prepare_batch(batch)
         shared = self._handle()
         with self._backend_errors("write a batch"), shared.write_lock:
-            stored = self._fetch_nodes([*unique, *sorted(references)], _STORED_KINDS)
-            stored_kinds = {memory_id: kind_of_node(node) for memory_id, node in stored.items()}
-            inserted: list[MemoryId] = []
-            existing: list[MemoryId] = []
-            for memory_id, item in unique.items():
-                node = stored.get(memory_id)
-                if node is None:
-                    inserted.append(memory_id)
-                    continue
-                old = decode_item(node)
-                if _same_content(old, item):
-                    existing.append(memory_id)
-                elif _kind(old) != _kind(item):
-                    reasons.setdefault(str(memory_id), []).append(
-                        f"id {memory_id} is already stored as a {_kind(old)}, not a {_kind(item)}; "
-                        "ids are unique across objects, links and records"
-                    )
-                else:
-                    reasons.setdefault(str(memory_id), []).append(
-                        f"{_kind(item)} {memory_id} is already stored with different content"
-                    )
-            if reasons:
-                raise IdConflictError(
-                    f"{len(reasons)} id(s) of the batch are already stored with different content; "
-                    "nothing was written. Use new ids, or replay exactly the stored content",
-                    ids=sorted(reasons),
-                    reasons=reasons,
-                )
-            known = {memory_id: _kind(item) for memory_id, item in unique.items()}
-
-            def resolve(memory_id: MemoryId, declared: str | None) -> str:
-                kind = known.get(memory_id) or stored_kinds.get(memory_id) or declared or "object"
-                return v.node_iri(kind, memory_id)
-
-            quads = [
-                quad
-                for memory_id in inserted
-                for quad in encode_item(unique[memory_id], self._graph, resolve)
-            ]
+            stored = self._fetch_nodes(prepared.lookup, lg.STORED_KINDS)
+            inserted, existing, quads = lg.plan_write(prepared, stored, self._graph)
             if quads:
                 shared.store.extend(quads)  # transactional: all quads or none
         return GraphWriteResult(inserted_ids=tuple(inserted), existing_ids=tuple(existing))
@@ -380,15 +266,9 @@ class OxigraphGraphStore:
         Raises:
             BackendError: Oxigraph failed or the stored triples are not a valid object.
         """
-        wanted = _unique(ids)
+        wanted = lg.unique(ids)
         with self._backend_errors("read objects"):
-            nodes = self._fetch_nodes(wanted, v.OBJECT_KINDS)
-            decoded = {memory_id: decode_item(nodes[memory_id]) for memory_id in wanted if memory_id in nodes}
-        return {
-            memory_id: item
-            for memory_id, item in decoded.items()
-            if not isinstance(item, (MemoryLink, LifecycleRecord))
-        }
+            return lg.objects_from_nodes(wanted, self._fetch_nodes(wanted, v.OBJECT_KINDS))
 
     def get_links_sync(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryLink]:
         """Blocking :meth:`get_links`.
@@ -403,11 +283,9 @@ class OxigraphGraphStore:
         Raises:
             BackendError: Oxigraph failed or the stored triples are not a valid link.
         """
-        wanted = _unique(ids)
+        wanted = lg.unique(ids)
         with self._backend_errors("read links"):
-            nodes = self._fetch_nodes(wanted, ("link",))
-            decoded = {memory_id: decode_item(nodes[memory_id]) for memory_id in wanted if memory_id in nodes}
-        return {memory_id: item for memory_id, item in decoded.items() if isinstance(item, MemoryLink)}
+            return lg.links_from_nodes(wanted, self._fetch_nodes(wanted, ("link",)))
 
     def get_records_sync(self, target_ids: Sequence[MemoryId]) -> list[LifecycleRecord]:
         """Blocking :meth:`get_records`.
@@ -422,14 +300,12 @@ class OxigraphGraphStore:
         Raises:
             BackendError: Oxigraph failed or a stored record is not valid.
         """
-        wanted = _unique(target_ids)
+        wanted = lg.unique(target_ids)
         if not wanted:
             return []
         with self._backend_errors("read lifecycle records"):
-            rows = self._select(q.records_about(self._graph_iri, _iris(wanted, v.NODE_KINDS)))
-            items = [decode_item(node) for node in self._group(rows)]
-        records = [item for item in items if isinstance(item, LifecycleRecord)]
-        return sorted(records, key=lambda record: (record.recorded_at, record.id))
+            rows = self._select(q.records_about(self._graph_iri, lg.iris(wanted, v.NODE_KINDS)))
+            return lg.records_from_rows(rows)
 
     def links_of_sync(
         self, ids: Sequence[MemoryId], *, relations: Sequence[Relation] | None = None
@@ -446,17 +322,12 @@ class OxigraphGraphStore:
         Raises:
             BackendError: Oxigraph failed or a stored link is not valid.
         """
-        wanted = _unique(ids)
+        wanted = lg.unique(ids)
         if not wanted or (relations is not None and not relations):
             return []
-        relation_iris = None
-        if relations is not None:
-            relation_iris = [v.relation_iri(Relation(relation)) for relation in dict.fromkeys(relations)]
+        query = q.links_of(self._graph_iri, lg.iris(wanted, v.NODE_KINDS), lg.relation_iris(relations))
         with self._backend_errors("read links"):
-            rows = self._select(q.links_of(self._graph_iri, _iris(wanted, v.NODE_KINDS), relation_iris))
-            items = [decode_item(node) for node in self._group(rows)]
-        links = [item for item in items if isinstance(item, MemoryLink)]
-        return sorted(links, key=lambda link: link.id)
+            return lg.links_from_rows(self._select(query))
 
     def currency_sync(
         self, ids: Sequence[MemoryId], *, as_of: datetime | None = None
@@ -475,40 +346,13 @@ class OxigraphGraphStore:
             ValueError: ``as_of`` is naive.
             BackendError: Oxigraph failed or a stored instant is not valid.
         """
-        if as_of is not None and as_of.utcoffset() is None:
-            raise ValueError("as_of must be a timezone-aware datetime")
-        wanted = _unique(ids)
+        lg.check_as_of(as_of)
+        wanted = lg.unique(ids)
         if not wanted:
             return {}
-        stored: set[MemoryId] = set()
-        suppressed: set[MemoryId] = set()
-        superseded: set[MemoryId] = set()
         with self._backend_errors("read currency"):
-            for row in self._select(q.currency(self._graph_iri, _iris(wanted, v.NODE_KINDS))):
-                memory_id = v.memory_id_of(row["x"].value)
-                cls, recorded, created = row["c"], row["rt"], row["lt"]
-                if cls is not None:
-                    if cls.value in _OBJECT_CLASSES:
-                        stored.add(memory_id)
-                elif recorded is not None:
-                    if as_of is None or datetime.fromisoformat(recorded.value) <= as_of:
-                        suppressed.add(memory_id)
-                elif created is not None and (
-                    as_of is None or datetime.fromisoformat(created.value) <= as_of
-                ):
-                    superseded.add(memory_id)
-        statuses: dict[MemoryId, CurrencyStatus] = {}
-        for memory_id in wanted:
-            if memory_id not in stored:
-                continue
-            is_suppressed, is_superseded = memory_id in suppressed, memory_id in superseded
-            if is_current(suppressed=is_suppressed, superseded=is_superseded):
-                statuses[memory_id] = CurrencyStatus.CURRENT
-            elif is_suppressed:  # suppressed beats superseded
-                statuses[memory_id] = CurrencyStatus.SUPPRESSED
-            else:
-                statuses[memory_id] = CurrencyStatus.SUPERSEDED
-        return statuses
+            rows = self._select(q.currency(self._graph_iri, lg.iris(wanted, v.NODE_KINDS)))
+            return lg.currency_from_rows(wanted, rows, as_of)
 
     def statement_count_sync(self) -> int:
         """Blocking :meth:`statement_count`.
@@ -521,13 +365,11 @@ class OxigraphGraphStore:
         """
         with self._backend_errors("count statements"):
             rows = self._select(q.statement_count(self._graph_iri))
-            return int(rows[0]["n"].value) if rows else 0
+            return lg.count_from_rows(rows)
 
-    def _typed_ids(self, kinds: Sequence[str]) -> list[MemoryId]:
-        classes = [v.VOCAB + v.CLASS_OF_KIND[kind] for kind in kinds]
+    def _typed_ids(self, classes: Sequence[str]) -> list[MemoryId]:
         with self._backend_errors("list node ids"):
-            rows = self._select(q.typed_nodes(self._graph_iri, classes))
-            return sorted({v.memory_id_of(row["x"].value) for row in rows})
+            return lg.ids_from_rows(self._select(q.typed_nodes(self._graph_iri, classes)))
 
     def object_ids_sync(self, object_types: Sequence[ObjectType] | None = None) -> list[MemoryId]:
         """Blocking :meth:`object_ids`.
@@ -535,8 +377,7 @@ class OxigraphGraphStore:
         Raises:
             BackendError: Oxigraph failed.
         """
-        kinds = v.OBJECT_KINDS if object_types is None else [ObjectType(t).value for t in object_types]
-        return self._typed_ids(kinds)
+        return self._typed_ids(lg.class_iris(object_types))
 
     def name_assertions_sync(self) -> list[tuple[MemoryId, MemoryId, str]]:
         """Blocking :meth:`name_assertions`.
@@ -546,10 +387,7 @@ class OxigraphGraphStore:
         """
         with self._backend_errors("read names"):
             rows = self._select(q.name_assertions(self._graph_iri))
-            return sorted(
-                (v.memory_id_of(row["d"].value), v.memory_id_of(row["s"].value), str(row["name"].value))
-                for row in rows
-            )
+            return lg.names_from_rows(rows)
 
     def link_ids_sync(self) -> list[MemoryId]:
         """Blocking :meth:`link_ids`.
@@ -557,7 +395,7 @@ class OxigraphGraphStore:
         Raises:
             BackendError: Oxigraph failed.
         """
-        return self._typed_ids(["link"])
+        return self._typed_ids([v.VOCAB + v.CLASS_OF_KIND["link"]])
 
     def close_sync(self) -> None:
         """Blocking :meth:`close` (idempotent).

@@ -1,0 +1,370 @@
+"""What both graph stores do with query rows, free of I/O (embedded pyoxigraph and SPARQL service).
+
+The embedded store (:mod:`charmem_oxigraph._store`) and the SPARQL 1.1 service store
+(:mod:`charmem_oxigraph._service`) run the same SPARQL text (:mod:`charmem_oxigraph._queries`) and
+get the same rows back (pyoxigraph ``QuerySolution`` values: the service store parses the
+protocol's JSON results with :func:`pyoxigraph.parse_query_results`). Everything between a query
+and the port's answer lives here once: grouping rows into nodes, decoding, currency, and the
+check half of a check-then-write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+import attrs
+from charmem.domain.graph import GraphBatch, LifecycleRecord
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
+from charmem.domain.retrieval import CurrencyStatus
+from charmem.domain.rules import content_equal, is_current
+from charmem.errors import IdConflictError
+from pyoxigraph import NamedNode, Quad
+
+from charmem_oxigraph import _vocab as v
+from charmem_oxigraph._codec import (
+    CorruptNodeError,
+    NodeTriples,
+    StoredItem,
+    decode_item,
+    encode_item,
+    kind_of_node,
+    normalise_for_comparison,
+    record_canonical,
+    referenced_ids,
+)
+
+__all__ = [
+    "STORED_KINDS",
+    "PreparedBatch",
+    "check_as_of",
+    "class_iris",
+    "count_from_rows",
+    "currency_from_rows",
+    "group_rows",
+    "ids_from_rows",
+    "iris",
+    "links_from_nodes",
+    "links_from_rows",
+    "names_from_rows",
+    "nodes_from_rows",
+    "objects_from_nodes",
+    "plan_write",
+    "prepare_batch",
+    "records_from_rows",
+    "relation_iris",
+    "unique",
+]
+
+#: A query row: a pyoxigraph ``QuerySolution`` (indexable by position and by variable name).
+Row = Any
+
+#: Kinds an id of a batch item may already be stored as (ids are unique across all of them).
+STORED_KINDS: Final = (*v.OBJECT_KINDS, "link", "record")
+_OBJECT_CLASSES: Final = frozenset(iri for iri, kind in v.ITEM_CLASSES.items() if kind in v.OBJECT_KINDS)
+
+
+def unique(ids: Iterable[MemoryId]) -> list[MemoryId]:
+    """``ids`` without repeats, first occurrence order."""
+    return list(dict.fromkeys(ids))
+
+
+def iris(ids: Iterable[MemoryId], kinds: Sequence[str]) -> list[str]:
+    """Every IRI ``urn:charmem:<kind>:<id>`` an id may be stored or referenced under."""
+    return [v.node_iri(kind, memory_id) for memory_id in ids for kind in kinds]
+
+
+def relation_iris(relations: Sequence[Relation] | None) -> list[str] | None:
+    """The property IRIs of ``relations`` (``None`` stays ``None``: every relation)."""
+    if relations is None:
+        return None
+    return [v.relation_iri(Relation(relation)) for relation in dict.fromkeys(relations)]
+
+
+def class_iris(object_types: Sequence[ObjectType] | None) -> list[str]:
+    """The RDF classes of ``object_types`` (``None``: every object class)."""
+    kinds = v.OBJECT_KINDS if object_types is None else [ObjectType(t).value for t in object_types]
+    return [v.VOCAB + v.CLASS_OF_KIND[kind] for kind in kinds]
+
+
+def _same_content(stored: StoredItem, new: StoredItem) -> bool:
+    if type(stored) is not type(new):
+        return False
+    if isinstance(stored, LifecycleRecord) or isinstance(new, LifecycleRecord):
+        return (
+            isinstance(stored, LifecycleRecord)
+            and isinstance(new, LifecycleRecord)
+            and record_canonical(stored) == record_canonical(new)
+        )
+    return content_equal(normalise_for_comparison(stored), normalise_for_comparison(new))
+
+
+def _kind(item: StoredItem) -> str:
+    return v.KIND_OF_CLASS[type(item)]
+
+
+def nodes_from_rows(rows: Iterable[Row]) -> dict[MemoryId, NodeTriples]:
+    """Group the rows of :func:`charmem_oxigraph._queries.nodes` into stored nodes by id.
+
+    Args:
+        rows: ``(?root, ?a, ?p, ?o)`` rows.
+
+    Returns:
+        dict[MemoryId, NodeTriples]: the nodes that are stored items (a node with only edge
+        triples, from an id referenced before it was stored, is left out).
+
+    Raises:
+        CorruptNodeError: an id is stored under two kinds.
+    """
+    by_iri: dict[str, NodeTriples] = {}
+    # Rows are (?root, ?a, ?p, ?o); positional access is several times faster than by name.
+    for root_term, assertion, predicate, obj in rows:
+        root = root_term.value
+        node = by_iri.get(root)
+        if node is None:
+            node = by_iri[root] = NodeTriples(root)
+        if assertion is None:
+            node.add(predicate.value, obj)
+        else:
+            node.add_assertion(assertion.value, predicate.value, obj)
+    found: dict[MemoryId, NodeTriples] = {}
+    for iri, node in by_iri.items():
+        if kind_of_node(node) is None:  # only edge triples from a not-yet-stored id
+            continue
+        memory_id = v.memory_id_of(iri)
+        if memory_id in found:
+            raise CorruptNodeError(f"id {memory_id} is stored under two kinds")
+        found[memory_id] = node
+    return found
+
+
+def group_rows(rows: Iterable[Row]) -> list[NodeTriples]:
+    """Group ``(?subject, ?p, ?o)`` rows into one node per subject, first occurrence order."""
+    nodes: dict[str, NodeTriples] = {}
+    for subject_term, predicate, obj in rows:
+        iri = subject_term.value
+        node = nodes.get(iri)
+        if node is None:
+            node = nodes[iri] = NodeTriples(iri)
+        node.add(predicate.value, obj)
+    return list(nodes.values())
+
+
+@attrs.frozen
+class PreparedBatch:
+    """The check half of ``write_batch`` before the store is read.
+
+    Attributes:
+        items: each id of the batch once, with its first item, in batch order.
+        reasons: conflicts found inside the batch itself (id -> reasons).
+        lookup: every id to look up in the store: the batch's ids, then the ids they reference.
+    """
+
+    items: dict[MemoryId, StoredItem]
+    reasons: dict[str, list[str]]
+    lookup: list[MemoryId]
+
+
+def prepare_batch(batch: GraphBatch) -> PreparedBatch:
+    """Deduplicate a batch and list the ids whose stored nodes the write must see.
+
+    Args:
+        batch: objects, links and lifecycle records.
+
+    Returns:
+        PreparedBatch: the unique items, in-batch conflicts and the ids to look up.
+    """
+    reasons: dict[str, list[str]] = {}
+    items: dict[MemoryId, StoredItem] = {}
+    for item in (*batch.objects, *batch.links, *batch.records):
+        first = items.setdefault(item.id, item)
+        if first is not item and not _same_content(first, item):
+            reasons.setdefault(str(item.id), []).append(
+                "the batch holds this id twice with different content"
+            )
+    references = {ref for item in items.values() for ref in referenced_ids(item)} - items.keys()
+    return PreparedBatch(items, reasons, [*items, *sorted(references)])
+
+
+def plan_write(
+    prepared: PreparedBatch, stored: dict[MemoryId, NodeTriples], graph: NamedNode
+) -> tuple[list[MemoryId], list[MemoryId], list[Quad]]:
+    """Compare a prepared batch with the stored nodes and build the quads of the new items.
+
+    Args:
+        prepared: from :func:`prepare_batch`.
+        stored: the stored nodes among ``prepared.lookup`` (:func:`nodes_from_rows`).
+        graph: the collection's named graph.
+
+    Returns:
+        tuple: (inserted ids, ids already stored with equal content, quads to write), ids in batch
+        order.
+
+    Raises:
+        IdConflictError: an id is stored (as any kind) or repeated in the batch with different
+            content; nothing may be written.
+        CorruptNodeError: a stored node does not decode.
+    """
+    reasons = {key: list(value) for key, value in prepared.reasons.items()}
+    stored_kinds = {memory_id: kind_of_node(node) for memory_id, node in stored.items()}
+    inserted: list[MemoryId] = []
+    existing: list[MemoryId] = []
+    for memory_id, item in prepared.items.items():
+        node = stored.get(memory_id)
+        if node is None:
+            inserted.append(memory_id)
+            continue
+        old = decode_item(node)
+        if _same_content(old, item):
+            existing.append(memory_id)
+        elif _kind(old) != _kind(item):
+            reasons.setdefault(str(memory_id), []).append(
+                f"id {memory_id} is already stored as a {_kind(old)}, not a {_kind(item)}; "
+                "ids are unique across objects, links and records"
+            )
+        else:
+            reasons.setdefault(str(memory_id), []).append(
+                f"{_kind(item)} {memory_id} is already stored with different content"
+            )
+    if reasons:
+        raise IdConflictError(
+            f"{len(reasons)} id(s) of the batch are already stored with different content; "
+            "nothing was written. Use new ids, or replay exactly the stored content",
+            ids=sorted(reasons),
+            reasons=reasons,
+        )
+    known = {memory_id: _kind(item) for memory_id, item in prepared.items.items()}
+
+    def resolve(memory_id: MemoryId, declared: str | None) -> str:
+        kind = known.get(memory_id) or stored_kinds.get(memory_id) or declared or "object"
+        return v.node_iri(kind, memory_id)
+
+    quads = [
+        quad for memory_id in inserted for quad in encode_item(prepared.items[memory_id], graph, resolve)
+    ]
+    return inserted, existing, quads
+
+
+def objects_from_nodes(
+    wanted: Sequence[MemoryId], nodes: dict[MemoryId, NodeTriples]
+) -> dict[MemoryId, MemoryObject]:
+    """Decode the objects among ``nodes`` in ``wanted`` order (links and records left out).
+
+    Raises:
+        CorruptNodeError: a node does not decode.
+    """
+    decoded = {memory_id: decode_item(nodes[memory_id]) for memory_id in wanted if memory_id in nodes}
+    return {
+        memory_id: item
+        for memory_id, item in decoded.items()
+        if not isinstance(item, (MemoryLink, LifecycleRecord))
+    }
+
+
+def links_from_nodes(
+    wanted: Sequence[MemoryId], nodes: dict[MemoryId, NodeTriples]
+) -> dict[MemoryId, MemoryLink]:
+    """Decode the links among ``nodes`` in ``wanted`` order.
+
+    Raises:
+        CorruptNodeError: a node does not decode.
+    """
+    decoded = {memory_id: decode_item(nodes[memory_id]) for memory_id in wanted if memory_id in nodes}
+    return {memory_id: item for memory_id, item in decoded.items() if isinstance(item, MemoryLink)}
+
+
+def records_from_rows(rows: Iterable[Row]) -> list[LifecycleRecord]:
+    """Lifecycle records from :func:`charmem_oxigraph._queries.records_about` rows.
+
+    Returns:
+        list[LifecycleRecord]: ordered by (``recorded_at``, ``id``).
+
+    Raises:
+        CorruptNodeError: a record does not decode.
+    """
+    items = [decode_item(node) for node in group_rows(rows)]
+    records = [item for item in items if isinstance(item, LifecycleRecord)]
+    return sorted(records, key=lambda record: (record.recorded_at, record.id))
+
+
+def links_from_rows(rows: Iterable[Row]) -> list[MemoryLink]:
+    """Links from :func:`charmem_oxigraph._queries.links_of` rows, ordered by link id.
+
+    Raises:
+        CorruptNodeError: a link does not decode.
+    """
+    items = [decode_item(node) for node in group_rows(rows)]
+    links = [item for item in items if isinstance(item, MemoryLink)]
+    return sorted(links, key=lambda link: link.id)
+
+
+def currency_from_rows(
+    wanted: Sequence[MemoryId], rows: Iterable[Row], as_of: datetime | None
+) -> dict[MemoryId, CurrencyStatus]:
+    """Currency (DESIGN §4.1) from :func:`charmem_oxigraph._queries.currency` rows.
+
+    Args:
+        wanted: the ids asked about, in request order.
+        rows: rows binding ``?x`` and one of ``?c``, ``?rt``, ``?lt``.
+        as_of: record time of the view, or ``None``: every record and link counts.
+
+    Returns:
+        dict[MemoryId, CurrencyStatus]: one status per stored object among ``wanted``;
+        suppressed beats superseded.
+    """
+    stored: set[MemoryId] = set()
+    suppressed: set[MemoryId] = set()
+    superseded: set[MemoryId] = set()
+    for row in rows:
+        memory_id = v.memory_id_of(row["x"].value)
+        cls, recorded, created = row["c"], row["rt"], row["lt"]
+        if cls is not None:
+            if cls.value in _OBJECT_CLASSES:
+                stored.add(memory_id)
+        elif recorded is not None:
+            if as_of is None or datetime.fromisoformat(recorded.value) <= as_of:
+                suppressed.add(memory_id)
+        elif created is not None and (as_of is None or datetime.fromisoformat(created.value) <= as_of):
+            superseded.add(memory_id)
+    statuses: dict[MemoryId, CurrencyStatus] = {}
+    for memory_id in wanted:
+        if memory_id not in stored:
+            continue
+        is_suppressed, is_superseded = memory_id in suppressed, memory_id in superseded
+        if is_current(suppressed=is_suppressed, superseded=is_superseded):
+            statuses[memory_id] = CurrencyStatus.CURRENT
+        elif is_suppressed:  # suppressed beats superseded
+            statuses[memory_id] = CurrencyStatus.SUPPRESSED
+        else:
+            statuses[memory_id] = CurrencyStatus.SUPERSEDED
+    return statuses
+
+
+def count_from_rows(rows: Sequence[Row]) -> int:
+    """The ``?n`` of :func:`charmem_oxigraph._queries.statement_count` (0 without a row)."""
+    return int(rows[0]["n"].value) if rows else 0
+
+
+def ids_from_rows(rows: Iterable[Row]) -> list[MemoryId]:
+    """The sorted ids of the ``?x`` nodes of :func:`charmem_oxigraph._queries.typed_nodes` rows."""
+    return sorted({v.memory_id_of(row["x"].value) for row in rows})
+
+
+def names_from_rows(rows: Iterable[Row]) -> list[tuple[MemoryId, MemoryId, str]]:
+    """Sorted ``(belief_id, subject_id, name)`` from :func:`charmem_oxigraph._queries.name_assertions`."""
+    return sorted(
+        (v.memory_id_of(row["d"].value), v.memory_id_of(row["s"].value), str(row["name"].value))
+        for row in rows
+    )
+
+
+def check_as_of(as_of: datetime | None) -> None:
+    """Refuse a naive ``as_of``.
+
+    Raises:
+        ValueError: ``as_of`` has no UTC offset.
+    """
+    if as_of is not None and as_of.utcoffset() is None:
+        raise ValueError("as_of must be a timezone-aware datetime")

@@ -1,0 +1,309 @@
+"""The SPARQL 1.1 service store: settings, credentials, one request per write, bounded failures.
+
+The graph behaviours (round trips, conflicts, currency, queries) run against the service mode
+through ``GRAPH_MODES`` in test_roundtrip, test_write_batch and test_queries; this module covers
+what only the service mode has, against real ``oxigraph serve`` processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import httpx
+import pytest
+import structlog
+from charmem.domain.graph import GraphBatch
+from charmem.domain.model import Relation
+from charmem.errors import BackendError, ConfigurationError
+from charmem.settings import Settings
+
+from charmem_oxigraph import SparqlServiceGraphStore
+from charmem_oxigraph.testing import OxigraphServer, free_port
+
+from oxigraph_builders import HOSTILE_TEXTS, derived, entity, episode, link, observation, record
+
+SECRET = "s3cr3t-Token-value-4711"  # noqa: S105 - a fake credential that must never leak
+
+
+def _settings(**extra: str) -> Settings:
+    return Settings.from_mapping(
+        {
+            "GRAPH_STORE_MODE": "service",
+            "SPARQL_QUERY_ENDPOINT": "http://127.0.0.1:9/query",
+            "SPARQL_UPDATE_ENDPOINT": "http://127.0.0.1:9/update",
+            **extra,
+        }
+    )
+
+
+class Recorder(httpx.AsyncBaseTransport):
+    """Forwards to a real transport and records each request (method, URL, headers, body)."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.requests: list[httpx.Request] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        self.requests.append(request)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[OxigraphServer]:
+    """A server of this test alone (it may be killed and restarted)."""
+    running = OxigraphServer(tmp_path / "server")
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+async def recorded(sparql_server: OxigraphServer) -> AsyncIterator[tuple[SparqlServiceGraphStore, Recorder]]:
+    recorder = Recorder()
+    client = httpx.AsyncClient(transport=recorder)
+    store = SparqlServiceGraphStore(
+        f"recorded-{time.monotonic_ns()}",
+        query_endpoint=sparql_server.query_endpoint,
+        update_endpoint=sparql_server.update_endpoint,
+        client=client,
+    )
+    try:
+        yield store, recorder
+    finally:
+        await store.close()
+        await client.aclose()
+
+
+def test_entry_point_names_the_service_store() -> None:
+    found = {ep.name: ep for ep in entry_points(group="charmem.graph_stores")}
+    assert found["service"].load() is SparqlServiceGraphStore
+
+
+def test_from_settings_reads_endpoints_and_timeout() -> None:
+    store = SparqlServiceGraphStore.from_settings(_settings(SPARQL_TIMEOUT="2.5"), "svc")
+    assert store.collection == "svc"
+    assert store.graph_iri == "urn:charmem:collection:svc"
+    assert store.query_endpoint == "http://127.0.0.1:9/query"
+    assert store.update_endpoint == "http://127.0.0.1:9/update"
+    assert store.timeout == 2.5
+    only_query = Settings.from_mapping(
+        {"GRAPH_STORE_MODE": "service", "SPARQL_QUERY_ENDPOINT": "http://127.0.0.1:9/sparql"}
+    )
+    assert SparqlServiceGraphStore.from_settings(only_query, "svc").update_endpoint == (
+        "http://127.0.0.1:9/sparql"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "key"),
+    [
+        ({"SPARQL_USERNAME": "ada"}, "SPARQL_PASSWORD"),
+        ({"SPARQL_PASSWORD": SECRET}, "SPARQL_USERNAME"),
+        ({"SPARQL_BEARER_TOKEN": SECRET, "SPARQL_USERNAME": "ada"}, "SPARQL_BEARER_TOKEN"),
+        ({"SPARQL_TIMEOUT": "0"}, "SPARQL_TIMEOUT"),
+        ({"SPARQL_TIMEOUT": "soon"}, "SPARQL_TIMEOUT"),
+        ({"SPARQL_QUERY_ENDPOINT": "ftp://example/query"}, "SPARQL_QUERY_ENDPOINT"),
+    ],
+)
+def test_from_settings_rejects_bad_keys(extra: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        SparqlServiceGraphStore.from_settings(_settings(**extra), "svc")
+    assert caught.value.key == key
+    assert SECRET not in str(caught.value)
+
+
+def test_from_settings_refuses_another_mode() -> None:
+    with pytest.raises(ConfigurationError):
+        SparqlServiceGraphStore.from_settings(Settings(graph_store_mode="persistent"), "svc")
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"SPARQL_USERNAME": "ada", "SPARQL_PASSWORD": SECRET},
+        {"SPARQL_BEARER_TOKEN": SECRET},
+        {"SPARQL_QUERY_ENDPOINT": f"http://ada:{SECRET}@127.0.0.1:9/query"},
+    ],
+)
+async def test_credentials_never_show_in_repr_errors_or_logs(
+    extra: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_port()  # nothing listens there
+    extra = {
+        "SPARQL_QUERY_ENDPOINT": f"http://127.0.0.1:{port}/query",
+        "SPARQL_UPDATE_ENDPOINT": f"http://127.0.0.1:{port}/update",
+        **{k: v.replace("127.0.0.1:9", f"127.0.0.1:{port}") for k, v in extra.items()},
+    }
+    caplog.set_level(logging.DEBUG)
+    with structlog.testing.capture_logs() as logs:
+        store = SparqlServiceGraphStore.from_settings(_settings(**extra, SPARQL_TIMEOUT="2"), "svc")
+        with pytest.raises(BackendError) as caught:
+            await store.statement_count()
+        with pytest.raises(BackendError) as caught_write:
+            await store.write_batch(GraphBatch(objects=[entity()]))
+        await store.close()
+    for text in (repr(store), str(caught.value), str(caught_write.value), caplog.text, repr(logs)):
+        assert SECRET not in text
+    assert f"127.0.0.1:{port}" in str(caught.value)
+
+
+async def test_authentication_headers_are_sent(sparql_server: OxigraphServer) -> None:
+    seen: list[httpx.Request] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(401, text="who are you")
+
+    for extra, expected in (
+        ({"SPARQL_BEARER_TOKEN": SECRET}, f"Bearer {SECRET}"),
+        ({"SPARQL_USERNAME": "ada", "SPARQL_PASSWORD": SECRET}, httpx.BasicAuth("ada", SECRET)),
+    ):
+        settings = _settings(**extra)
+        store = SparqlServiceGraphStore.from_settings(settings, "svc")
+        client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+        authed = SparqlServiceGraphStore(
+            "svc",
+            query_endpoint=store.query_endpoint,
+            auth=store._auth,
+            client=client,
+        )
+        with pytest.raises(BackendError, match="HTTP 401") as caught:
+            await authed.statement_count()
+        assert "SPARQL_BEARER_TOKEN" in str(caught.value)
+        assert SECRET not in str(caught.value)
+        header = seen[-1].headers["Authorization"]
+        if isinstance(expected, str):
+            assert header == expected
+        else:
+            assert header.startswith("Basic ")
+            assert SECRET not in header  # base64 of user:password
+        await authed.close()
+        await store.close()
+        await client.aclose()
+
+
+async def test_one_update_request_per_write_batch(
+    recorded: tuple[SparqlServiceGraphStore, Recorder],
+) -> None:
+    store, recorder = recorded
+    person = entity()
+    ep = episode(summary=HOSTILE_TEXTS[0], participant_entity_ids=[person.id])
+    obs = observation(ep.id, text="\n".join(HOSTILE_TEXTS))
+    belief = derived(episode_ids=[ep.id], entity_ids=[person.id])
+    batch = GraphBatch(
+        objects=[person, ep, obs, belief],
+        links=[link(ep.id, Relation.HAS_OBSERVATION, obs.id)],
+        records=[record(belief.id)],
+    )
+    await store.write_batch(batch)
+    updates = [r for r in recorder.requests if r.url.path == "/update"]
+    queries = [r for r in recorder.requests if r.url.path == "/query"]
+    assert len(updates) == 1
+    assert len(queries) == 1
+    body = updates[0].content.decode("utf-8")
+    assert body.startswith("INSERT DATA { GRAPH <urn:charmem:collection:")
+    assert updates[0].headers["Content-Type"] == "application/sparql-update"
+
+    recorder.requests.clear()
+    replay = await store.write_batch(batch)  # equal content: checked, nothing sent
+    assert len(replay.existing_ids) == 6
+    assert [r.url.path for r in recorder.requests] == ["/query"]
+
+
+async def test_http_error_status_is_a_backend_error() -> None:
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, text="the disk is on fire")
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    store = SparqlServiceGraphStore("svc", query_endpoint="http://sparql.invalid/query", client=client)
+    with pytest.raises(BackendError, match=r"sparql\.invalid/query.*HTTP 500.*disk is on fire"):
+        await store.get_objects([entity().id])
+    await client.aclose()
+
+
+async def test_an_answer_that_is_not_sparql_results_is_a_backend_error() -> None:
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text="<html>a proxy's login page</html>")
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    store = SparqlServiceGraphStore("svc", query_endpoint="http://sparql.invalid/query", client=client)
+    with pytest.raises(BackendError, match="not SPARQL JSON results"):
+        await store.object_ids()
+    await client.aclose()
+
+
+async def test_unreachable_endpoint_fails_fast_naming_it() -> None:
+    port = free_port()
+    store = SparqlServiceGraphStore(
+        "svc",
+        query_endpoint=f"http://127.0.0.1:{port}/query",
+        update_endpoint=f"http://127.0.0.1:{port}/update",
+    )
+    start = time.monotonic()
+    with pytest.raises(BackendError, match=f"127.0.0.1:{port}/query") as caught:
+        await store.currency([entity().id])
+    assert time.monotonic() - start < 2.0
+    assert isinstance(caught.value.__cause__, httpx.ConnectError)
+    with pytest.raises(BackendError, match=f"127.0.0.1:{port}/query to write a batch"):
+        await store.write_batch(GraphBatch(objects=[entity()]))  # the check query fails first
+    await store.close()
+
+
+async def test_a_server_that_never_answers_times_out() -> None:
+    """A listening socket that never replies: the request fails after ``timeout`` seconds."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        store = SparqlServiceGraphStore("svc", query_endpoint=f"http://127.0.0.1:{port}/query", timeout=0.5)
+        start = time.monotonic()
+        with pytest.raises(BackendError, match=r"did not answer within 0\.5 s"):
+            await store.statement_count()
+        assert time.monotonic() - start < 2.0
+        await store.close()
+
+
+async def test_closed_store_refuses_work(sparql_server: OxigraphServer) -> None:
+    store = SparqlServiceGraphStore("svc", query_endpoint=sparql_server.query_endpoint)
+    await store.ping()
+    await store.close()
+    await store.close()  # idempotent
+    assert store.closed
+    with pytest.raises(BackendError, match="closed"):
+        await store.statement_count()
+
+
+async def test_server_killed_mid_session_then_restarted(server: OxigraphServer) -> None:
+    store = SparqlServiceGraphStore(
+        "crash", query_endpoint=server.query_endpoint, update_endpoint=server.update_endpoint, timeout=3
+    )
+    try:
+        before = entity()
+        await store.write_batch(GraphBatch(objects=[before]))
+        server.kill()
+
+        start = time.monotonic()
+        with pytest.raises(BackendError, match=server.base_url):
+            await store.get_objects([before.id])
+        with pytest.raises(BackendError, match=server.base_url):
+            await store.write_batch(GraphBatch(objects=[entity()]))
+        assert time.monotonic() - start < 2 * store.timeout
+
+        server.start()  # same location, same port
+        assert await store.get_objects([before.id]) == {before.id: before}
+        after = entity()
+        assert (await store.write_batch(GraphBatch(objects=[after]))).inserted_ids == (after.id,)
+        assert set(await store.object_ids()) == {before.id, after.id}
+    finally:
+        await store.close()
