@@ -63,9 +63,9 @@ class ShardMarker:
     dense_vector: str = "dense"
     lexical_vector: str = "lexical"
 
-    def to_json(self) -> str:
-        """Serialise to the marker's JSON text (sorted keys, one trailing newline)."""
-        document = {
+    def to_document(self) -> dict[str, Any]:
+        """The marker as a JSON-compatible dict (also the service collection's metadata)."""
+        return {
             "collection": self.collection,
             "dense_vector": self.dense_vector,
             "distance": "cosine",
@@ -75,7 +75,53 @@ class ShardMarker:
             "schema_version": self.schema_version,
             "vector_size": self.vector_size,
         }
-        return json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+    def to_json(self) -> str:
+        """Serialise to the marker's JSON text (sorted keys, one trailing newline)."""
+        return json.dumps(self.to_document(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_document(cls, document: Any, *, where: str, key: str) -> ShardMarker:
+        """Rebuild a marker from :meth:`to_document` output.
+
+        Args:
+            document: the parsed JSON document.
+            where: what held it (a file path, a service collection), for messages.
+            key: the settings key a ``ConfigurationError`` names.
+
+        Raises:
+            ConfigurationError: not a charmem marker, or written by a newer schema version.
+        """
+        try:
+            if not isinstance(document, dict) or document.get("format") != _FORMAT:
+                raise ValueError("not a charmem shard marker")
+            schema_version = document["schema_version"]
+            vector_size = document["vector_size"]
+            for name, value in (("schema_version", schema_version), ("vector_size", vector_size)):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ValueError(f"{name} must be a positive integer, not {value!r}")
+            marker = cls(
+                collection=str(document["collection"]),
+                model_id=str(document["model_id"]),
+                vector_size=vector_size,
+                schema_version=schema_version,
+                dense_vector=str(document.get("dense_vector", "dense")),
+                lexical_vector=str(document.get("lexical_vector", "lexical")),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigurationError(
+                f"the vector shard marker {where} is unreadable ({exc}); the shard was not written "
+                "by charmem-qdrant or the marker was edited. Move the shard away and "
+                "rebuild it with rebuild_vector_index()",
+                key=key,
+            ) from exc
+        if marker.schema_version > SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"the vector shard {where} has schema version {marker.schema_version}, newer "
+                f"than this charmem-qdrant understands ({SCHEMA_VERSION}); upgrade charmem-qdrant",
+                key=key,
+            )
+        return marker
 
     @classmethod
     def read(cls, path: Path) -> ShardMarker | None:
@@ -96,35 +142,14 @@ class ShardMarker:
             return None
         try:
             document: Any = json.loads(text)
-            if not isinstance(document, dict) or document.get("format") != _FORMAT:
-                raise ValueError("not a charmem shard marker")
-            schema_version = document["schema_version"]
-            vector_size = document["vector_size"]
-            for name, value in (("schema_version", schema_version), ("vector_size", vector_size)):
-                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise ValueError(f"{name} must be a positive integer, not {value!r}")
-            marker = cls(
-                collection=str(document["collection"]),
-                model_id=str(document["model_id"]),
-                vector_size=vector_size,
-                schema_version=schema_version,
-                dense_vector=str(document.get("dense_vector", "dense")),
-                lexical_vector=str(document.get("lexical_vector", "lexical")),
-            )
-        except (ValueError, KeyError, TypeError) as exc:
+        except ValueError as exc:
             raise ConfigurationError(
                 f"the vector shard marker {path} is unreadable ({exc}); the shard was not written "
                 "by charmem-qdrant or the file was edited. Move the shard directory away and "
                 "rebuild it with rebuild_vector_index()",
                 key="VECTOR_STORE_PATH",
             ) from exc
-        if marker.schema_version > SCHEMA_VERSION:
-            raise ConfigurationError(
-                f"the vector shard {path.parent} has schema version {marker.schema_version}, newer "
-                f"than this charmem-qdrant understands ({SCHEMA_VERSION}); upgrade charmem-qdrant",
-                key="VECTOR_STORE_PATH",
-            )
-        return marker
+        return cls.from_document(document, where=str(path), key="VECTOR_STORE_PATH")
 
     def write(self, path: Path) -> None:
         """Write the marker atomically, so a crash leaves either no marker or the whole one.
@@ -147,7 +172,7 @@ class ShardMarker:
         finally:
             os.close(directory)
 
-    def check(self, *, collection: str, model_id: str, vector_size: int, path: Path) -> None:
+    def check(self, *, collection: str, model_id: str, vector_size: int, path: Path | str) -> None:
         """Check that the shard may be opened for ``collection`` with this embedder.
 
         Args:
