@@ -1,4 +1,4 @@
-"""nox sessions: tests, demo, lint (plain pip: uv does not see the local CPU torch wheel)."""
+"""nox sessions: tests, demo, lint, bench-locomo (plain pip: uv does not see the local CPU torch wheel)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,13 @@ def demo(session: nox.Session) -> None:
     """Ingest the bundled sample conversation on the embedded stores and print packs."""
     install_all(session)
     session.run("charmem", "--store", "data/demo", "demo", *session.posargs, env=OFFLINE)
+
+
+@nox.session(name="bench-locomo")
+def bench_locomo(session: nox.Session) -> None:
+    """LoCoMo recall: charmem retrieve vs plain dense and BM25 (args after -- go to the script)."""
+    install_all(session)
+    session.run("python", "benchmarks/locomo.py", *session.posargs, env=OFFLINE)
 
 
 @nox.session
