@@ -146,6 +146,8 @@ class CharacterMemoryContract(ContractSuite, suite=True):
     #: Shrink a failing sequence to a minimal one. Off by default: shrinking replays hundreds of
     #: sequences on real stores (minutes); switch it on locally to debug a failure.
     state_machine_shrink: ClassVar[bool] = False
+    #: Run the same examples every time (hypothesis ``derandomize``), e.g. for a reproducible CI.
+    state_machine_derandomize: ClassVar[bool] = False
 
     # -- what a stack provides -------------------------------------------------------------
 
@@ -813,6 +815,7 @@ class CharacterMemoryContract(ContractSuite, suite=True):
             database=None,
             phases=[*phases, Phase.shrink] if self.state_machine_shrink else phases,
             report_multiple_bugs=False,
+            derandomize=self.state_machine_derandomize,
             suppress_health_check=list(HealthCheck),
         )
         await asyncio.to_thread(run_state_machine_as_test, machine, settings=options)
