@@ -1,6 +1,7 @@
 """The ``charmem`` command.
 
-Subcommands: ``ingest-locomo FILE...``, ``recall "question"``, ``remember "text"``, ``demo``.
+Subcommands: ``ingest-locomo FILE...``, ``recall "question"``, ``remember "text"``, ``demo``,
+``rebuild-vectors``.
 Backends and paths come from the environment with the DESIGN defaults (embedded Oxigraph, Qdrant
 Edge, SQLite stats); the CLI's embedding default is ``local`` (all-MiniLM-L6-v2, offline).
 ``--store DIR`` puts every store under one directory.
@@ -26,11 +27,14 @@ from charmem import (
     CharacterMemory,
     CharmemError,
     ContinuityContextPack,
+    DimensionMismatchError,
+    EmbedderMismatchError,
     RememberInput,
     RetrievalContext,
     Settings,
 )
 from charmem.ports import EmbeddingProvider
+from charmem.usecases.maintenance import drop_vector_index
 from charmem_cli.locomo import conversation_drafts, load_conversation
 
 __all__ = ["cli_settings", "main", "print_pack"]
@@ -224,6 +228,51 @@ async def _demo(settings: Settings, questions: Sequence[str]) -> None:
             print()
 
 
+async def rebuild_vectors(
+    settings: Settings, collection: str, *, drop: bool, batch_size: int, progress: bool = True
+) -> dict[str, Any]:
+    """Re-create a collection's vectors from its graph (``charmem rebuild-vectors``).
+
+    Args:
+        settings: the deployment settings (the embedder they select does the embedding).
+        collection: the collection name.
+        drop: drop the collection's vectors first (needed after changing the embedder, or to
+            start from an empty index); otherwise re-upsert in place and remove stale points.
+        batch_size: texts per embedding call (count).
+        progress: show a progress bar on stderr.
+
+    Returns:
+        dict: ``objects``, ``indexed``, ``not_current``, ``removed`` (counts) and ``seconds``.
+
+    Raises:
+        DimensionMismatchError, EmbedderMismatchError: the vectors were made by another embedder
+            and ``drop`` is false.
+    """
+    bar = tqdm(desc="rebuild-vectors", unit="vector", disable=not progress, file=sys.stderr)
+
+    def on_progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    start = time.perf_counter()
+    try:
+        provider = _provider(settings)
+        if drop:
+            await drop_vector_index(settings, collection)
+        async with CharacterMemory.open(settings, collection, embedding_provider=provider) as memory:
+            report = await memory.rebuild_vector_index(batch_size=batch_size, on_progress=on_progress)
+    finally:
+        bar.close()
+    return {
+        "objects": report.objects,
+        "indexed": report.indexed,
+        "not_current": report.not_current,
+        "removed": report.removed,
+        "seconds": time.perf_counter() - start,
+    }
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="charmem", description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", help="directory holding every embedded store (default: ./data)")
@@ -249,6 +298,17 @@ def _parser() -> argparse.ArgumentParser:
     remember.add_argument("--occurred-at", help="ISO 8601 time with offset (default: now)")
     demo = commands.add_parser("demo", help="ingest the bundled sample conversation and recall")
     demo.add_argument("questions", nargs="*", help="questions to ask (default: three samples)")
+    rebuild = commands.add_parser(
+        "rebuild-vectors",
+        help="re-create the collection's vectors from its graph (e.g. after changing the embedder)",
+    )
+    rebuild.add_argument(
+        "--drop",
+        action="store_true",
+        help="drop the vectors first (needed when the embedder model or size changed)",
+    )
+    rebuild.add_argument("--batch-size", type=int, default=64, help="texts per embedding call (default 64)")
+    rebuild.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
@@ -284,8 +344,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(_remember(settings, args.collection, args.text, args.occurred_at))
         elif args.command == "demo":
             asyncio.run(_demo(settings, args.questions or DEMO_QUESTIONS))
+        elif args.command == "rebuild-vectors":
+            rebuilt = asyncio.run(
+                rebuild_vectors(
+                    settings,
+                    args.collection,
+                    drop=args.drop,
+                    batch_size=args.batch_size,
+                    progress=not args.quiet,
+                )
+            )
+            print(
+                f"rebuilt the vectors of {args.collection!r}: {rebuilt['indexed']} indexed from "
+                f"{rebuilt['objects']} objects ({rebuilt['not_current']} superseded or suppressed left "
+                f"out, {rebuilt['removed']} stale removed) in {rebuilt['seconds']:.1f} s"
+            )
     except CharmemError as exc:
         print(f"charmem: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if args.command == "rebuild-vectors" and isinstance(
+            exc, DimensionMismatchError | EmbedderMismatchError
+        ):
+            print(
+                "charmem: run `charmem rebuild-vectors --drop` to re-embed with this embedder",
+                file=sys.stderr,
+            )
         return 2
     except (OSError, ValueError) as exc:
         print(f"charmem: {exc}", file=sys.stderr)

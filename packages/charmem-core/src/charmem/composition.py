@@ -7,6 +7,12 @@ object has a ``from_settings`` classmethod:
 * ``charmem.vector_indexes``: ``from_settings(settings, collection, *, model_id, vector_size)``
 * ``charmem.stats_stores``: ``from_settings(settings, collection) -> RetrievalStatsStore``
 * ``charmem.embedders``: ``from_settings(settings) -> EmbeddingProvider``
+
+Optional hooks the facade uses when an adapter has them: ``from_settings_async`` (same arguments,
+a coroutine: preferred over ``from_settings``, for adapters whose opening speaks to a server from
+the caller's event loop) and, on vector indexes, ``drop_from_settings(settings, collection)`` or
+``drop_from_settings_async`` (remove a collection's vectors whatever their fingerprint, for
+``CharacterMemory.open(..., rebuild_vectors=True)``).
 """
 
 from __future__ import annotations

@@ -49,6 +49,12 @@ from charmem.settings import Settings, validate_collection_name
 from charmem.tokens import WhitespaceTokenCounter
 from charmem.usecases.commit import commit_plan, rebuild_stats
 from charmem.usecases.lifecycle import LifecycleStores, correct_memory, forget_memory, link_memories
+from charmem.usecases.maintenance import (
+    ProgressCallback,
+    VectorRebuildReport,
+    drop_vector_index,
+    rebuild_vector_index,
+)
 from charmem.usecases.planning import build_plan
 from charmem.usecases.retrieval import retrieve_pack
 from charmem.usecases.validation import validate
@@ -57,6 +63,18 @@ __all__ = ["CharacterMemory", "SyncCharacterMemory"]
 
 log = get_logger("charmem.memory")
 T = TypeVar("T")
+
+
+async def _build_adapter(port: str, mode: str, *args: Any, **kwargs: Any) -> Any:
+    """Build an adapter with ``from_settings_async`` if it has one.
+
+    Otherwise ``from_settings`` runs in a worker thread (it may block on files or locks).
+    """
+    factory = load_adapter(port, mode)
+    opener = getattr(factory, "from_settings_async", None)
+    if opener is not None:
+        return await opener(*args, **kwargs)
+    return await asyncio.to_thread(lambda: factory.from_settings(*args, **kwargs))
 
 
 class _Opening:
@@ -142,11 +160,23 @@ class CharacterMemory:
         embedding_provider: EmbeddingProvider | None = None,
         clock: Clock | None = None,
         token_counter: TokenCounter | None = None,
+        rebuild_vectors: bool = False,
+        rebuild_progress: ProgressCallback | None = None,
     ) -> _Opening:
         """Open the stores the settings select for ``collection``.
 
         Returns an object that is both awaitable (``memory = await CharacterMemory.open(...)``)
         and an async context manager (``async with CharacterMemory.open(...) as memory``).
+
+        **Another embedder, or moving vector stores.** A collection's vectors are bound to the
+        embedder that made them; opening with another one raises ``DimensionMismatchError`` or
+        ``EmbedderMismatchError``. ``rebuild_vectors=True`` is the documented way out: it drops the
+        collection's vectors through the vector adapter's ``drop_from_settings`` (the embedded
+        shard's directory, the service collection; nothing for the in-memory index), opens the
+        index with the new provider's fingerprint and runs :meth:`rebuild_vector_index` from the
+        graph before returning. The graph is never touched. The same flag fills a new vector store
+        (for example after switching ``VECTOR_STORE_MODE`` from ``embedded`` to ``service``). If it
+        fails midway, open with ``rebuild_vectors=True`` again.
 
         Args:
             settings: validated settings (:meth:`Settings.from_mapping`).
@@ -155,6 +185,9 @@ class CharacterMemory:
                 the vector store must match its ``vector_size``.
             clock: source of defaulted timestamps.
             token_counter: counts tokens for ``render``.
+            rebuild_vectors: drop the collection's vectors and rebuild them from the graph with
+                this embedder (see above).
+            rebuild_progress: ``callback(done, total)`` of that rebuild (index entries written).
 
         Raises:
             ConfigurationError: bad collection name, missing key, or adapter not installed.
@@ -170,28 +203,31 @@ class CharacterMemory:
             if embedding_provider is None:
                 settings.require_embedding_keys()
                 factory = load_adapter("embedder", settings.embedding_provider)
-                embedder = await asyncio.to_thread(factory.from_settings, settings)
+                opener = getattr(factory, "from_settings_async", None)
+                if opener is not None:
+                    embedder = await opener(settings)
+                else:
+                    embedder = await asyncio.to_thread(factory.from_settings, settings)
             else:
                 embedder = embedding_provider
             opened: list[Any] = []
             try:
-                graph = await asyncio.to_thread(
-                    load_adapter("graph", settings.graph_store_mode).from_settings, settings, collection
-                )
+                graph = await _build_adapter("graph", settings.graph_store_mode, settings, collection)
                 opened.append(graph)
-                stats = await asyncio.to_thread(
-                    load_adapter("stats", settings.retrieval_stats_store_mode).from_settings,
-                    settings,
-                    collection,
+                stats = await _build_adapter(
+                    "stats", settings.retrieval_stats_store_mode, settings, collection
                 )
                 opened.append(stats)
-                vectors = await asyncio.to_thread(
-                    lambda: load_adapter("vectors", settings.vector_store_mode).from_settings(
-                        settings,
-                        collection,
-                        model_id=embedder.model_id,
-                        vector_size=embedder.vector_size,
-                    )
+                if rebuild_vectors:
+                    dropped = await drop_vector_index(settings, collection)
+                    log.info("vector_index_dropped", collection=collection, dropped=dropped)
+                vectors = await _build_adapter(
+                    "vectors",
+                    settings.vector_store_mode,
+                    settings,
+                    collection,
+                    model_id=embedder.model_id,
+                    vector_size=embedder.vector_size,
                 )
                 opened.append(vectors)
             except BaseException:
@@ -208,7 +244,7 @@ class CharacterMemory:
                 vectors=settings.vector_store_mode,
                 model=embedder.model_id,
             )
-            return cls(
+            memory = cls(
                 graph=graph,
                 vectors=vectors,
                 embedder=embedder,
@@ -217,6 +253,13 @@ class CharacterMemory:
                 clock=clock,
                 token_counter=token_counter,
             )
+            if rebuild_vectors:
+                try:
+                    await memory.rebuild_vector_index(on_progress=rebuild_progress)
+                except BaseException:
+                    await memory.close()
+                    raise
+            return memory
 
         return _Opening(build)
 
@@ -359,6 +402,41 @@ class CharacterMemory:
         async with self._write_lock:
             return await rebuild_stats(self.graph, self.stats)
 
+    async def rebuild_vector_index(
+        self, *, batch_size: int = 64, on_progress: ProgressCallback | None = None
+    ) -> VectorRebuildReport:
+        """Re-create the collection's vectors from its current graph objects (DESIGN §7).
+
+        Every current episode (with a summary of its own), observation, derived memory and thread
+        is embedded again and upserted; superseded and suppressed memories stay out, and points no
+        current object backs are deleted. The repair of last resort (a lost shard, unreplayed
+        repair markers) and the way to fill a new vector store. To switch to an embedder of
+        another model or size, the index must first be dropped: open with
+        ``CharacterMemory.open(settings, name, embedding_provider=new, rebuild_vectors=True)``
+        (see :meth:`open`). Writers wait while it runs.
+
+        Args:
+            batch_size: texts per ``embed_documents`` call and points per upsert (count, >= 1).
+            on_progress: ``on_progress(done, total)``: index entries written so far and in all.
+
+        Returns:
+            VectorRebuildReport: ``objects`` examined, ``indexed`` points written,
+            ``not_current`` objects left out, stale points ``removed``.
+
+        Raises:
+            ValueError: ``batch_size`` is below 1.
+            BackendError: a store or the embedder failed; the index may be partial: run it again.
+        """
+        self._check_open()
+        async with self._write_lock:
+            return await rebuild_vector_index(
+                graph=self.graph,
+                vectors=self.vectors,
+                embedder=self.embedder,
+                batch_size=batch_size,
+                on_progress=on_progress,
+            )
+
     async def retrieve(self, context: RetrievalContext | str) -> ContinuityContextPack:
         """Recall memories into a continuity context pack (DESIGN §6).
 
@@ -457,6 +535,8 @@ class SyncCharacterMemory:
         embedding_provider: EmbeddingProvider | None = None,
         clock: Clock | None = None,
         token_counter: TokenCounter | None = None,
+        rebuild_vectors: bool = False,
+        rebuild_progress: ProgressCallback | None = None,
     ) -> SyncCharacterMemory:
         """Open as :meth:`CharacterMemory.open` does; usable directly or as a context manager."""
         runner = _LoopThread()
@@ -468,6 +548,8 @@ class SyncCharacterMemory:
                     embedding_provider=embedding_provider,
                     clock=clock,
                     token_counter=token_counter,
+                    rebuild_vectors=rebuild_vectors,
+                    rebuild_progress=rebuild_progress,
                 )._factory()
             )
         except BaseException:
@@ -522,6 +604,14 @@ class SyncCharacterMemory:
     def rebuild_stats(self) -> int:
         """See :meth:`CharacterMemory.rebuild_stats`."""
         return self._runner.run(self._memory.rebuild_stats())
+
+    def rebuild_vector_index(
+        self, *, batch_size: int = 64, on_progress: ProgressCallback | None = None
+    ) -> VectorRebuildReport:
+        """See :meth:`CharacterMemory.rebuild_vector_index`."""
+        return self._runner.run(
+            self._memory.rebuild_vector_index(batch_size=batch_size, on_progress=on_progress)
+        )
 
     def close(self) -> None:
         """See :meth:`CharacterMemory.close`; also stops the private loop (idempotent)."""
