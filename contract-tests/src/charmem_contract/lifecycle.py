@@ -137,7 +137,8 @@ class LifecycleContract(abc.ABC):
 
     @staticmethod
     async def _status(memory: Any, memory_id: MemoryId) -> CurrencyStatus | None:
-        return (await memory.graph.currency([memory_id])).get(memory_id)
+        statuses: dict[MemoryId, CurrencyStatus] = await memory.graph.currency([memory_id])
+        return statuses.get(memory_id)
 
     # ------------------------------------------------------------------ supersession
 
