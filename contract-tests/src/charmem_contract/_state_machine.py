@@ -51,7 +51,7 @@ from charmem import (
 from charmem_contract.data import T0
 from charmem_contract.stacks import MemoryFactory, reference_memory
 
-__all__ = ["LoopRunner", "MemoryComparison", "pack_signature"]
+__all__ = ["SCORE_TOLERANCE", "LoopRunner", "MemoryComparison", "pack_signature", "packs_agree"]
 
 T = TypeVar("T")
 
@@ -77,17 +77,41 @@ ids = st.integers(min_value=0, max_value=10**9).map(
 instants = st.sampled_from(INSTANTS)
 
 
+#: Largest score difference two stacks may show (float32 stores against float64 references).
+SCORE_TOLERANCE = 1e-6
+
+
 def pack_signature(pack: ContinuityContextPack) -> dict[str, Any]:
-    """What must be equal between two stacks: ids, order, statuses, rounded scores, omissions."""
+    """What must be equal between two stacks: ids, order, statuses, omissions, entities.
+
+    Scores are listed separately: compare them with :func:`packs_agree` (to
+    :data:`SCORE_TOLERANCE`), since rounding two nearly equal floats can land on either side of a
+    rounding boundary.
+    """
     return {
-        "items": [
-            (str(item.id), item.object_type.value, item.status.value, round(item.score, 6))
-            for item in pack.items
-        ],
+        "items": [(str(item.id), item.object_type.value, item.status.value) for item in pack.items],
+        "scores": [item.score for item in pack.items],
         "omissions": [(str(o.id), o.reason) for o in pack.omissions],
         "entities": [(str(e.id), e.names) for e in pack.entities],
         "completeness": (pack.completeness.kind.value, pack.completeness.scanned),
     }
+
+
+def packs_agree(expected: dict[str, Any], got: dict[str, Any]) -> bool:
+    """Whether two :func:`pack_signature` values are equal, scores to :data:`SCORE_TOLERANCE`."""
+    if {k: v for k, v in expected.items() if k != "scores"} != {
+        k: v for k, v in got.items() if k != "scores"
+    }:
+        return False
+    return all(abs(a - b) <= SCORE_TOLERANCE for a, b in zip(expected["scores"], got["scores"], strict=True))
+
+
+def _rounded(signature: dict[str, Any]) -> dict[str, Any]:
+    """A signature for messages: scores rounded to 1e-6 next to their items."""
+    items = [
+        (*item, round(score, 6)) for item, score in zip(signature["items"], signature["scores"], strict=True)
+    ]
+    return {**{k: v for k, v in signature.items() if k != "scores"}, "items": items}
 
 
 def _outcome_signature(outcome: RememberOutcome) -> tuple[list[str], list[str]]:
@@ -177,6 +201,14 @@ class MemoryComparison(RuleBasedStateMachine):
             f"{_describe(got_error)}"
         )
         return expected, got
+
+    def compare(self, label: str, reference: ContinuityContextPack, subject: ContinuityContextPack) -> None:
+        """The two packs agree (:func:`packs_agree`); the message lists the steps so far."""
+        expected, got = pack_signature(reference), pack_signature(subject)
+        assert packs_agree(expected, got), (
+            f"{label} differs from the reference stack after: {'; '.join(self.steps)}\n"
+            f"reference: {_rounded(expected)}\nunder test: {_rounded(got)}"
+        )
 
     def remember(self, label: str, item: RememberInput | RememberDrafts, when: Any) -> bool:
         """Prepare on both (plans must be equal), commit on both; True when both committed."""
@@ -355,12 +387,8 @@ class MemoryComparison(RuleBasedStateMachine):
         packs = self.both(f"retrieve({query!r})", lambda m: m.retrieve(context))
         if packs[0] is None or packs[1] is None:
             return
-        expected, got = pack_signature(packs[0]), pack_signature(packs[1])
-        assert got == expected, (
-            f"retrieve({query!r}, scope={scope}, candidates={candidates}, max_items={max_items}) differs "
-            "from the reference "
-            f"stack after: {'; '.join(self.steps)}\nreference: {expected}\nunder test: {got}"
-        )
+        label = f"retrieve({query!r}, scope={scope}, candidates={candidates}, max_items={max_items})"
+        self.compare(label, packs[0], packs[1])
 
     @precondition(lambda self: self.can_reopen and not self.reopened and self.model.last_plan is not None)
     @rule()
@@ -379,11 +407,10 @@ class MemoryComparison(RuleBasedStateMachine):
         step = len(self.steps)
         query = PHRASES[step % len(PHRASES)]
         context = RetrievalContext(query=query, candidate_limit=1 + step % 3, max_items=6)
-        expected = pack_signature(self.runner.run(self.reference.retrieve(context)))
-        got = pack_signature(self.runner.run(self.subject.retrieve(context)))
-        assert got == expected, (
-            f"recall of {query!r} (candidate_limit={context.candidate_limit}) differs from the reference "
-            f"stack after: {'; '.join(self.steps)}\nreference: {expected}\nunder test: {got}"
+        self.compare(
+            f"recall of {query!r} (candidate_limit={context.candidate_limit})",
+            self.runner.run(self.reference.retrieve(context)),
+            self.runner.run(self.subject.retrieve(context)),
         )
 
     @invariant()

@@ -519,8 +519,10 @@ class CharacterMemoryContract(ContractSuite, suite=True):
                 await memory.remember(item, AT_T0)
             context = RetrievalContext(query="the same words again", candidate_limit=3, max_items=6)
             packs.append(await memory.retrieve(context))
-        first, second = (pack_signature(p)["items"] for p in packs)
-        assert first == second, f"insertion order changed the pack:\n{first}\n{second}"
+        first, second = (pack_signature(p) for p in packs)
+        assert first["items"] == second["items"] and first["scores"] == second["scores"], (
+            f"insertion order changed the pack:\n{first['items']}\n{second['items']}"
+        )
         observations = [i for i in packs[0].items if i.object_type is ObjectType.OBSERVATION]
         assert [i.id for i in observations] == [i.id for i in sorted(observations, key=_rank_key)]
 
