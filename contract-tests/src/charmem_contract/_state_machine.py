@@ -399,7 +399,12 @@ class MemoryComparison(RuleBasedStateMachine):
         self.runner.run(self.subject.close())
         self.subject = self.runner.run(self.factory.open(self.collection))
 
-    # -- lifecycle rules (correct, forget, link) go here once the facade has them ----------
+    # -- lifecycle rules go here ----------------------------------------------------------
+    # correct / forget / link: one @rule each, drafting from self.model (targets among the
+    # stored derived memories, observations and episodes; sometimes a missing or unsupported
+    # target so both stacks must refuse alike) and running it with self.both(...). Retrieval
+    # then also compares superseded and suppressed statuses (include_superseded /
+    # include_suppressed in the retrieve rule) and the omissions' reasons.
 
     @invariant()
     def recall_agrees(self) -> None:

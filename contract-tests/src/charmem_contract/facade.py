@@ -823,10 +823,11 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         await asyncio.to_thread(run_state_machine_as_test, machine, settings=options)
 
     # ---------------------------------------------------------------------------------------
-    # Lifecycle contract tests: correct, forget, link (DESIGN §4, §5).
+    # Lifecycle contract tests: correct, forget, link (DESIGN §4, §5). This section is reserved.
     #
-    # The facade does not have these operations yet; they land with the lifecycle issue. Tests
-    # to add here then (none calls them now):
+    # The lifecycle operations landed while this suite was written; their behaviour is covered
+    # for now by charmem_contract.lifecycle.LifecycleContract (its own fixture shape, no guard).
+    # Tests to move or add here, so every stack gets them under this suite's rules:
     #   * correct a derived memory: the replacement supersedes it, inherits entity_ids and
     #     thread_ids (never assertions or the given marker), the old vector leaves the index,
     #     replaying the correction is idempotent (deterministic replacement ids);
