@@ -6,6 +6,8 @@ Entry points ``charmem.vector_indexes``: ``embedded`` -> :class:`EdgeVectorIndex
 collection layout, the fingerprint marker and the lexical-cue fusion rule.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from charmem_qdrant._edge import (
     DENSE_VECTOR,
     LEXICAL_CUE_KEY,
@@ -14,13 +16,33 @@ from charmem_qdrant._edge import (
     EdgeVectorIndex,
 )
 from charmem_qdrant._marker import MARKER_FILE_NAME, SCHEMA_VERSION, ShardMarker
-from charmem_qdrant._service import (
-    COLLECTION_PREFIX,
-    METADATA_KEY,
-    QdrantServiceVectorIndex,
-    service_collection_name,
-)
 from charmem_qdrant._version import __version__
+
+if TYPE_CHECKING:
+    from charmem_qdrant._service import (
+        COLLECTION_PREFIX,
+        METADATA_KEY,
+        QdrantServiceVectorIndex,
+        service_collection_name,
+    )
+
+# The service index imports qdrant-client (over a second to import); embedded users never pay
+# for it: these names load on first access (the entry point ``service`` resolves through here).
+_SERVICE_NAMES = (
+    "COLLECTION_PREFIX",
+    "METADATA_KEY",
+    "QdrantServiceVectorIndex",
+    "service_collection_name",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SERVICE_NAMES:
+        from charmem_qdrant import _service
+
+        return getattr(_service, name)
+    raise AttributeError(f"module 'charmem_qdrant' has no attribute {name!r}")
+
 
 __all__ = [
     "COLLECTION_PREFIX",
