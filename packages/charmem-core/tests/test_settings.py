@@ -104,3 +104,21 @@ def test_missing_adapter_names_setting_group_and_package() -> None:
     message = str(info.value)
     assert "GRAPH_STORE_MODE" in message
     assert "charmem.graph_stores" in message
+
+
+def test_a_mode_registered_by_an_installed_adapter_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata as metadata
+
+    real = metadata.entry_points
+    shelf = metadata.EntryPoint(
+        name="shelf", value="shelf_adapter:ShelfIndex", group="charmem.vector_indexes"
+    )
+
+    def fake(**params: str) -> object:
+        found = list(real(**params))
+        return [*found, shelf] if params.get("group") == "charmem.vector_indexes" else found
+
+    monkeypatch.setattr(metadata, "entry_points", fake)
+    assert Settings.from_mapping({"VECTOR_STORE_MODE": "shelf"}).vector_store_mode == "shelf"
+    with pytest.raises(ConfigurationError, match="shelf"):
+        Settings.from_mapping({"VECTOR_STORE_MODE": "cloud"})

@@ -45,14 +45,27 @@ def validate_collection_name(name: str) -> str:
     return name
 
 
+def _registered_modes(key: str) -> tuple[str, ...]:
+    """Mode names third-party adapters register in the entry-point group of ``key``."""
+    from importlib.metadata import entry_points
+
+    from charmem.composition import GROUPS
+
+    group = next(group for group, setting in GROUPS.values() if setting == key)
+    return tuple(sorted({ep.name for ep in entry_points(group=group)}))
+
+
 def _mode(mapping: Mapping[str, str], key: str, default: str) -> str:
     value = mapping.get(key)
     if value is None or value == "":
         return default
     value = value.strip().lower()
-    if value not in _MODES[key]:
+    if value not in _MODES[key] and value not in _registered_modes(key):
+        known = sorted({*_MODES[key], *_registered_modes(key)})
         raise ConfigurationError(
-            f"{key}={value!r} is not a known mode; choose one of {', '.join(_MODES[key])}", key=key
+            f"{key}={value!r} is not a known mode; choose one of {', '.join(known)} "
+            "(or install an adapter that registers it)",
+            key=key,
         )
     return value
 
