@@ -8,9 +8,10 @@ same order, with the same statuses and scores (rounded to 1e-6), the same omissi
 Hypothesis drives the machine from a worker thread; each operation is a coroutine run on the
 test's event loop (:class:`LoopRunner`), where the stack under test was opened.
 
-Adding an operation (the lifecycle operations ``correct``, ``forget`` and ``link`` will come here)
-is one more ``@rule`` that builds its draft from the ids in :class:`Model` and calls
-:meth:`MemoryComparison.both` with a coroutine function of one memory.
+Operations: remember (convenience and explicit paths, given names, interpretations, caller links,
+id reuse, plan replay), correct, forget, link, retrieve (also with superseded and suppressed
+memories) and reopen. Adding an operation is one more ``@rule`` that builds its draft from the ids
+in :class:`Model` and calls :meth:`MemoryComparison.both` with a coroutine function of one memory.
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ from charmem import (
     CharacterMemory,
     CharmemError,
     ContinuityContextPack,
+    CorrectionTarget,
+    CorrectMemoryDraft,
     DerivedMemoryDraft,
     DerivedType,
     EntityDraft,
+    ForgetMemoryDraft,
     GraphLimits,
     KnownAs,
     LinkDraft,
@@ -45,6 +49,7 @@ from charmem import (
     RememberOptions,
     RememberOutcome,
     RememberWritePlan,
+    ReplacementDerivedMemoryDraft,
     RetrievalContext,
     ThreadDraft,
 )
@@ -142,7 +147,7 @@ class Model:
 
 
 class MemoryComparison(RuleBasedStateMachine):
-    """Remember and retrieve on both stacks; they must agree after every step.
+    """Remember, correct, forget, link and retrieve on both stacks; they agree after every step.
 
     Configure with :meth:`bind` before running (it returns a subclass bound to one test).
     """
@@ -399,12 +404,74 @@ class MemoryComparison(RuleBasedStateMachine):
         self.runner.run(self.subject.close())
         self.subject = self.runner.run(self.factory.open(self.collection))
 
-    # -- lifecycle rules go here ----------------------------------------------------------
-    # correct / forget / link: one @rule each, drafting from self.model (targets among the
-    # stored derived memories, observations and episodes; sometimes a missing or unsupported
-    # target so both stacks must refuse alike) and running it with self.both(...). Retrieval
-    # then also compares superseded and suppressed statuses (include_superseded /
-    # include_suppressed in the retrieve rule) and the omissions' reasons.
+    # -- rules: lifecycle ---------------------------------------------------------------------
+
+    @precondition(lambda self: bool(self.model.derived or self.model.observations))
+    @rule(
+        data=st.data(),
+        text=texts,
+        when=instants,
+        with_replacement=st.booleans(),
+        rationale=st.sampled_from(["it changed", " ", "a typo"]),
+    )
+    def correct(
+        self, data: st.DataObject, text: str, when: Any, with_replacement: bool, rationale: str
+    ) -> None:
+        """Correct a stored derived memory or observation (sometimes an unknown id or a blank
+        rationale, which both stacks must refuse alike).
+        """
+        target_id = data.draw(st.sampled_from([*self.model.derived, *self.model.observations]) | ids)
+        target = (
+            CorrectionTarget.derived_memory(target_id)
+            if target_id in self.model.derived or target_id not in self.model.observations
+            else CorrectionTarget.source_object(target_id)
+        )
+        draft = CorrectMemoryDraft(target, rationale, recorded_at=when + timedelta(minutes=1))
+        if with_replacement:
+            draft = draft.with_replacement(ReplacementDerivedMemoryDraft(DerivedType.CORRECTION, text))
+        outcomes = self.both(f"correct({text!r})", lambda m: m.correct(draft))
+        if outcomes[0] is not None and outcomes[1] is not None:
+            assert outcomes[0].replacement_ids == outcomes[1].replacement_ids, "correct: replacements differ"
+            assert outcomes[1].repair_markers == ()
+            self.model.derived.extend(i for i in outcomes[1].replacement_ids if i not in self.model.derived)
+
+    @precondition(lambda self: bool(self.model.derived or self.model.observations or self.model.episodes))
+    @rule(data=st.data(), when=instants, cascade=st.booleans(), members=st.booleans())
+    def forget(self, data: st.DataObject, when: Any, cascade: bool, members: bool) -> None:
+        """Forget a stored memory (or an unknown id) with or without cascades."""
+        pool = [*self.model.derived, *self.model.observations, *self.model.episodes]
+        target_id = data.draw(st.sampled_from(pool) | ids)
+        draft = ForgetMemoryDraft.suppress(
+            target_id,
+            "the user asked",
+            apply_to_derived_from_target=cascade,
+            apply_to_thread_members=members,
+            recorded_at=when + timedelta(minutes=2),
+        )
+        outcomes = self.both("forget", lambda m: m.forget(draft))
+        if outcomes[0] is not None and outcomes[1] is not None:
+            assert outcomes[0].graph_mutated_object_ids == outcomes[1].graph_mutated_object_ids
+            assert outcomes[1].repair_markers == ()
+
+    @precondition(lambda self: len(self.model.observations) + len(self.model.derived) >= 2)
+    @rule(data=st.data(), relation=st.sampled_from(CALLER_RELATIONS), when=instants)
+    def link(self, data: st.DataObject, relation: Relation, when: Any) -> None:
+        """Link two stored memories through ``link`` (supersedes must be refused by both)."""
+        pool = [*self.model.observations, *self.model.derived]
+        draft = LinkDraft(
+            data.draw(st.sampled_from(pool)), relation, data.draw(st.sampled_from(pool)), recorded_at=when
+        )
+        outcomes = self.both(f"link({relation.value})", lambda m: m.link(draft))
+        if outcomes[0] is not None and outcomes[1] is not None:
+            assert outcomes[0].link == outcomes[1].link
+
+    @rule(query=texts, superseded=st.booleans(), suppressed=st.booleans())
+    def retrieve_with_history(self, query: str, superseded: bool, suppressed: bool) -> None:
+        """Recall including superseded and/or suppressed memories: same items and statuses."""
+        context = RetrievalContext(query=query, include_superseded=superseded, include_suppressed=suppressed)
+        packs = self.both(f"retrieve_with_history({query!r})", lambda m: m.retrieve(context))
+        if packs[0] is not None and packs[1] is not None:
+            self.compare(f"retrieve_with_history({query!r}, {superseded}, {suppressed})", packs[0], packs[1])
 
     @invariant()
     def recall_agrees(self) -> None:

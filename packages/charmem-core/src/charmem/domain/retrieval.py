@@ -89,6 +89,8 @@ class GraphLimits:
             relation are not followed (count).
         allowed_object_types: object types expansion may add (entities included by default).
         allowed_relation_types: relations expansion may follow (``None``: all but ``supersedes``).
+        context_window: observations before and after a recalled observation, in its episode,
+            that are recalled with it (count; 0 turns it off).
     """
 
     depth: int = attrs.field(default=1, validator=_positive_int)
@@ -99,6 +101,7 @@ class GraphLimits:
         default=tuple(ObjectType), converter=_object_types
     )
     allowed_relation_types: tuple[Relation, ...] | None = attrs.field(default=None, converter=_relations)
+    context_window: int = attrs.field(default=1, validator=_positive_int)
 
 
 #: Pack sections in display order with their default caps (DESIGN §6.7).

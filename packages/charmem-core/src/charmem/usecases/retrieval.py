@@ -269,6 +269,10 @@ async def retrieve_pack(
             if recall.offer(other, score, signal):
                 recall.telemetry["nodes_expanded"] += 1
 
+    # conversational context: the turns just before and after each recalled observation
+    if limits.context_window > 0:
+        await _adjacent_observations(recall, roots, limits.context_window)
+
     # currency: one hop of supersedes around every admitted memory
     admitted = sorted(recall.chosen)
     if admitted:
@@ -289,6 +293,7 @@ async def retrieve_pack(
         for other, (score, signal) in sorted(hop.items()):
             recall.offer(other, score, signal)
 
+    _rescore(recall)
     return await recall.pack(
         found.completeness,
         token_counter,
@@ -299,6 +304,55 @@ async def retrieve_pack(
 
 
 _NOTION_RELATIONS = (Relation.ABOUT, Relation.INVOLVES, Relation.MENTIONS)
+
+#: Score of a neighbouring turn relative to the observation it was reached from.
+CONTEXT_DECAY = 0.95
+
+#: Score factor of a belief that asserts names: identity knowledge the pack already shows in
+#: ``entities``, so it should not push episodic memories out of the top ranks.
+NAME_BELIEF_WEIGHT = 0.5
+
+
+def _rescore(recall: _Recall) -> None:
+    """Adjust scores once every candidate is known (documented in the module docstring)."""
+    for candidate in recall.chosen.values():
+        obj = candidate.obj
+        if isinstance(obj, DerivedMemory) and obj.assertions:
+            candidate.score *= NAME_BELIEF_WEIGHT
+
+
+async def _adjacent_observations(recall: _Recall, roots: list[MemoryId], window: int) -> None:
+    """Offer the ``window`` observations before and after each root observation in its episode.
+
+    People remember an utterance with what was said around it: the answer to a question is
+    usually the next turn. Order within an episode is (observed_at, id).
+    """
+    root_observations = [recall.chosen[i].obj for i in roots if isinstance(recall.chosen[i].obj, Observation)]
+    episodes = sorted({obs.episode_id for obs in root_observations if isinstance(obs, Observation)})
+    if not episodes:
+        return
+    links = await recall.graph.links_of(episodes, relations=[Relation.HAS_OBSERVATION])
+    await recall.load(sorted({link.to_id for link in links}))
+    turns: dict[MemoryId, list[Observation]] = defaultdict(list)
+    for link in links:
+        obs = recall.objects.get(link.to_id)
+        if isinstance(obs, Observation) and obs.episode_id == link.from_id and recall.visible(obs):
+            turns[link.from_id].append(obs)
+    for episode_turns in turns.values():
+        episode_turns.sort(key=lambda o: (o.observed_at, o.id))
+    for root_id in roots:
+        root = recall.chosen[root_id]
+        if not isinstance(root.obj, Observation):
+            continue
+        sequence = turns.get(root.obj.episode_id, [])
+        position = next((i for i, o in enumerate(sequence) if o.id == root_id), None)
+        if position is None:
+            continue
+        for offset in range(1, window + 1):
+            for neighbour in (position - offset, position + offset):
+                if 0 <= neighbour < len(sequence):
+                    score = root.score * CONTEXT_DECAY**offset
+                    recall.offer(sequence[neighbour].id, score, "context:adjacent")
 
 
 async def _named_notions(graph: GraphStore, context: RetrievalContext) -> list[MemoryId]:
