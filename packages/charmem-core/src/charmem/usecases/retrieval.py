@@ -14,13 +14,18 @@ The order of operations:
 4. Notions: focus entities and notions whose current ``KnownAs`` name occurs in the query lead
    to the memories about, involving or mentioning them (newest first, ``per_node_fanout`` each);
    a notion with more than ``hub_edge_cap`` links (retrieval stats) is a hub and is not followed.
-5. Currency: one hop of ``supersedes`` around every admitted memory. Superseded and suppressed
+5. Conversational context: the ``context_window`` observations before and after each recalled
+   observation in its episode (order: observed_at, id) score ``CONTEXT_DECAY`` per step times
+   it: people remember an utterance with what was said around it.
+6. Currency: one hop of ``supersedes`` around every admitted memory. Superseded and suppressed
    memories met anywhere are listed among the omissions with their status (suppressed beats
    superseded), or returned as items with that status under ``include_superseded`` /
    ``include_suppressed``. With ``as_of``, only what was recorded by then counts, with the
    currency it had then.
-6. Ranking: one score per item; canonical ties by (score desc, newer first, object type, id), so
-   identical stores and queries give identical packs whatever the insertion order.
+7. Ranking: one score per item (a memory met twice keeps its best score); beliefs that assert
+   names score ``NAME_BELIEF_WEIGHT`` times theirs (the pack's ``entities`` already show names);
+   canonical ties by (score desc, newer first, object type, id), so identical stores and
+   queries give identical packs whatever the insertion order.
 """
 
 from __future__ import annotations
