@@ -274,6 +274,96 @@ async def test_lexical_cue_puts_the_exact_word_match_first(
     assert stopwords.hits[0].score == pytest.approx(1.0, abs=1e-6)
 
 
+async def _fused_ties(
+    root: Path, collection: str, order: list[MemoryId], limit: int
+) -> tuple[list[tuple[MemoryId, float]], VectorRecallCompleteness]:
+    index = EdgeVectorIndex(root, collection, model_id=MODEL, vector_size=SIZE, lexical=True)
+    try:
+        best = point([1, 0, 0], text="a garden party", id=MemoryId(uuid.UUID(int=1, version=4)))
+        tied = [point([0.6, 0.8, 0], text="hello garden world", id=i) for i in order]
+        await index.upsert([*tied[:20], best, *tied[20:]])
+        result = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=limit, text="garden"))
+        return [(hit.id, hit.score) for hit in result.hits], result.completeness
+    finally:
+        index.close_sync()
+
+
+@pytest.mark.parametrize("limit", [1, 5, 30, 100])
+async def test_fused_ties_do_not_depend_on_the_insertion_order(root: Path, limit: int) -> None:
+    """Tied in both stages (70 points, more than a stage's 64): one fused score, cut by id."""
+    rng = random.Random(limit)
+    ids = [MemoryId(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(70)]
+    forward = list(ids)
+    rng.shuffle(forward)
+    first = await _fused_ties(root, "fused-a", forward, limit)
+    second = await _fused_ties(root, "fused-b", list(reversed(forward)), limit)
+    assert first == second
+    hits, completeness = first
+    assert completeness == VectorRecallCompleteness(
+        CompletenessKind.EXHAUSTIVE, scanned=71, fetched=min(limit, 71)
+    )
+    best = MemoryId(uuid.UUID(int=1, version=4))
+    # best: dense rank 0, and lexical rank 0 (BM25 scores its shorter text above the tied ones)
+    assert hits[0][0] == best
+    kept = min(limit, 71) - 1
+    assert [hit_id for hit_id, _ in hits[1:]] == sorted(ids, key=str)[:kept]
+    assert len({score for _, score in hits[1:]}) <= 1, "tied points got different fused scores"
+
+
+async def test_fusion_weights_weigh_the_lexical_stage(root: Path) -> None:
+    weather = point([1, 0, 0], text="we talked about the weather on a sunny afternoon")
+    biscuit = point([0.6, 0.8, 0], text="my sister adopted a greyhound named Biscuit")
+    index = EdgeVectorIndex(
+        root, "weighted", model_id=MODEL, vector_size=SIZE, lexical=True, fusion_weights=(1, 3)
+    )
+    try:
+        assert index.fusion_weights == (1.0, 3.0)
+        assert "fusion_weights=(1.0, 3.0)" in repr(index)
+        await index.upsert([weather, biscuit])
+        fused = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=2, text="biscuit"))
+        # biscuit: dense rank 1, lexical rank 0 of weight 3 -> 1/61 + 1/(1/3 + 59)
+        assert ids_of(fused) == [biscuit.id, weather.id]
+        assert fused.hits[0].score == pytest.approx(1 / 61 + 1 / (1 / 3 + 59), rel=1e-12)
+        assert fused.hits[1].score == pytest.approx(1 / 60, rel=1e-12)
+    finally:
+        index.close_sync()
+    for bad in ((1.0, 0.0), (1.0, -2.0), (math.inf, 1.0), (1.0,), "ab"):
+        with pytest.raises(ConfigurationError) as caught:
+            EdgeVectorIndex(
+                root,
+                "bad",
+                model_id=MODEL,
+                vector_size=SIZE,
+                fusion_weights=bad,  # type: ignore[arg-type]
+            )
+        assert caught.value.key == "fusion_weights"
+    assert not (root / "bad").exists()
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(None, 1.0), ("2.5", 2.5), (" 0.5 ", 0.5)])
+def test_from_settings_reads_the_lexical_weight(
+    root: Path, raw: str | None, expected: float
+) -> None:
+    extra = {} if raw is None else {"VECTOR_LEXICAL_WEIGHT": raw}
+    index = EdgeVectorIndex.from_settings(
+        _settings(root, **extra), "weight", model_id=MODEL, vector_size=SIZE
+    )
+    try:
+        assert index.fusion_weights == (1.0, expected)
+    finally:
+        index.close_sync()
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "nan", "inf", "heavy"])
+def test_from_settings_rejects_a_malformed_lexical_weight(root: Path, raw: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        EdgeVectorIndex.from_settings(
+            _settings(root, VECTOR_LEXICAL_WEIGHT=raw), "c", model_id=MODEL, vector_size=SIZE
+        )
+    assert caught.value.key == "VECTOR_LEXICAL_WEIGHT"
+    assert not root.exists()
+
+
 async def test_lexical_cue_is_off_by_default(index: EdgeVectorIndex) -> None:
     weather = point([1, 0, 0], text="weather")
     biscuit = point([0.6, 0.8, 0], text="Biscuit the greyhound")

@@ -241,6 +241,66 @@ async def test_lexical_cue_fuses_bm25_with_rrf(lexical_index: QdrantServiceVecto
     assert stopwords.hits[0].score == pytest.approx(1.0, abs=1e-6)
 
 
+async def _fused_ties(
+    order: list[MemoryId], limit: int
+) -> tuple[list[tuple[MemoryId, float]], VectorRecallCompleteness]:
+    index = await open_local("fused-ties", lexical=True)
+    try:
+        best = point([1, 0, 0], text="a garden party", id=MemoryId(uuid.UUID(int=1, version=4)))
+        tied = [point([0.6, 0.8, 0], text="hello garden world", id=i) for i in order]
+        await index.upsert([*tied[:20], best])
+        await index.upsert(tied[20:])
+        result = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=limit, text="garden"))
+        return [(hit.id, hit.score) for hit in result.hits], result.completeness
+    finally:
+        await index.close()
+
+
+@pytest.mark.parametrize("limit", [1, 5, 30, 100])
+async def test_fused_ties_do_not_depend_on_the_insertion_order(limit: int) -> None:
+    """Tied in both stages (70 points, more than a stage's 64): one fused score, cut by id."""
+    rng = random.Random(limit)
+    ids = [MemoryId(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(70)]
+    forward = list(ids)
+    rng.shuffle(forward)
+    first = await _fused_ties(forward, limit)
+    second = await _fused_ties(list(reversed(forward)), limit)
+    assert first == second
+    hits, completeness = first
+    assert completeness == VectorRecallCompleteness(
+        CompletenessKind.EXHAUSTIVE, scanned=71, fetched=min(limit, 71)
+    )
+    assert hits[0][0] == MemoryId(uuid.UUID(int=1, version=4))
+    kept = min(limit, 71) - 1
+    assert [hit_id for hit_id, _ in hits[1:]] == sorted(ids, key=str)[:kept]
+    assert len({score for _, score in hits[1:]}) <= 1, "tied points got different fused scores"
+
+
+async def test_fusion_weights_are_read_and_applied() -> None:
+    index = await open_local("weighted", lexical=True, fusion_weights=(1.0, 3.0))
+    try:
+        assert index.fusion_weights == (1.0, 3.0)
+        weather = point([1, 0, 0], text="we talked about the weather on a sunny afternoon")
+        biscuit = point([0.6, 0.8, 0], text="my sister adopted a greyhound named Biscuit")
+        await index.upsert([weather, biscuit])
+        fused = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=2, text="biscuit"))
+        assert ids_of(fused) == [biscuit.id, weather.id]
+        assert fused.hits[0].score == pytest.approx(1 / 61 + 1 / (1 / 3 + 59), rel=1e-12)
+    finally:
+        await index.close()
+    with pytest.raises(ConfigurationError) as caught:
+        await open_local("weighted", fusion_weights=(1.0, 0.0))
+    assert caught.value.key == "fusion_weights"
+    default = await open_local("default-weights")
+    assert default.fusion_weights == (1.0, 1.0)
+    await default.close()
+    # from_settings_async reads VECTOR_LEXICAL_WEIGHT with the embedded index's parser
+    from charmem_qdrant._edge import _weights_from_settings
+
+    settings = _service_settings("http://127.0.0.1:6334", VECTOR_LEXICAL_WEIGHT="2")
+    assert _weights_from_settings(settings) == (1.0, 2.0)
+
+
 async def test_lexical_cue_is_off_unless_asked(index: QdrantServiceVectorIndex) -> None:
     weather, biscuit = (
         point([1, 0, 0], text="weather"),
@@ -391,6 +451,10 @@ def test_entry_point_names_the_service_index() -> None:
             {"QDRANT_CONNECTION_STRING": "http://127.0.0.1:6334", "VECTOR_LEXICAL_CUE": "maybe"},
             "VECTOR_LEXICAL_CUE",
         ),
+        (
+            {"QDRANT_CONNECTION_STRING": "http://127.0.0.1:6334", "VECTOR_LEXICAL_WEIGHT": "0"},
+            "VECTOR_LEXICAL_WEIGHT",
+        ),
     ],
 )
 async def test_from_settings_rejects_malformed_keys(mapping: dict[str, str], key: str) -> None:
@@ -503,11 +567,12 @@ _WORDS = [
 ]
 
 
-def _dataset(seed: int, *, ties: bool) -> list[VectorPoint]:
-    """Points with random vectors and texts of distinct lengths, plus a tied group if ``ties``.
+def _dataset(seed: int) -> list[VectorPoint]:
+    """Points with random vectors and texts of distinct lengths, plus two tied groups.
 
-    Qdrant orders exactly tied points within a fused stage in its own order (see the README), so
-    the fused comparisons use a dataset without ties; the dense ones include them.
+    The tied groups hold identical points (one with no text, one with the same text), so both the
+    dense and the BM25 stage hold ties; the fusion gives tied points one rank per stage, so fused
+    candidates compare exactly too (see the README's fusion rule).
     """
     rng = random.Random(seed)
     kinds = (ObjectType.EPISODE, ObjectType.OBSERVATION, ObjectType.DERIVED, ObjectType.THREAD)
@@ -516,8 +581,9 @@ def _dataset(seed: int, *, ties: bool) -> list[VectorPoint]:
         vector = [rng.uniform(-1, 1) for _ in range(SIZE)]
         words = [rng.choice(_WORDS) for _ in range(3 + n)]  # a distinct length per text
         points.append(point(vector, kinds[n % 4], text=" ".join(words)))
-    if ties:
-        points += [point([0.2, 0.4, 0.6], ObjectType.DERIVED) for _ in range(25)]  # tied, no text
+    points += [point([0.2, 0.4, 0.6], ObjectType.DERIVED) for _ in range(25)]  # tied, no text
+    tied_text = "tea garden walk rain"  # the BM25 stage of queries with these words ties
+    points += [point([-0.5, 0.1, 0.3], ObjectType.EPISODE, text=tied_text) for _ in range(25)]
     return points
 
 
@@ -542,7 +608,7 @@ def _queries(seed: int) -> list[VectorQuery]:
 async def _compare(service: QdrantServiceVectorIndex, root: Path, *, lexical: bool) -> int:
     embedded = EdgeVectorIndex(root, "parity", model_id=MODEL, vector_size=SIZE, lexical=lexical)
     try:
-        points = _dataset(7, ties=not lexical)
+        points = _dataset(7)
         for chunk in (points[:50], points[50:]):
             await service.upsert(chunk)
             await embedded.upsert(list(reversed(chunk)))

@@ -12,9 +12,10 @@ from charmem_qdrant._edge import (
     DENSE_VECTOR,
     LEXICAL_CUE_KEY,
     LEXICAL_VECTOR,
-    RRF_K,
+    LEXICAL_WEIGHT_KEY,
     EdgeVectorIndex,
 )
+from charmem_qdrant._fusion import DEFAULT_FUSION_WEIGHTS, RRF_K
 from charmem_qdrant._marker import MARKER_FILE_NAME, SCHEMA_VERSION, ShardMarker
 from charmem_qdrant._version import __version__
 
@@ -46,9 +47,11 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "COLLECTION_PREFIX",
+    "DEFAULT_FUSION_WEIGHTS",
     "DENSE_VECTOR",
     "LEXICAL_CUE_KEY",
     "LEXICAL_VECTOR",
+    "LEXICAL_WEIGHT_KEY",
     "MARKER_FILE_NAME",
     "METADATA_KEY",
     "RRF_K",

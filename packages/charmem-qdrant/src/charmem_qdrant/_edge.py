@@ -10,7 +10,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import qdrant_edge as qe
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
@@ -28,6 +28,14 @@ from charmem.errors import (
 from charmem.log import get_logger
 from charmem.ports import VectorHit, VectorPoint, VectorQuery, VectorSearchResult
 from charmem.settings import validate_collection_name
+from charmem_qdrant._fusion import (
+    DEFAULT_FUSION_WEIGHTS,
+    RRF_K,
+    StageRanker,
+    check_weights,
+    rrf_fuse,
+    stage_size,
+)
 from charmem_qdrant._marker import MARKER_FILE_NAME, ShardMarker
 
 if TYPE_CHECKING:
@@ -37,6 +45,7 @@ __all__ = [
     "DENSE_VECTOR",
     "LEXICAL_CUE_KEY",
     "LEXICAL_VECTOR",
+    "LEXICAL_WEIGHT_KEY",
     "RRF_K",
     "EdgeVectorIndex",
 ]
@@ -47,24 +56,19 @@ _T = TypeVar("_T")
 DENSE_VECTOR: Final = "dense"
 #: Name of the sparse BM25 vector (``Modifier.Idf``) in every shard.
 LEXICAL_VECTOR: Final = "lexical"
-#: The ``k`` of reciprocal rank fusion: a point at 0-based rank ``r`` of a stage gets ``1/(k+r)``.
-RRF_K: Final = 60
 #: Settings key (read from ``Settings.extra``) that turns the lexical cue off or on:
 #: ``true`` (the default, DESIGN §6.1) or ``false``.
 LEXICAL_CUE_KEY: Final = "VECTOR_LEXICAL_CUE"
+#: Settings key (read from ``Settings.extra``): the RRF weight of the lexical stage, a finite
+#: number > 0 (default 1.0; the dense stage weighs 1.0).
+LEXICAL_WEIGHT_KEY: Final = "VECTOR_LEXICAL_WEIGHT"
 
 _PAYLOAD_TYPE: Final = "object_type"
 _PAYLOAD_ID: Final = "memory_id"
-_TIE_MARGIN: Final = 8  # points fetched beyond ``limit`` to see whether the boundary is tied
-_MIN_PREFETCH: Final = 64  # smallest per-stage candidate count of a fused query
 _SCROLL_PAGE: Final = 1024
 _LOCK_RETRY_WAIT: Final = 0.05  # seconds between attempts to take a held shard lock
 
 _log = get_logger("charmem_qdrant")
-
-# The stub declares ``Fusion.Rrf`` as a nested class, not a ``Fusion``; at runtime it is the
-# fusion query ``QueryRequest`` expects.
-_RRF = cast("qe.Fusion", qe.Fusion.Rrf(k=RRF_K))
 
 
 def _is_lock_error(exc: BaseException) -> bool:
@@ -94,6 +98,44 @@ def _parse_bool(settings: Settings, key: str, default: bool) -> bool:
     raise ConfigurationError(f"{key}={raw!r} must be true or false", key=key)
 
 
+def _weights_from_settings(settings: Settings) -> tuple[float, float]:
+    """The fusion weights (dense 1.0, lexical ``VECTOR_LEXICAL_WEIGHT`` or 1.0).
+
+    Raises:
+        ConfigurationError: ``VECTOR_LEXICAL_WEIGHT`` is not a finite number > 0.
+    """
+    raw = settings.extra.get(LEXICAL_WEIGHT_KEY)
+    if raw is None or not raw.strip():
+        return DEFAULT_FUSION_WEIGHTS
+    try:
+        weight = float(raw)
+    except ValueError:
+        weight = math.nan
+    if not math.isfinite(weight) or weight <= 0:
+        raise ConfigurationError(
+            f"{LEXICAL_WEIGHT_KEY}={raw!r} must be a finite number > 0 (the RRF weight of the "
+            f"lexical stage; set {LEXICAL_CUE_KEY}=false to turn the cue off)",
+            key=LEXICAL_WEIGHT_KEY,
+        )
+    return (DEFAULT_FUSION_WEIGHTS[0], weight)
+
+
+def _checked_weights(weights: Sequence[float]) -> tuple[float, float]:
+    """Constructor ``fusion_weights`` as (dense, lexical) floats.
+
+    Raises:
+        ConfigurationError: not two finite numbers > 0.
+    """
+    try:
+        dense, lexical = check_weights(weights, 2)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"fusion_weights must be (dense, lexical), two finite numbers > 0: {exc}",
+            key="fusion_weights",
+        ) from exc
+    return dense, lexical
+
+
 def _type_filter(object_types: Sequence[ObjectType]) -> qe.Filter | None:
     if not object_types:
         return None
@@ -101,33 +143,9 @@ def _type_filter(object_types: Sequence[ObjectType]) -> qe.Filter | None:
     return qe.Filter(must=[qe.FieldCondition(_PAYLOAD_TYPE, match=qe.MatchAny(values))])
 
 
-def _rank(
-    fetch_top: Callable[[int], list[qe.ScoredPoint]], limit: int, available: int
-) -> list[qe.ScoredPoint]:
-    """The ``limit`` best points by (score descending, id ascending), whatever Qdrant's tie order.
-
-    Qdrant returns the best ``n`` points by score but orders (and cuts) equal scores in no
-    guaranteed order. So this fetches ``limit + margin`` points and, while the last fetched
-    point still ties with the ``limit``-th, fetches twice as many, until every point tied at
-    the boundary is in hand; then it sorts by (score desc, id asc) and cuts.
-
-    Args:
-        fetch_top: returns Qdrant's top ``n`` points for the query, given ``n``.
-        limit: points wanted (count, >= 1).
-        available: an upper bound on the points the query can return (count).
-
-    Returns:
-        At most ``limit`` points in canonical order.
-    """
-    fetch = max(1, min(limit + _TIE_MARGIN, available))
-    while True:
-        points = sorted(fetch_top(fetch), key=lambda p: (-p.score, str(p.id)))
-        if len(points) < fetch or fetch >= available or len(points) <= limit:
-            break
-        if points[-1].score < points[limit - 1].score:
-            break
-        fetch = min(fetch * 2, available)
-    return points[:limit]
+def _point_key(point: qe.ScoredPoint) -> tuple[str, float]:
+    """A scored point's (id, score), the input of the canonical ranking and of the fusion."""
+    return str(point.id), float(point.score)
 
 
 def _shard_path(root: str | os.PathLike[str], collection: str) -> tuple[Path, Path]:
@@ -197,6 +215,16 @@ class EdgeVectorIndex:
     Point ids are the MemoryId UUIDs. Search is an exact scan (no HNSW is ever built, the
     indexing threshold is zero), so recall is always reported ``exhaustive``.
 
+    Fusion (lexical cue on, query text with BM25 terms): the dense and the BM25 stage run as two
+    plain Qdrant queries in one ``query_batch`` call, each ranked canonically (score descending,
+    id ascending, fetching more while its cut is tied), and are fused here by reciprocal rank
+    fusion as Qdrant defines it (``k`` = :data:`RRF_K`, 0-based ranks, ``fusion_weights``), except
+    that points with equal stage scores share the rank of the first of their tie group. Qdrant's
+    own ``Fusion.Rrf`` is not used because, measured on Qdrant Edge 0.9, it ranks equal stage
+    scores by where the points are stored, an order set by the insertion order: identical points
+    got different fused scores and the hits depended on the insertion order, against DESIGN
+    §6.6. The rule lives in :mod:`charmem_qdrant._fusion`, shared with the service index.
+
     Durability: every write is applied to the shard's write-ahead log and then flushed
     (``msync``/``fsync``) before the call returns, so an acknowledged write survives a process
     kill and an OS crash. Exclusivity: the shard's WAL lock admits one opener at a time; a
@@ -214,10 +242,13 @@ class EdgeVectorIndex:
         vector_size: the dense vector dimension (recorded in the marker), >= 1.
         lexical: fuse a BM25 lexical cue into :meth:`search` when the query has text.
         lock_timeout: seconds to keep retrying a shard held by another opener.
+        fusion_weights: the RRF weights of the (dense, lexical) stages, finite and > 0; (1.0,
+            1.0), Qdrant's unweighted RRF, by default. A stage at rank ``r`` adds
+            ``1 / ((r + 1) / weight + k - 1)``, i.e. ``1 / (k + r)`` at weight 1.0.
 
     Raises:
-        ConfigurationError: bad collection name, a path escaping ``root``, bad ``model_id`` or
-            ``vector_size``, or a marker naming another collection.
+        ConfigurationError: bad collection name, a path escaping ``root``, bad ``model_id``,
+            ``vector_size`` or ``fusion_weights``, or a marker naming another collection.
         DimensionMismatchError: the shard stores vectors of another size.
         EmbedderMismatchError: the shard was indexed with another model of the same size.
         StoreLockedError: another opener holds the shard.
@@ -233,8 +264,10 @@ class EdgeVectorIndex:
         vector_size: int,
         lexical: bool = False,
         lock_timeout: float = 1.0,
+        fusion_weights: tuple[float, float] = DEFAULT_FUSION_WEIGHTS,
     ) -> None:
         root_path, path = _shard_path(root, collection)
+        weights = _checked_weights(fusion_weights)
         if not isinstance(model_id, str) or not model_id.strip():
             raise ConfigurationError("model_id must be a non-empty string", key="model_id")
         if isinstance(vector_size, bool) or not isinstance(vector_size, int) or vector_size < 1:
@@ -247,6 +280,7 @@ class EdgeVectorIndex:
         self._model_id = model_id
         self._vector_size = vector_size
         self._lexical = lexical
+        self._weights = weights
         self._lock_timeout = lock_timeout
         self._lock = threading.Lock()
         self._bm25 = qe.Bm25()
@@ -260,8 +294,9 @@ class EdgeVectorIndex:
     ) -> EdgeVectorIndex:
         """Open (or create) the shard of ``collection`` under ``settings.vector_store_path``.
 
-        Reads ``VECTOR_LEXICAL_CUE`` (``true``/``false``, default false) from
-        ``settings.extra``.
+        Reads ``VECTOR_LEXICAL_CUE`` (``true``/``false``, default true) and
+        ``VECTOR_LEXICAL_WEIGHT`` (the lexical stage's RRF weight, a finite number > 0, default
+        1.0) from ``settings.extra``.
 
         Args:
             settings: the deployment settings.
@@ -273,7 +308,8 @@ class EdgeVectorIndex:
             An open index bound to the collection's shard.
 
         Raises:
-            ConfigurationError: see the class; also a malformed ``VECTOR_LEXICAL_CUE``.
+            ConfigurationError: see the class; also a malformed ``VECTOR_LEXICAL_CUE`` or
+                ``VECTOR_LEXICAL_WEIGHT``.
             DimensionMismatchError: see the class.
             EmbedderMismatchError: see the class.
             StoreLockedError: see the class.
@@ -281,12 +317,14 @@ class EdgeVectorIndex:
         """
         validate_collection_name(collection)
         lexical = _parse_bool(settings, LEXICAL_CUE_KEY, default=True)
+        weights = _weights_from_settings(settings)
         return cls(
             settings.vector_store_path,
             collection,
             model_id=model_id,
             vector_size=vector_size,
             lexical=lexical,
+            fusion_weights=weights,
         )
 
     @classmethod
@@ -483,6 +521,11 @@ class EdgeVectorIndex:
         return self._lexical
 
     @property
+    def fusion_weights(self) -> tuple[float, float]:
+        """The RRF weights of the (dense, lexical) stages of a fused search."""
+        return self._weights
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`close` has run."""
         return self._shard is None
@@ -492,7 +535,7 @@ class EdgeVectorIndex:
         return (
             f"EdgeVectorIndex(collection={self._collection!r}, path='{self._path}', "
             f"model_id={self._model_id!r}, vector_size={self._vector_size}, "
-            f"lexical={self._lexical}, {state})"
+            f"lexical={self._lexical}, fusion_weights={self._weights}, {state})"
         )
 
     # ------------------------------------------------------------------ plumbing
@@ -598,51 +641,44 @@ class EdgeVectorIndex:
         vector = self._checked_vector(query.vector, "the query vector")
         limit = query.limit
         type_filter = _type_filter(query.object_types)
-        sparse: qe.SparseVector | None = None
+        stages: list[qe.Query] = [qe.Query.Nearest(vector, using=DENSE_VECTOR)]
         if self._lexical and query.text and query.text.strip():
-            candidate = self._bm25.embed_query(query.text)
-            if candidate.indices:
-                sparse = candidate
-        dense_query = qe.Query.Nearest(vector, using=DENSE_VECTOR)
+            sparse = self._bm25.embed_query(query.text)
+            if sparse.indices:
+                stages.append(qe.Query.Nearest(sparse, using=LEXICAL_VECTOR))
         exact = qe.SearchParams(exact=True)
 
-        def dense_top(n: int, shard: qe.EdgeShard) -> list[qe.ScoredPoint]:
-            request = qe.QueryRequest(
-                limit=n, query=dense_query, filter=type_filter, params=exact, with_payload=True
-            )
-            return shard.query(request)
-
-        def fused_top(n: int, shard: qe.EdgeShard, stage: int) -> list[qe.ScoredPoint]:
-            assert sparse is not None  # noqa: S101 - narrowed by the caller
-            prefetches = [
-                qe.Prefetch(limit=stage, query=dense_query, filter=type_filter, params=exact),
-                qe.Prefetch(
-                    limit=stage,
-                    query=qe.Query.Nearest(sparse, using=LEXICAL_VECTOR),
-                    filter=type_filter,
-                ),
-            ]
-            request = qe.QueryRequest(
+        def request(stage: int, n: int) -> qe.QueryRequest:
+            return qe.QueryRequest(
                 limit=n,
-                query=_RRF,
-                prefetches=prefetches,
+                query=stages[stage],
                 filter=type_filter,
+                params=exact if stage == 0 else None,  # ``exact`` concerns the dense search only
                 with_payload=True,
             )
-            return shard.query(request)
 
-        def run(shard: qe.EdgeShard) -> tuple[int, list[qe.ScoredPoint]]:
+        def run(shard: qe.EdgeShard) -> tuple[int, list[list[qe.ScoredPoint]]]:
             scanned = shard.count(qe.CountRequest(exact=True, filter=type_filter))
             if limit <= 0 or scanned == 0:
                 return scanned, []
-            if sparse is None:
-                return scanned, _rank(lambda n: dense_top(n, shard), limit, scanned)
-            stage = max(4 * limit, _MIN_PREFETCH)
-            available = min(scanned, 2 * stage)
-            return scanned, _rank(lambda n: fused_top(n, shard, stage), limit, available)
+            want = limit if len(stages) == 1 else stage_size(limit)
+            ranker = StageRanker([want] * len(stages), scanned, _point_key)
+            while ranker.pending:
+                batch = qe.QueryBatchRequest([request(s, n) for s, n in ranker.pending])
+                ranker.accept(shard.query_batch(batch))
+            return scanned, ranker.ranked()
 
-        scanned, scored = self._run("search", run)
-        hits = tuple(self._hit(point) for point in scored)
+        scanned, ranked = self._run("search", run)
+        if len(ranked) <= 1:
+            hits = tuple(self._hit(point, point.score) for stage in ranked for point in stage)
+        else:
+            by_id = {str(point.id): point for stage in ranked for point in stage}
+            fused = rrf_fuse(
+                [[_point_key(point) for point in stage] for stage in ranked],
+                k=RRF_K,
+                weights=self._weights,
+            )
+            hits = tuple(self._hit(by_id[point_id], score) for point_id, score in fused[:limit])
         return VectorSearchResult(
             hits=hits,
             completeness=VectorRecallCompleteness(
@@ -650,7 +686,7 @@ class EdgeVectorIndex:
             ),
         )
 
-    def _hit(self, point: qe.ScoredPoint) -> VectorHit:
+    def _hit(self, point: qe.ScoredPoint, score: float) -> VectorHit:
         payload: Mapping[str, object] = point.payload or {}
         try:
             object_type = ObjectType(payload[_PAYLOAD_TYPE])
@@ -661,17 +697,21 @@ class EdgeVectorIndex:
                 f"valid {_PAYLOAD_TYPE!r} payload or id; the shard was written by something else. "
                 "Rebuild it with rebuild_vector_index()"
             ) from exc
-        return VectorHit(memory_id, object_type, float(point.score))
+        return VectorHit(memory_id, object_type, float(score))
 
     async def search(self, query: VectorQuery) -> VectorSearchResult:
         """Nearest points to ``query.vector`` among ``query.object_types`` (all when empty).
 
-        The dense search is an exact cosine scan. With the lexical cue on and a query ``text``
-        that has BM25 terms, the dense stage and a BM25 sparse stage (both filtered, each its
-        best ``max(4 * limit, 64)`` points) are fused by reciprocal rank fusion in Qdrant
-        (``Fusion.Rrf``, ``k`` = :data:`RRF_K`: ``score = sum over stages of 1 / (k + rank)``,
-        0-based rank) and the hit score is the fused score. Hits are ordered by score
-        descending, ties by id ascending, whatever the insertion order.
+        The dense search is an exact cosine scan and the hit score its cosine. With the lexical
+        cue on and a query ``text`` that has BM25 terms, the dense stage and a BM25 sparse stage
+        (both filtered, each its best ``max(4 * limit, 64)`` points by score descending, id
+        ascending) run as one ``query_batch`` and are fused client-side by reciprocal rank
+        fusion: ``score = sum over stages of 1 / ((rank + 1) / weight + k - 1)``, which is
+        ``1 / (k + rank)`` at the default weight 1.0, ``k`` = :data:`RRF_K`, ``rank`` 0-based
+        and shared by points with equal stage scores (the first rank of their tie group); the
+        hit score is the fused score. Hits are ordered by score descending, ties by id
+        ascending, whatever the insertion order (see the class for why the fusion is not
+        Qdrant's ``Fusion.Rrf``).
 
         Args:
             query: the vector (``vector_size`` finite floats), limit (count), object types and

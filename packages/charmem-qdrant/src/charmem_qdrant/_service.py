@@ -21,16 +21,22 @@ from charmem.log import get_logger
 from charmem.ports import VectorHit, VectorPoint, VectorQuery, VectorSearchResult
 from charmem.settings import validate_collection_name
 from charmem_qdrant._edge import (
-    _MIN_PREFETCH,
     _PAYLOAD_ID,
     _PAYLOAD_TYPE,
     _SCROLL_PAGE,
-    _TIE_MARGIN,
     DENSE_VECTOR,
     LEXICAL_CUE_KEY,
     LEXICAL_VECTOR,
-    RRF_K,
+    _checked_weights,
     _parse_bool,
+    _weights_from_settings,
+)
+from charmem_qdrant._fusion import (
+    DEFAULT_FUSION_WEIGHTS,
+    RRF_K,
+    StageRanker,
+    rrf_fuse,
+    stage_size,
 )
 from charmem_qdrant._marker import ShardMarker
 
@@ -87,6 +93,11 @@ def _type_filter(object_types: Sequence[ObjectType]) -> models.Filter | None:
     return models.Filter(
         must=[models.FieldCondition(key=_PAYLOAD_TYPE, match=models.MatchAny(any=values))]
     )
+
+
+def _point_key(point: models.ScoredPoint) -> tuple[str, float]:
+    """A scored point's (id, score), the input of the canonical ranking and of the fusion."""
+    return str(point.id), float(point.score)
 
 
 def _is_unavailable(exc: BaseException) -> bool:
@@ -200,10 +211,18 @@ class QdrantServiceVectorIndex:
       size raises :class:`~charmem.errors.DimensionMismatchError`, another model of the same size
       :class:`~charmem.errors.EmbedderMismatchError`; a collection without the marker is adopted
       when empty and refused (``ConfigurationError``) when it holds points.
-    * **Search**: exact dense search, or with the lexical cue the same two filtered ``Prefetch``
-      stages fused by ``Rrf(k=60)``; hits ordered by score descending, ties by id ascending
-      (fetching more while the boundary is tied); completeness ``exhaustive`` with ``scanned`` =
-      the exact filtered count.
+    * **Search**: exact dense search, or with the lexical cue the same two filtered stages as
+      the embedded shard (exact dense cosine and BM25, each its best ``max(4 * limit, 64)``
+      points) run as plain queries in one ``query_batch_points`` request, each ranked by score
+      descending, id ascending (fetching more while a cut is tied), and fused client-side by the
+      shared rule of :mod:`charmem_qdrant._fusion`: reciprocal rank fusion as Qdrant defines it
+      (``k`` = 60, 0-based ranks, ``fusion_weights``) except that points with equal stage scores
+      share the rank of the first of their tie group. Qdrant's ``RrfQuery`` is not used: it ranks
+      equal stage scores by where the points are stored, an order set by the insertion order
+      (measured on qdrant-client's local mode and Qdrant Edge), so identical points got different
+      fused scores and hits depended on the insertion order, against DESIGN §6.6. Hits are ordered
+      by score descending, ties by id ascending; completeness ``exhaustive`` with ``scanned`` = the
+      exact filtered count.
     * **Failures**: every call is bounded by ``timeout`` seconds in total; a call refused as
       ``UNAVAILABLE`` (server down or restarting) is tried up to 3 times within that budget (every
       call is idempotent). Anything else from the driver, or running out of time, raises
@@ -223,6 +242,8 @@ class QdrantServiceVectorIndex:
         endpoint: how to name the server in messages (never holding credentials).
         owns_client: close ``client`` on :meth:`close`.
         api_key: a secret to scrub from error messages (the client's API key).
+        fusion_weights: the RRF weights of the (dense, lexical) stages, finite and > 0; (1.0,
+            1.0) by default (as :class:`~charmem_qdrant.EdgeVectorIndex`).
     """
 
     def __init__(
@@ -237,8 +258,10 @@ class QdrantServiceVectorIndex:
         endpoint: str = "the Qdrant server",
         owns_client: bool = False,
         api_key: str | None = None,
+        fusion_weights: tuple[float, float] = DEFAULT_FUSION_WEIGHTS,
     ) -> None:
         self._name = service_collection_name(collection)
+        weights = _checked_weights(fusion_weights)
         if not isinstance(model_id, str) or not model_id.strip():
             raise ConfigurationError("model_id must be a non-empty string", key="model_id")
         if isinstance(vector_size, bool) or not isinstance(vector_size, int) or vector_size < 1:
@@ -254,6 +277,7 @@ class QdrantServiceVectorIndex:
         self._model_id = model_id
         self._vector_size = vector_size
         self._lexical = lexical
+        self._weights = weights
         self._timeout = float(timeout)
         self._endpoint = endpoint
         self._owns_client = owns_client
@@ -275,6 +299,7 @@ class QdrantServiceVectorIndex:
         endpoint: str = "the Qdrant server",
         owns_client: bool = False,
         api_key: str | None = None,
+        fusion_weights: tuple[float, float] = DEFAULT_FUSION_WEIGHTS,
     ) -> QdrantServiceVectorIndex:
         """Open (or create) the collection's Qdrant collection and check its fingerprint.
 
@@ -288,13 +313,14 @@ class QdrantServiceVectorIndex:
             endpoint: how to name the server in messages.
             owns_client: close ``client`` when the index is closed (also on a failed open).
             api_key: a secret to scrub from error messages.
+            fusion_weights: the RRF weights of the (dense, lexical) stages, finite and > 0.
 
         Returns:
             QdrantServiceVectorIndex: an open index.
 
         Raises:
-            ConfigurationError: bad name, model id, size or timeout; a collection holding points
-                but no charmem marker; or a marker naming another collection.
+            ConfigurationError: bad name, model id, size, timeout or fusion weights; a collection
+                holding points but no charmem marker; or a marker naming another collection.
             DimensionMismatchError: the collection stores vectors of another size.
             EmbedderMismatchError: the collection was indexed with another model of that size.
             BackendError: the server is unreachable, too slow, or failed.
@@ -309,6 +335,7 @@ class QdrantServiceVectorIndex:
             endpoint=endpoint,
             owns_client=owns_client,
             api_key=api_key,
+            fusion_weights=fusion_weights,
         )
         try:
             await index._prepare()
@@ -325,7 +352,8 @@ class QdrantServiceVectorIndex:
 
         Reads ``QDRANT_CONNECTION_STRING`` (``http(s)://host:grpc-port``, port default 6334),
         ``QDRANT_API_KEY`` (optional) and, from ``settings.extra``, ``QDRANT_TIMEOUT`` (seconds
-        per call, default 5) and ``VECTOR_LEXICAL_CUE`` (default true).
+        per call, default 5), ``VECTOR_LEXICAL_CUE`` (default true) and ``VECTOR_LEXICAL_WEIGHT``
+        (the lexical stage's RRF weight, default 1.0).
 
         Raises:
             ConfigurationError, DimensionMismatchError, EmbedderMismatchError, BackendError: as
@@ -333,6 +361,7 @@ class QdrantServiceVectorIndex:
         """
         validate_collection_name(collection)
         lexical = _parse_bool(settings, LEXICAL_CUE_KEY, default=True)
+        weights = _weights_from_settings(settings)
         timeout = _timeout_from_settings(settings.extra)
         client, endpoint = _client_from_settings(settings, timeout)
         return await cls.open(
@@ -345,6 +374,7 @@ class QdrantServiceVectorIndex:
             endpoint=endpoint,
             owns_client=True,
             api_key=settings.qdrant_api_key,
+            fusion_weights=weights,
         )
 
     @classmethod
@@ -382,6 +412,7 @@ class QdrantServiceVectorIndex:
             endpoint=endpoint,
             owns_client=True,
             api_key=settings.qdrant_api_key,
+            fusion_weights=_weights_from_settings(settings),
         )
 
     @classmethod
@@ -582,6 +613,11 @@ class QdrantServiceVectorIndex:
         return self._lexical
 
     @property
+    def fusion_weights(self) -> tuple[float, float]:
+        """The RRF weights of the (dense, lexical) stages of a fused search."""
+        return self._weights
+
+    @property
     def timeout(self) -> float:
         """Seconds one call may take."""
         return self._timeout
@@ -602,7 +638,8 @@ class QdrantServiceVectorIndex:
             f"QdrantServiceVectorIndex(collection={self._collection!r}, "
             f"qdrant_collection={self._name!r}, endpoint={self._endpoint!r}, "
             f"model_id={self._model_id!r}, vector_size={self._vector_size}, "
-            f"lexical={self._lexical}, timeout={self._timeout:g}, {state})"
+            f"lexical={self._lexical}, fusion_weights={self._weights}, "
+            f"timeout={self._timeout:g}, {state})"
         )
 
     # ------------------------------------------------------------------ plumbing
@@ -720,30 +757,15 @@ class QdrantServiceVectorIndex:
 
     # ------------------------------------------------------------------ reads
 
-    async def _rank(
-        self,
-        fetch_top: Callable[[int], Awaitable[list[models.ScoredPoint]]],
-        limit: int,
-        available: int,
-    ) -> list[models.ScoredPoint]:
-        """The ``limit`` best points by (score descending, id ascending); see ``_edge._rank``."""
-        fetch = max(1, min(limit + _TIE_MARGIN, available))
-        while True:
-            points = sorted(await fetch_top(fetch), key=lambda p: (-p.score, str(p.id)))
-            if len(points) < fetch or fetch >= available or len(points) <= limit:
-                break
-            if points[-1].score < points[limit - 1].score:
-                break
-            fetch = min(fetch * 2, available)
-        return points[:limit]
-
     async def search(self, query: VectorQuery) -> VectorSearchResult:
         """Nearest points to ``query.vector`` among ``query.object_types`` (all when empty).
 
         Exactly :meth:`EdgeVectorIndex.search <charmem_qdrant.EdgeVectorIndex.search>`: an exact
         cosine scan, or with the lexical cue and a cue text with BM25 terms the dense and sparse
-        stages (each its best ``max(4 * limit, 64)`` filtered points) fused by ``Rrf(k=60)``;
-        ordered by score descending, ties by id ascending.
+        stages (each its best ``max(4 * limit, 64)`` filtered points by score descending, id
+        ascending) as one ``query_batch_points`` request, fused client-side by reciprocal rank
+        fusion with ``k`` = 60 and tied stage scores sharing a rank; ordered by score
+        descending, ties by id ascending.
 
         Returns:
             At most ``query.limit`` hits and ``exhaustive`` completeness (``scanned`` = points
@@ -758,61 +780,54 @@ class QdrantServiceVectorIndex:
         vector = self._checked_vector(query.vector, "the query vector")
         limit = query.limit
         type_filter = _type_filter(query.object_types)
-        sparse: models.SparseVector | None = None
-        if self._lexical and query.text and query.text.strip():
-            candidate = self._bm25.embed_query(query.text)
-            if candidate.indices:
-                sparse = models.SparseVector(
-                    indices=list(candidate.indices), values=list(candidate.values)
-                )
-        # local mode always scans exactly (and warns that search_params has no effect there)
+        # local mode always scans exactly (and warns that search params have no effect there)
         exact = None if self._is_local() else models.SearchParams(exact=True)
+        stages: list[tuple[Any, str, models.SearchParams | None]] = [(vector, DENSE_VECTOR, exact)]
+        if self._lexical and query.text and query.text.strip():
+            sparse = self._bm25.embed_query(query.text)
+            if sparse.indices:
+                lexical = models.SparseVector(
+                    indices=list(sparse.indices), values=list(sparse.values)
+                )
+                stages.append((lexical, LEXICAL_VECTOR, None))  # ``exact`` concerns dense only
         name = self._name
 
-        async def dense_top(n: int) -> list[models.ScoredPoint]:
-            response = await client.query_points(
-                name,
-                query=vector,
-                using=DENSE_VECTOR,
-                query_filter=type_filter,
-                search_params=exact,
+        def request(stage: int, n: int) -> models.QueryRequest:
+            stage_query, using, params = stages[stage]
+            return models.QueryRequest(
+                query=stage_query,
+                using=using,
+                filter=type_filter,
+                params=params,
                 limit=n,
                 with_payload=True,
             )
-            return list(response.points)
 
-        async def fused_top(n: int, stage: int) -> list[models.ScoredPoint]:
-            prefetch = [
-                models.Prefetch(
-                    query=vector, using=DENSE_VECTOR, filter=type_filter, params=exact, limit=stage
-                ),
-                models.Prefetch(
-                    query=sparse, using=LEXICAL_VECTOR, filter=type_filter, limit=stage
-                ),
-            ]
-            response = await client.query_points(
-                name,
-                prefetch=prefetch,
-                query=models.RrfQuery(rrf=models.Rrf(k=RRF_K)),
-                query_filter=type_filter,
-                limit=n,
-                with_payload=True,
-            )
-            return list(response.points)
-
-        async def run() -> tuple[int, list[models.ScoredPoint]]:
+        async def run() -> tuple[int, list[list[models.ScoredPoint]]]:
             counted = await client.count(name, count_filter=type_filter, exact=True)
             scanned = counted.count
             if limit <= 0 or scanned == 0:
                 return scanned, []
-            if sparse is None:
-                return scanned, await self._rank(dense_top, limit, scanned)
-            stage = max(4 * limit, _MIN_PREFETCH)
-            available = min(scanned, 2 * stage)
-            return scanned, await self._rank(lambda n: fused_top(n, stage), limit, available)
+            want = limit if len(stages) == 1 else stage_size(limit)
+            ranker = StageRanker([want] * len(stages), scanned, _point_key)
+            while ranker.pending:
+                responses = await client.query_batch_points(
+                    name, requests=[request(s, n) for s, n in ranker.pending]
+                )
+                ranker.accept([list(response.points) for response in responses])
+            return scanned, ranker.ranked()
 
-        scanned, scored = await self._call("search", run)
-        hits = tuple(self._hit(point) for point in scored)
+        scanned, ranked = await self._call("search", run)
+        if len(ranked) <= 1:
+            hits = tuple(self._hit(point, point.score) for stage in ranked for point in stage)
+        else:
+            by_id = {str(point.id): point for stage in ranked for point in stage}
+            fused = rrf_fuse(
+                [[_point_key(point) for point in stage] for stage in ranked],
+                k=RRF_K,
+                weights=self._weights,
+            )
+            hits = tuple(self._hit(by_id[point_id], score) for point_id, score in fused[:limit])
         return VectorSearchResult(
             hits=hits,
             completeness=VectorRecallCompleteness(
@@ -820,7 +835,7 @@ class QdrantServiceVectorIndex:
             ),
         )
 
-    def _hit(self, point: models.ScoredPoint) -> VectorHit:
+    def _hit(self, point: models.ScoredPoint, score: float) -> VectorHit:
         payload: Mapping[str, object] = point.payload or {}
         try:
             object_type = ObjectType(payload[_PAYLOAD_TYPE])
@@ -831,7 +846,7 @@ class QdrantServiceVectorIndex:
                 f"{_PAYLOAD_TYPE!r} payload or id; it was written by something else. Rebuild it "
                 "with rebuild_vector_index()"
             ) from exc
-        return VectorHit(memory_id, object_type, float(point.score))
+        return VectorHit(memory_id, object_type, float(score))
 
     async def point_ids(self) -> set[MemoryId]:
         """Every point id of the collection (scrolled in pages of 1024).

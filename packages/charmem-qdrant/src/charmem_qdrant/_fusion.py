@@ -1,0 +1,210 @@
+"""Canonical stage ranking and reciprocal rank fusion, shared by both vector indexes.
+
+With the lexical cue on, a search runs two stages in Qdrant (the exact dense cosine search and the
+BM25 sparse search) and fuses them here, in the client, rather than with Qdrant's own
+``Fusion.Rrf`` / ``RrfQuery``. Measured on Qdrant Edge 0.9 and qdrant-client 1.20's local mode:
+Qdrant ranks the points of a stage by position, and it orders points with *equal* stage scores by
+where they are stored (an order set by the insertion order, though neither insertion nor id order
+as such), so identical points get different ranks, hence different fused scores, and the hits
+depend on the order the points were inserted in. DESIGN §6.6 requires identical
+stores and queries to give byte-identical packs whatever the insertion order, so the fusion is
+computed here with one change to Qdrant's definition: points with equal stage scores share the
+rank of the first of their tie group (competition ranking, "1224").
+
+Nothing here talks to Qdrant: :func:`rrf_fuse` is a pure function over ``(id, score)`` lists, and
+:class:`StageRanker` only plans how many points each stage must fetch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final, Generic, TypeVar
+
+__all__ = [
+    "DEFAULT_FUSION_WEIGHTS",
+    "MIN_STAGE",
+    "RRF_K",
+    "TIE_MARGIN",
+    "StageRanker",
+    "check_weights",
+    "competition_ranks",
+    "rrf_contribution",
+    "rrf_fuse",
+    "stage_size",
+]
+
+P = TypeVar("P")
+
+#: The ``k`` of reciprocal rank fusion: a point at 0-based rank ``r`` of a stage gets ``1/(k+r)``.
+RRF_K: Final = 60
+#: The stage weights (dense, lexical) unless configured otherwise: Qdrant's unweighted RRF.
+DEFAULT_FUSION_WEIGHTS: Final[tuple[float, float]] = (1.0, 1.0)
+#: Points fetched beyond the wanted count, to see whether the boundary is tied.
+TIE_MARGIN: Final = 8
+#: The smallest number of points each stage of a fused search contributes.
+MIN_STAGE: Final = 64
+
+
+def stage_size(limit: int) -> int:
+    """Points each stage of a fused search contributes for ``limit`` hits: max(4 * limit, 64)."""
+    return max(4 * limit, MIN_STAGE)
+
+
+def check_weights(weights: Sequence[float], count: int) -> tuple[float, ...]:
+    """``weights`` as floats, one per stage, each finite and > 0.
+
+    Raises:
+        ValueError: another number of weights than ``count``, or a weight that is not a finite
+            number > 0 (Qdrant refuses those too; turn the lexical cue off instead of weighting it
+            zero).
+    """
+    values = tuple(weights)
+    if len(values) != count:
+        raise ValueError(f"expected {count} fusion weights, got {len(values)}: {values!r}")
+    checked: list[float] = []
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"fusion weights must be numbers, not {value!r}")
+        number = float(value)
+        if not math.isfinite(number) or number <= 0:
+            raise ValueError(f"fusion weights must be finite and > 0, not {value!r}")
+        checked.append(number)
+    return tuple(checked)
+
+
+def competition_ranks(scores: Sequence[float]) -> list[int]:
+    """0-based competition ranks of ``scores`` sorted descending: a tie shares its first rank.
+
+    ``[0.9, 0.5, 0.5, 0.2]`` ranks ``[0, 1, 1, 3]``.
+    """
+    ranks: list[int] = []
+    for position, score in enumerate(scores):
+        ranks.append(ranks[-1] if position and score == scores[position - 1] else position)
+    return ranks
+
+
+def rrf_contribution(rank: int, weight: float = 1.0, k: int = RRF_K) -> float:
+    """What a point at 0-based ``rank`` of a stage of ``weight`` adds to its fused score.
+
+    Qdrant's definition (Qdrant Edge 0.9, qdrant-client 1.20): ``1 / ((rank + 1) / weight + k -
+    1)``, which is the textbook ``1 / (k + rank)`` at weight 1.0. The weight divides the 1-based
+    rank: a stage of weight 2 treats its 4th point as the 2nd of an unweighted one.
+    """
+    return 1.0 / ((rank + 1) / weight + k - 1)
+
+
+def rrf_fuse(
+    stages: Sequence[Iterable[tuple[str, float]]],
+    *,
+    k: int = RRF_K,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[str, float]]:
+    """Fuse ranked stages by reciprocal rank fusion with competition ranks; canonical order.
+
+    Each stage is ranked by (score descending, id ascending); a point's rank is the 0-based
+    position of the first point of its tie group (points with equal scores share it). A point
+    scores the sum, over the stages holding it, of :func:`rrf_contribution` ``(rank, weight, k)``;
+    the stages are summed in the order given, so equal inputs give bit-identical sums. The result
+    does not depend on the order of the points inside any stage.
+
+    Args:
+        stages: per stage, its ``(id, score)`` points in any order; ids are unique per stage.
+        k: the RRF constant (>= 1), :data:`RRF_K` by default.
+        weights: one weight (finite, > 0) per stage; 1.0 each when omitted.
+
+    Returns:
+        Every point of any stage as ``(id, fused score)``, by fused score descending, then id
+        ascending.
+
+    Raises:
+        ValueError: a duplicate id within a stage, ``k`` < 1, or bad weights.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"the RRF k must be an int >= 1, not {k!r}")
+    checked = check_weights([1.0] * len(stages) if weights is None else weights, len(stages))
+    fused: dict[str, float] = {}
+    for stage, weight in zip(stages, checked, strict=True):
+        ranked = sorted(stage, key=lambda point: (-point[1], point[0]))
+        ranks = competition_ranks([score for _, score in ranked])
+        seen: set[str] = set()
+        for (point_id, _), rank in zip(ranked, ranks, strict=True):
+            if point_id in seen:
+                raise ValueError(f"point {point_id} appears twice in one stage")
+            seen.add(point_id)
+            fused[point_id] = fused.get(point_id, 0.0) + rrf_contribution(rank, weight, k)
+    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+
+
+class StageRanker(Generic[P]):
+    """Plans the fetches that give each stage its best points in canonical order.
+
+    Qdrant returns a query's best ``n`` points by score but orders, and cuts, equal scores in its
+    own order (storage order). So each stage first fetches ``want + TIE_MARGIN`` points and, while
+    the last fetched point still ties with the ``want``-th, fetches twice as many, until every
+    point tied at the boundary is in hand; then it sorts by (score descending, id ascending) and
+    keeps ``want``. A cut through a tie therefore always keeps the smallest ids.
+
+    The caller runs the rounds, all pending stages of a round in one batch request::
+
+        ranker = StageRanker(wants, available, key)
+        while ranker.pending:
+            ranker.accept(run_batch(ranker.pending))  # one answer per (stage, n), in order
+        stages = ranker.ranked()
+
+    Args:
+        wants: per stage, the points it must contribute (count, >= 1).
+        available: an upper bound on the points any stage can return (count, >= 1): the points
+            matching the query's filter.
+        key: a point's ``(id, score)``.
+    """
+
+    def __init__(
+        self, wants: Sequence[int], available: int, key: Callable[[P], tuple[str, float]]
+    ) -> None:
+        if available < 1 or any(want < 1 for want in wants):
+            raise ValueError("every stage must want >= 1 point, from >= 1 available")
+        self._wants = list(wants)
+        self._available = available
+        self._key = key
+        self._fetch = [max(1, min(want + TIE_MARGIN, available)) for want in wants]
+        self._ranked: list[list[P] | None] = [None] * len(self._wants)
+
+    @property
+    def pending(self) -> list[tuple[int, int]]:
+        """``(stage index, points to fetch)`` of every stage not settled yet, in stage order."""
+        return [(s, self._fetch[s]) for s, done in enumerate(self._ranked) if done is None]
+
+    def accept(self, answers: Sequence[Sequence[P]]) -> None:
+        """Take Qdrant's answers to :attr:`pending` (same order) and settle what they settle."""
+        wanted = self.pending
+        if len(answers) != len(wanted):
+            raise ValueError(f"expected {len(wanted)} answers, got {len(answers)}")
+        for (stage, fetched), answer in zip(wanted, answers, strict=True):
+            points = sorted(answer, key=self._canonical)
+            want = self._wants[stage]
+            settled = (
+                len(points) < fetched
+                or fetched >= self._available
+                or len(points) <= want
+                or self._key(points[-1])[1] < self._key(points[want - 1])[1]
+            )
+            if settled:
+                self._ranked[stage] = points[:want]
+            else:
+                self._fetch[stage] = min(fetched * 2, self._available)
+
+    def ranked(self) -> list[list[P]]:
+        """Each stage's best points by (score descending, id ascending), once none is pending.
+
+        Raises:
+            RuntimeError: some stage is still pending.
+        """
+        done = [points for points in self._ranked if points is not None]
+        if len(done) != len(self._ranked):
+            raise RuntimeError("some stages are still pending")
+        return done
+
+    def _canonical(self, point: P) -> tuple[float, str]:
+        point_id, score = self._key(point)
+        return -score, point_id
