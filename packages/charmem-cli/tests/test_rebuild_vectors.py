@@ -1,9 +1,8 @@
 """rebuild_vector_index on the embedded stores: a deleted shard comes back from the graph with the
 same packs, and another embedder of another size takes over through the documented path.
 
-Byte-identical packs need the lexical cue off: with it on, Qdrant ranks exactly tied points within
-a fused stage in insertion order (see the charmem-qdrant README), and a rebuild inserts in id
-order, so fused scores of tied points may differ; the recalled items and their statuses do not.
+With and without the lexical cue the packs are byte-identical: the fusion ranks tied points
+canonically (see the charmem-qdrant README), so the rebuild's insertion order does not matter.
 """
 
 from __future__ import annotations
@@ -130,9 +129,8 @@ async def test_rebuild_after_deleting_the_shard_gives_the_same_packs(tmp_path: P
     assert [[o["id"] for o in p["omissions"]] for p in after] == [
         [o["id"] for o in p["omissions"]] for p in before
     ]
-    if not lexical:
-        assert [_ranked(p) for p in after] == [_ranked(p) for p in before]
-        assert after == before
+    assert [_ranked(p) for p in after] == [_ranked(p) for p in before]
+    assert after == before
     for pack in after:
         current = {item["id"] for item in pack["items"] if item["status"] == "current"}
         assert not {str(i) for i in gone} & current
