@@ -263,9 +263,14 @@ class CharacterMemory:
 
         return _Opening(build)
 
-    def _check_open(self) -> None:
+    def _check_open(self, argument: object = None, expected: type | tuple[type, ...] | None = None) -> None:
         if self._closed:
             raise CharmemError(f"memory {self.collection!r} is closed; open it again")
+        if expected is not None and not isinstance(argument, expected):
+            names = " or ".join(
+                t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,))
+            )
+            raise DraftValidationError(f"expected a {names}, not {type(argument).__name__}")
 
     async def prepare(
         self, item: RememberInput | RememberDrafts, options: PrepareOptions | None = None
@@ -299,7 +304,7 @@ class CharacterMemory:
         Raises:
             BackendError: the graph could not be read.
         """
-        self._check_open()
+        self._check_open(plan, RememberWritePlan)
         return await validate(plan, self.graph)
 
     async def commit(self, plan: RememberWritePlan, options: CommitOptions | None = None) -> RememberOutcome:
@@ -313,7 +318,7 @@ class CharacterMemory:
             IdConflictError: an id stored with different content; nothing was written.
             BackendError: the graph write failed; nothing was written.
         """
-        self._check_open()
+        self._check_open(plan, RememberWritePlan)
         async with self._write_lock:
             return await commit_plan(
                 plan,
@@ -355,7 +360,7 @@ class CharacterMemory:
             IdConflictError: a replacement id is stored with other content.
             BackendError: the graph write failed; nothing was written.
         """
-        self._check_open()
+        self._check_open(draft, CorrectMemoryDraft)
         async with self._write_lock:
             return await correct_memory(
                 draft, collection=self.collection, stores=self._lifecycle_stores(), now=self.clock.now()
@@ -368,7 +373,7 @@ class CharacterMemory:
             LifecycleValidationError: blank rationale, unknown target, notion or link target.
             BackendError: the graph write failed; nothing was written.
         """
-        self._check_open()
+        self._check_open(draft, ForgetMemoryDraft)
         async with self._write_lock:
             return await forget_memory(
                 draft, collection=self.collection, stores=self._lifecycle_stores(), now=self.clock.now()
@@ -383,7 +388,7 @@ class CharacterMemory:
             IdConflictError: the link id is stored with other content.
             BackendError: the graph write failed; nothing was written.
         """
-        self._check_open()
+        self._check_open(draft, LinkDraft)
         async with self._write_lock:
             return await link_memories(
                 draft, collection=self.collection, stores=self._lifecycle_stores(), now=self.clock.now()
@@ -450,7 +455,7 @@ class CharacterMemory:
             DraftValidationError: blank query.
             BackendError: a store or the embedder failed.
         """
-        self._check_open()
+        self._check_open(context, (RetrievalContext, str))
         if isinstance(context, str):
             context = RetrievalContext(query=context)
         return await retrieve_pack(
@@ -516,6 +521,12 @@ class SyncCharacterMemory:
         self._memory = memory
         self._runner = runner
 
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._runner.loop.is_closed():
+            coro.close()
+            raise CharmemError(f"memory {self._memory.collection!r} is closed; open it again")
+        return self._runner.run(coro)
+
     @property
     def memory(self) -> CharacterMemory:
         """The underlying async facade."""
@@ -569,49 +580,47 @@ class SyncCharacterMemory:
         self, item: RememberInput | RememberDrafts, options: PrepareOptions | None = None
     ) -> RememberWritePlan:
         """See :meth:`CharacterMemory.prepare`."""
-        return self._runner.run(self._memory.prepare(item, options))
+        return self._run(self._memory.prepare(item, options))
 
     def validate_plan(self, plan: RememberWritePlan) -> list[CandidateValidation]:
         """See :meth:`CharacterMemory.validate_plan`."""
-        return self._runner.run(self._memory.validate_plan(plan))
+        return self._run(self._memory.validate_plan(plan))
 
     def commit(self, plan: RememberWritePlan, options: CommitOptions | None = None) -> RememberOutcome:
         """See :meth:`CharacterMemory.commit`."""
-        return self._runner.run(self._memory.commit(plan, options))
+        return self._run(self._memory.commit(plan, options))
 
     def remember(
         self, item: RememberInput | RememberDrafts, options: RememberOptions | None = None
     ) -> RememberOutcome:
         """See :meth:`CharacterMemory.remember`."""
-        return self._runner.run(self._memory.remember(item, options))
+        return self._run(self._memory.remember(item, options))
 
     def retrieve(self, context: RetrievalContext | str) -> ContinuityContextPack:
         """See :meth:`CharacterMemory.retrieve`."""
-        return self._runner.run(self._memory.retrieve(context))
+        return self._run(self._memory.retrieve(context))
 
     def correct(self, draft: CorrectMemoryDraft) -> LifecycleMutationOutcome:
         """See :meth:`CharacterMemory.correct`."""
-        return self._runner.run(self._memory.correct(draft))
+        return self._run(self._memory.correct(draft))
 
     def forget(self, draft: ForgetMemoryDraft) -> LifecycleMutationOutcome:
         """See :meth:`CharacterMemory.forget`."""
-        return self._runner.run(self._memory.forget(draft))
+        return self._run(self._memory.forget(draft))
 
     def link(self, draft: LinkDraft) -> LinkOutcome:
         """See :meth:`CharacterMemory.link`."""
-        return self._runner.run(self._memory.link(draft))
+        return self._run(self._memory.link(draft))
 
     def rebuild_stats(self) -> int:
         """See :meth:`CharacterMemory.rebuild_stats`."""
-        return self._runner.run(self._memory.rebuild_stats())
+        return self._run(self._memory.rebuild_stats())
 
     def rebuild_vector_index(
         self, *, batch_size: int = 64, on_progress: ProgressCallback | None = None
     ) -> VectorRebuildReport:
         """See :meth:`CharacterMemory.rebuild_vector_index`."""
-        return self._runner.run(
-            self._memory.rebuild_vector_index(batch_size=batch_size, on_progress=on_progress)
-        )
+        return self._run(self._memory.rebuild_vector_index(batch_size=batch_size, on_progress=on_progress))
 
     def close(self) -> None:
         """See :meth:`CharacterMemory.close`; also stops the private loop (idempotent)."""

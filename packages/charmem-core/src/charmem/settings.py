@@ -136,6 +136,10 @@ class Settings:
                 malformed; the error's ``key`` names it. Embedding keys are checked by
                 :meth:`require_embedding_keys` when no provider object is passed to ``open``.
         """
+        if not isinstance(mapping, Mapping):
+            raise ConfigurationError(
+                f"settings come from a mapping of str to str (e.g. os.environ), not {type(mapping).__name__}"
+            )
         vector_mode = _mode(mapping, "VECTOR_STORE_MODE", "embedded")
         graph_mode = _mode(mapping, "GRAPH_STORE_MODE", "persistent")
         stats_mode = _mode(mapping, "RETRIEVAL_STATS_STORE_MODE", "sqlite")

@@ -401,9 +401,20 @@ def _hub_offline() -> Iterator[None]:
     os.environ.update(dict.fromkeys(_OFFLINE_VARIABLES, "1"))
     if constants is not None and saved_flag is not None:
         constants.HF_HUB_OFFLINE = True
+    # a library does not print: silence transformers' "Loading weights" bar for the load only
+    progress: Any = None
+    try:
+        import transformers.utils.logging as progress
+    except ImportError:  # pragma: no cover - sentence-transformers depends on transformers
+        progress = None
+    bars_were_on = bool(progress is not None and progress.is_progress_bar_enabled())
+    if bars_were_on:
+        progress.disable_progress_bar()
     try:
         yield
     finally:
+        if bars_were_on:
+            progress.enable_progress_bar()
         for name, value in saved_env.items():
             if value is None:
                 os.environ.pop(name, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Iterable
 from datetime import datetime
@@ -11,6 +12,25 @@ from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.errors import DraftValidationError
 
 SCHEMA_VERSION = 1
+
+
+class ChoiceEnum(enum.Enum):
+    """An enum looked up by member, value or name in any case.
+
+    Anything else raises :class:`DraftValidationError` listing the choices (also a ``ValueError``).
+    """
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:
+        if isinstance(value, str):
+            wanted = value.strip().lower()
+            for member in cls:
+                if wanted in (str(member.value).lower(), member.name.lower()):
+                    return member
+        choices = ", ".join(repr(member.value) for member in cls)
+        raise DraftValidationError(
+            f"{value!r} is not a valid {cls.__name__}; choose one of {choices}", field=cls.__name__
+        )
 
 
 def id_set(values: Iterable[Any] | None) -> tuple[MemoryId, ...]:
@@ -86,6 +106,8 @@ def salience(_instance: object, attribute: Any, value: Any) -> None:
 
 def text(_instance: object, attribute: Any, value: Any) -> None:
     """Attrs validator: memory text is a non-blank ``str`` encodable as UTF-8."""
+    if value is None:
+        raise DraftValidationError(f"{attribute.name} is required (a non-blank str)", field=attribute.name)
     plain(_instance, attribute, value)
     if not value.strip():
         raise DraftValidationError(f"{attribute.name} must not be blank", field=attribute.name)

@@ -11,13 +11,15 @@ Raises (at construction):
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import attrs
 
 from charmem.domain import _fields
-from charmem.domain._fields import as_tuple, id_set, optional_id
+from charmem.domain._fields import id_set, optional_id
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import BeliefAssertion, DerivedType, Relation, ThreadStatus, _assertions
+from charmem.errors import DraftValidationError
 
 __all__ = [
     "DerivedMemoryDraft",
@@ -29,6 +31,28 @@ __all__ = [
     "RememberInput",
     "ThreadDraft",
 ]
+
+
+def _drafts_of(kind: type) -> Any:
+    def check(_instance: object, attribute: attrs.Attribute[Any], values: tuple[Any, ...]) -> None:
+        for value in values:
+            if not isinstance(value, kind):
+                raise DraftValidationError(
+                    f"{attribute.name} must hold {kind.__name__} values, not {type(value).__name__}",
+                    field=attribute.name,
+                )
+
+    return check
+
+
+def _sequence(values: Any) -> tuple[Any, ...]:
+    if values is None:
+        return ()
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise DraftValidationError(
+            f"expected a sequence of drafts, got {type(values).__name__}", field="drafts"
+        )
+    return tuple(values)
 
 
 @attrs.frozen(kw_only=True)
@@ -146,7 +170,9 @@ class RememberInput:
     episode_id: MemoryId | None = attrs.field(default=None, converter=optional_id, kw_only=True)
     observation_id: MemoryId | None = attrs.field(default=None, converter=optional_id, kw_only=True)
     created_at: datetime | None = attrs.field(default=None, validator=_fields.aware, kw_only=True)
-    derived: tuple[DerivedMemoryDraft, ...] = attrs.field(default=(), converter=as_tuple, kw_only=True)
+    derived: tuple[DerivedMemoryDraft, ...] = attrs.field(
+        default=(), converter=_sequence, validator=_drafts_of(DerivedMemoryDraft), kw_only=True
+    )
 
     def with_derived_memory(self, draft: DerivedMemoryDraft) -> RememberInput:
         """Return a copy with ``draft`` attached (grounded on this input unless given/sourced)."""
@@ -160,12 +186,24 @@ class RememberDrafts:
     A notion and its given name with no episode at all, or a whole session with its turns.
     """
 
-    episodes: tuple[EpisodeDraft, ...] = attrs.field(default=(), converter=as_tuple)
-    observations: tuple[ObservationDraft, ...] = attrs.field(default=(), converter=as_tuple)
-    entities: tuple[EntityDraft, ...] = attrs.field(default=(), converter=as_tuple)
-    threads: tuple[ThreadDraft, ...] = attrs.field(default=(), converter=as_tuple)
-    derived: tuple[DerivedMemoryDraft, ...] = attrs.field(default=(), converter=as_tuple)
-    links: tuple[LinkDraft, ...] = attrs.field(default=(), converter=as_tuple)
+    episodes: tuple[EpisodeDraft, ...] = attrs.field(
+        default=(), converter=_sequence, validator=_drafts_of(EpisodeDraft)
+    )
+    observations: tuple[ObservationDraft, ...] = attrs.field(
+        default=(), converter=_sequence, validator=_drafts_of(ObservationDraft)
+    )
+    entities: tuple[EntityDraft, ...] = attrs.field(
+        default=(), converter=_sequence, validator=_drafts_of(EntityDraft)
+    )
+    threads: tuple[ThreadDraft, ...] = attrs.field(
+        default=(), converter=_sequence, validator=_drafts_of(ThreadDraft)
+    )
+    derived: tuple[DerivedMemoryDraft, ...] = attrs.field(
+        default=(), converter=_sequence, validator=_drafts_of(DerivedMemoryDraft)
+    )
+    links: tuple[LinkDraft, ...] = attrs.field(
+        default=(), converter=_sequence, validator=_drafts_of(LinkDraft)
+    )
 
     def __len__(self) -> int:
         return (

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import enum
 from datetime import datetime
 
 import attrs
 
 from charmem.domain import _fields
-from charmem.domain._fields import as_tuple, id_set, text_set
+from charmem.domain._fields import ChoiceEnum, as_tuple, id_set, text_set
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import MemoryLink, MemoryObject
 
 __all__ = ["GraphBatch", "GraphWriteResult", "LifecycleAction", "LifecycleRecord"]
 
 
-class LifecycleAction(enum.Enum):
+class LifecycleAction(ChoiceEnum):
     """An append-only state change (DESIGN §4): nothing is ever rewritten."""
 
     SUPPRESS = "suppress"

@@ -6,13 +6,12 @@ forget adds suppression records, a link adds a link. Nothing is rewritten or del
 
 from __future__ import annotations
 
-import enum
 from datetime import datetime
 
 import attrs
 
 from charmem.domain import _fields
-from charmem.domain._fields import id_set, optional_id
+from charmem.domain._fields import ChoiceEnum, id_set, optional_id
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import BeliefAssertion, DerivedType, MemoryLink, _assertions
 from charmem.domain.plan import RepairMarkerType
@@ -30,7 +29,7 @@ __all__ = [
 ]
 
 
-class CorrectionTargetKind(enum.Enum):
+class CorrectionTargetKind(ChoiceEnum):
     """What a correction addresses."""
 
     DERIVED_MEMORY = "derived_memory"

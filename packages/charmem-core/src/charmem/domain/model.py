@@ -8,14 +8,13 @@ compares order).
 
 from __future__ import annotations
 
-import enum
 from datetime import datetime
 from typing import TypeAlias
 
 import attrs
 
 from charmem.domain import _fields
-from charmem.domain._fields import as_float, id_set, optional_id
+from charmem.domain._fields import ChoiceEnum, as_float, id_set, optional_id
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.errors import DraftValidationError
 
@@ -37,7 +36,7 @@ __all__ = [
 ]
 
 
-class ObjectType(enum.Enum):
+class ObjectType(ChoiceEnum):
     """The kind of a memory object. A link is not an object type (it is never an endpoint)."""
 
     EPISODE = "episode"
@@ -47,7 +46,7 @@ class ObjectType(enum.Enum):
     DERIVED = "derived"
 
 
-class Relation(enum.Enum):
+class Relation(ChoiceEnum):
     """Typed relations between memory objects (DESIGN §3 table)."""
 
     HAS_OBSERVATION = "has_observation"
@@ -65,7 +64,7 @@ class Relation(enum.Enum):
     ASSOCIATED_WITH = "associated_with"
 
 
-class DerivedType(enum.Enum):
+class DerivedType(ChoiceEnum):
     """What an interpreted (derived) memory is."""
 
     REFLECTION = "reflection"
@@ -80,7 +79,7 @@ class DerivedType(enum.Enum):
     CORRECTION = "correction"
 
 
-class ThreadStatus(enum.Enum):
+class ThreadStatus(ChoiceEnum):
     """The status a thread is created with."""
 
     ACTIVE = "active"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import enum
 import json
 from datetime import datetime
 
 import attrs
 
 from charmem.domain import _fields
-from charmem.domain._fields import as_tuple
+from charmem.domain._fields import ChoiceEnum, as_tuple
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType
 from charmem.errors import DraftValidationError
@@ -140,7 +139,7 @@ class RememberWritePlan:
             raise DraftValidationError(f"plan JSON does not describe a plan: {exc}", field="plan") from exc
 
 
-class CandidateValidationStatus(enum.Enum):
+class CandidateValidationStatus(ChoiceEnum):
     """Whether a plan candidate may be committed."""
 
     VALID = "valid"
@@ -167,7 +166,7 @@ class CandidateValidation:
     warnings: tuple[str, ...] = ()
 
 
-class VectorOperation(enum.Enum):
+class VectorOperation(ChoiceEnum):
     """A vector-index write that can fail and be repaired by replay."""
 
     UPSERT = "upsert"

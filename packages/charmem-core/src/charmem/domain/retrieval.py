@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import enum
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from charmem.domain import _fields
-from charmem.domain._fields import id_set
+from charmem.domain._fields import ChoiceEnum, id_set
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedType, MemoryLink, ObjectType, Relation
 from charmem.errors import DraftValidationError
@@ -37,7 +37,7 @@ __all__ = [
 PACK_FORMAT_VERSION = 1
 
 
-class CurrencyStatus(enum.Enum):
+class CurrencyStatus(ChoiceEnum):
     """A memory's currency: current, superseded (incoming ``supersedes``) or suppressed."""
 
     CURRENT = "current"
@@ -45,7 +45,7 @@ class CurrencyStatus(enum.Enum):
     SUPPRESSED = "suppressed"
 
 
-class CompletenessKind(enum.Enum):
+class CompletenessKind(ChoiceEnum):
     """How complete candidate recall was."""
 
     NOT_REQUESTED = "not_requested"
@@ -68,6 +68,10 @@ def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int
 
 
 def _object_types(values: Any) -> tuple[ObjectType, ...]:
+    if isinstance(values, (str, ObjectType)):
+        raise DraftValidationError(
+            "object types must be a sequence, e.g. (ObjectType.EPISODE,) or ['episode']", field="object_types"
+        )
     return tuple(sorted({ObjectType(value) for value in values}, key=lambda t: t.value))
 
 
@@ -150,6 +154,16 @@ def _section_limits(values: Any) -> Mapping[str, int]:
     return merged
 
 
+def _number(_instance: object, attribute: attrs.Attribute[float], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DraftValidationError(f"{attribute.name} must be a number, not {value!r}", field=attribute.name)
+
+
+def _optional_count(_instance: object, attribute: attrs.Attribute[int | None], value: object) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise DraftValidationError(f"{attribute.name} must be a positive int or None", field=attribute.name)
+
+
 def _query(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
     _fields.text(_instance, attribute, value)
 
@@ -185,8 +199,8 @@ class RetrievalContext:
     max_items: int = attrs.field(default=40, validator=_positive_int)
     graph_limits: GraphLimits = attrs.field(factory=GraphLimits)
     section_limits: Mapping[str, int] = attrs.field(factory=dict, converter=_section_limits)
-    max_tokens: int | None = None
-    score_floor: float = 0.0
+    max_tokens: int | None = attrs.field(default=None, validator=_optional_count)
+    score_floor: float = attrs.field(default=0.0, validator=_number)
     focus_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     include_superseded: bool = False
     include_suppressed: bool = False
@@ -242,6 +256,18 @@ class PackEntity:
 
 def _iso(value: datetime) -> str:
     return value.isoformat()
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _prompt_safe(text: str) -> str:
+    """Item text for prompt lines: control characters dropped, line breaks indented.
+
+    A stored text can then never start a line of its own that reads as another memory.
+    """
+    lines = _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n")).split("\n")
+    return "\n    ".join(line.rstrip() for line in lines)
 
 
 @attrs.frozen(kw_only=True)
@@ -325,8 +351,10 @@ class ContinuityContextPack:
         """Render the pack as prompt text within a token budget.
 
         Items are written in rank order, one per line with type, time and text, under a header
-        naming the known entities; lines that would exceed the budget are dropped, so the most
-        relevant memories always come first.
+        naming the known entities. Writing stops at the first item that would exceed the budget
+        (the best item alone is cut to fit), so the most relevant memories always come first.
+        Control characters are dropped and line breaks inside an item are indented, so stored
+        text can never forge a memory line of its own.
 
         Args:
             max_tokens: the budget in tokens of the pack's :class:`~charmem.ports.TokenCounter`
@@ -339,24 +367,31 @@ class ContinuityContextPack:
 
         counter = self.token_counter or WhitespaceTokenCounter()
         budget = max_tokens if max_tokens is not None else self.max_tokens
+        if not self.items:
+            return ""
         lines: list[str] = []
-        names = {e.id: e.names for e in self.entities if e.names}
-        if names:
-            known = "; ".join(f"{', '.join(n)}" for _id, n in sorted(names.items(), key=lambda kv: kv[1]))
-            lines.append(f"Known people and things: {known}")
+        named = [e for e in self.entities if e.names]
+        if named:
+            known = "; ".join(", ".join(e.names) for e in sorted(named, key=lambda e: (e.names, e.id)))
+            lines.append(f"Known people and things: {_prompt_safe(known)}")
         for item in self.items:
             when = item.occurred_at.date().isoformat()
             kind = item.derived_type.value if item.derived_type else item.object_type.value
             status = "" if item.status is CurrencyStatus.CURRENT else f" ({item.status.value})"
-            lines.append(f"- [{when}] {kind}{status}: {item.text}")
-        if not self.items:
-            return ""
+            lines.append(f"- [{when}] {kind}{status}: {_prompt_safe(item.text)}")
         out: list[str] = []
         used = 0
         for line in lines:
             cost = counter.count(line + "\n")
             if budget is not None and used + cost > budget:
-                continue
+                if not any(o.startswith("- ") for o in out):
+                    # the best memory alone is over budget: keep as many of its words as fit
+                    words = line.split(" ")
+                    while words and counter.count(" ".join(words) + " ...\n") > budget - used:
+                        words.pop()
+                    if words:
+                        out.append(" ".join(words) + " ...")
+                break
             out.append(line)
             used += cost
         return "\n".join(out)

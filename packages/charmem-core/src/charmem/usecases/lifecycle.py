@@ -304,6 +304,17 @@ async def correct_memory(
         created_at=(replacement_draft.created_at if replacement_draft else None) or recorded,
     )
     replacement = _adopt_object((await graph.get_objects([replacement_id])).get(replacement_id), replacement)
+    successors = [
+        link.from_id
+        for link in await graph.links_of([target.id], relations=[Relation.SUPERSEDES])
+        if link.to_id == target.id and link.from_id != replacement.id
+    ]
+    if successors:
+        raise _refuse(
+            LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
+            f"{target.id} is already superseded by {sorted(map(str, successors))[0]}; correct the "
+            "current belief instead (a superseded memory has one line of successors)",
+        )
     record_id = MemoryId.deterministic(collection, "correct", target.id, replacement.id)
     record = LifecycleRecord(
         id=record_id,

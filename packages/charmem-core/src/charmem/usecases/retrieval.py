@@ -431,6 +431,8 @@ class _Recall:
         if isinstance(obj, Entity):
             self.entity_ids.add(memory_id)
             return False
+        if isinstance(obj, Episode) and not obj.summary.strip():
+            return False  # no content of its own: it stays provenance of its observations
         status = self.currency.get(memory_id, CurrencyStatus.CURRENT)
         allowed = (
             status is CurrencyStatus.CURRENT

@@ -17,8 +17,9 @@ from charmem.domain.model import (
 )
 from charmem.domain.plan import CandidateValidation, CandidateValidationStatus, RememberWritePlan
 from charmem.domain.rules import content_equal
+from charmem.domain.serde import unstructure_item
 from charmem.ports import GraphStore
-from charmem.usecases.planning import derive_links
+from charmem.usecases.planning import derive_links, index_entries
 
 __all__ = ["CONFLICT_PREFIX", "validate"]
 
@@ -104,7 +105,7 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
                 reasons[index].append(f"{what} {memory_id} is neither in the plan nor stored")
             elif found not in allowed:
                 names = "/".join(sorted(t.value for t in allowed))
-                reasons[index].append(f"{what} {memory_id} is a {found.value}, not a {names}")
+                reasons[index].append(f"{what} {memory_id} is {_article(found.value)}, not {_article(names)}")
 
     for index, item in enumerate(candidates):
         previous = stored.get(item.id) or stored_links.get(item.id)
@@ -112,9 +113,7 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
             if type(previous) is type(item) and content_equal(previous, item):
                 warnings[index].append("already stored with equal content (replay)")
             else:
-                reasons[index].append(
-                    f"{CONFLICT_PREFIX}: id already stored as a {_kind(previous)} with different content"
-                )
+                reasons[index].append(f"{CONFLICT_PREFIX}: {_conflict_detail(previous, item)}")
         if isinstance(item, Episode):
             require(index, item.participant_entity_ids, frozenset({_N}), "participant")
             require(index, item.thread_ids, frozenset({_T}), "thread")
@@ -149,6 +148,8 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
             )
     if mismatch and plan.objects and not any(reasons.values()):
         reasons[0].append("the plan's derived links do not match its objects; re-prepare the plan")
+    if tuple(plan.index_entries) != index_entries(plan.objects) and plan.objects and not reasons[0]:
+        reasons[0].append("the plan's index entries do not match its objects; re-prepare the plan")
 
     return [
         CandidateValidation(
@@ -160,6 +161,23 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
         )
         for i, item in enumerate(candidates)
     ]
+
+
+def _article(word: str) -> str:
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+
+def _conflict_detail(stored: MemoryObject | MemoryLink, new: MemoryObject | MemoryLink) -> str:
+    """Why an id conflicts: another kind, or the fields whose content differs."""
+    if type(stored) is not type(new):
+        return f"id already stored as {_article(_kind(stored))}, not {_article(_kind(new))}"
+    old = unstructure_item(stored, canonical=True)
+    fresh = unstructure_item(new, canonical=True)
+    fields = sorted(key for key in old.keys() | fresh.keys() if old.get(key) != fresh.get(key))
+    hint = ""
+    if "created_at" in fields:
+        hint = " (created_at defaults to the clock: pass created_at, or keep and replay the plan)"
+    return f"id already stored as {_article(_kind(stored))} with different {', '.join(fields)}{hint}"
 
 
 def _references(obj: MemoryObject) -> set[MemoryId]:
