@@ -1,4 +1,4 @@
-"""The ``charmem`` command.
+"""charmem: remember conversations and recall them as continuity context packs.
 
 Subcommands: ``ingest-locomo FILE...``, ``recall "question"``, ``remember "text"``, ``demo``,
 ``rebuild-vectors``.
@@ -359,6 +359,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{rebuilt['objects']} objects ({rebuilt['not_current']} superseded or suppressed left "
                 f"out, {rebuilt['removed']} stale removed) in {rebuilt['seconds']:.1f} s"
             )
+    except KeyboardInterrupt:
+        print(
+            "charmem: interrupted; what was committed is kept; run the same command again to resume",
+            file=sys.stderr,
+        )
+        return 130
     except CharmemError as exc:
         print(f"charmem: {type(exc).__name__}: {exc}", file=sys.stderr)
         if args.command == "rebuild-vectors" and isinstance(

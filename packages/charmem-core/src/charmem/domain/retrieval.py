@@ -186,7 +186,9 @@ class RetrievalContext:
         focus_entity_ids: notions the caller is focused on; memories about, involving or
             mentioning them are recalled through the graph (hubs excepted).
         include_superseded: return superseded memories met during recall as items with status
-            ``superseded`` (default: list them among the omissions).
+            ``superseded`` (default: list them among the omissions). They have left candidate
+            recall, so they are met through the graph: one hop of ``supersedes`` around recalled
+            memories, focus entities and notions named in the query.
         include_suppressed: the same for suppressed (forgotten) memories.
         as_of: record time: only what was recorded by then, with the currency it had then.
     """
