@@ -95,6 +95,7 @@ from charmem import (
 )
 from charmem.composition import load_adapter
 from charmem.ports import EmbeddingProvider
+from charmem_cli.app import TimedEmbedder
 from charmem_cli.locomo import (
     Conversation,
     SessionDrafts,
@@ -248,32 +249,7 @@ def select_questions(
 # ----------------------------------------------------------------------------- embedding
 
 
-class DocumentTimer:
-    """Wraps a provider; adds up the seconds and texts of ``embed_documents`` (ingest embedding)."""
-
-    def __init__(self, inner: EmbeddingProvider) -> None:
-        self.inner = inner
-        self.seconds = 0.0
-        self.texts = 0
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def vector_size(self) -> int:
-        return self.inner.vector_size
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        start = time.perf_counter()
-        try:
-            return await self.inner.embed_documents(texts)
-        finally:
-            self.seconds += time.perf_counter() - start
-            self.texts += len(texts)
-
-    async def embed_query(self, text: str) -> list[float]:
-        return await self.inner.embed_query(text)
+DocumentTimer = TimedEmbedder  # ingest embedding time: documents only
 
 
 # ----------------------------------------------------------------------------- ingest
