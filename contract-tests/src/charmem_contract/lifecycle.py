@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -50,6 +50,7 @@ from charmem import (
     VectorOperation,
 )
 from charmem.testing import FaultyVectorIndex
+from charmem_contract._base import ContractSuite
 
 __all__ = ["LifecycleContract", "MonotonicMemory"]
 
@@ -81,8 +82,13 @@ class MonotonicMemory:
         return checked
 
 
-class LifecycleContract(abc.ABC):
-    """Lifecycle behaviour every composition of adapters must show."""
+class LifecycleContract(ContractSuite, abc.ABC, suite=True):
+    """Lifecycle behaviour every composition of adapters must show (correct, forget, link).
+
+    No capability may be switched off: every stack must run all of it (the guard checks).
+    """
+
+    minimum_passing: ClassVar[int] = 24
 
     @abc.abstractmethod
     def make_memory(self, collection: str) -> AsyncIterator[CharacterMemory]:
