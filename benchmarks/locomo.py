@@ -84,17 +84,15 @@ import qdrant_edge as qe
 from charmem import (
     CharacterMemory,
     CharmemError,
-    DerivedMemory,
-    Episode,
     MemoryId,
-    MemoryThread,
-    Observation,
     RememberDrafts,
     RetrievalContext,
     Settings,
 )
 from charmem.composition import load_adapter
 from charmem.ports import EmbeddingProvider
+from charmem.usecases.names import embedding_texts
+from charmem.usecases.planning import index_entries
 from charmem_cli.app import TimedEmbedder
 from charmem_cli.locomo import (
     Conversation,
@@ -318,26 +316,16 @@ async def ingest(
 async def stored_texts(memory: CharacterMemory, ids: Sequence[MemoryId]) -> tuple[list[MemoryId], list[str]]:
     """The indexed memories read back from the graph: ids in id order, and the text of each.
 
-    The text is what candidate recall embeds: observation and derived text, episode summary,
-    thread title and summary.
+    The text is exactly what charmem's candidate recall embeds and gives the lexical cue
+    (:func:`charmem.usecases.names.embedding_texts`: an observation voiced with its speaker's
+    name, derived text, episode summary, thread title and summary), so the baselines differ from
+    charmem only in how they recall, not in what they read.
     """
     objects = await memory.graph.get_objects(sorted(set(ids)))
-    kept: list[MemoryId] = []
-    texts: list[str] = []
-    for memory_id in sorted(objects):
-        obj = objects[memory_id]
-        if isinstance(obj, Observation | DerivedMemory):
-            text = obj.text
-        elif isinstance(obj, Episode):
-            text = obj.summary or ""
-        elif isinstance(obj, MemoryThread):
-            text = f"{obj.title}\n{obj.summary}" if obj.summary.strip() else obj.title
-        else:
-            continue
-        if text.strip():
-            kept.append(memory_id)
-            texts.append(text)
-    return kept, texts
+    entries = [entry for entry in index_entries(objects.values()) if entry.text.strip()]
+    entries.sort(key=lambda entry: entry.id)
+    texts = await embedding_texts(entries, memory.graph)
+    return [entry.id for entry in entries], texts
 
 
 # ----------------------------------------------------------------------------- baselines

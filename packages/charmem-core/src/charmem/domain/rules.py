@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, Relation
@@ -21,6 +21,7 @@ __all__ = [
     "is_current",
     "name_occurs_in",
     "normalise_name",
+    "voiced_text",
 ]
 
 _WHITESPACE = re.compile(r"\s+")
@@ -86,6 +87,28 @@ def name_occurs_in(name: str, text: str) -> bool:
     haystack = normalise_name(text)
     pattern = r"(?<!\w)" + re.escape(needle) + r"(?!\w)"
     return re.search(pattern, haystack) is not None
+
+
+def voiced_text(text: str, speaker_names: Sequence[str]) -> str:
+    """The text candidate recall embeds for an utterance: who said it, then what was said.
+
+    An observation's own text rarely names its speaker ("I went to the support group
+    yesterday"), yet questions about it do ("When did Caroline go to the support group?"). Dense
+    and lexical recall both need the speaker in the indexed text: on LoCoMo turns, plain dense
+    recall@10 goes from 0.24 to 0.54 with it (measured, benchmarks/locomo.py era of session 2).
+    The stored observation keeps its text as written; only the index sees this form.
+
+    Args:
+        text: the observation's text.
+        speaker_names: the speaker's current ``KnownAs`` names as spelled, in a stable order;
+            empty when the speaker is unknown or unnamed.
+
+    Returns:
+        str: ``'<names joined by " / "> said, "<text>"'``, or ``text`` unchanged without names.
+    """
+    if not speaker_names:
+        return text
+    return f'{" / ".join(speaker_names)} said, "{text}"'
 
 
 def sorted_ids(ids: Iterable[MemoryId]) -> tuple[MemoryId, ...]:

@@ -31,6 +31,7 @@ from charmem.ports import (
     VectorIndex,
     VectorPoint,
 )
+from charmem.usecases.names import embedding_texts
 from charmem.usecases.planning import derive_links
 from charmem.usecases.validation import CONFLICT_PREFIX, validate
 
@@ -77,16 +78,29 @@ async def maintain_vectors(
     upserts = [e for e in entries if currency.get(e.id) is CurrencyStatus.CURRENT]
     deletes = sorted(i for i in ids if i in currency and currency[i] is not CurrencyStatus.CURRENT)
     markers: list[RepairMarkerType] = []
+    try:
+        texts = await embedding_texts(upserts, graph)
+    except Exception as exc:  # noqa: BLE001 - reported as a repair marker, like currency
+        log.warning("vector_text_lookup_failed", ids=len(upserts), error=type(exc).__name__)
+        markers.append(
+            RepairMarker.VectorMaintenance(
+                VectorOperation.UPSERT,
+                tuple(e.id for e in upserts),
+                f"speaker name lookup failed: {_cause(exc)}",
+            )
+        )
+        upserts, texts = [], []
     for start in range(0, len(upserts), batch_size):
         chunk = upserts[start : start + batch_size]
+        chunk_texts = texts[start : start + batch_size]
         try:
-            rows = await embedder.embed_documents([e.text for e in chunk])
+            rows = await embedder.embed_documents(chunk_texts)
             if len(rows) != len(chunk):
                 raise ValueError(f"the embedding provider returned {len(rows)} rows for {len(chunk)} texts")
             await vectors.upsert(
                 [
-                    VectorPoint(id=e.id, object_type=e.object_type, vector=row, text=e.text)
-                    for e, row in zip(chunk, rows, strict=True)
+                    VectorPoint(id=e.id, object_type=e.object_type, vector=row, text=text)
+                    for e, text, row in zip(chunk, chunk_texts, rows, strict=True)
                 ]
             )
         except Exception as exc:  # noqa: BLE001 - repairable write

@@ -23,6 +23,7 @@ from charmem.errors import BackendError
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, VectorIndex, VectorPoint
 from charmem.settings import Settings, validate_collection_name
+from charmem.usecases.names import embedding_texts
 from charmem.usecases.planning import index_entries
 
 __all__ = ["ProgressCallback", "VectorRebuildReport", "drop_vector_index", "rebuild_vector_index"]
@@ -132,7 +133,8 @@ async def rebuild_vector_index(
         on_progress(0, total)
     for start in range(0, total, batch_size):
         chunk_entries = entries[start : start + batch_size]
-        rows = await embedder.embed_documents([entry.text for entry in chunk_entries])
+        texts = await embedding_texts(chunk_entries, graph)
+        rows = await embedder.embed_documents(texts)
         if len(rows) != len(chunk_entries):
             raise BackendError(
                 f"the embedding provider {embedder.model_id!r} returned {len(rows)} rows for "
@@ -140,8 +142,8 @@ async def rebuild_vector_index(
             )
         await vectors.upsert(
             [
-                VectorPoint(id=entry.id, object_type=entry.object_type, vector=row, text=entry.text)
-                for entry, row in zip(chunk_entries, rows, strict=True)
+                VectorPoint(id=entry.id, object_type=entry.object_type, vector=row, text=text)
+                for entry, text, row in zip(chunk_entries, texts, rows, strict=True)
             ]
         )
         if on_progress is not None:

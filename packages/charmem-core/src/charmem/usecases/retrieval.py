@@ -68,6 +68,7 @@ from charmem.ports import (
     VectorIndex,
     VectorQuery,
 )
+from charmem.usecases.names import current_names
 
 __all__ = ["EXPANSION_DECAY", "retrieve_pack"]
 
@@ -149,29 +150,6 @@ def _section(obj: MemoryObject) -> str | None:
 def _rank_key(candidate: _Candidate) -> tuple[float, float, str, MemoryId]:
     obj = candidate.obj
     return (-candidate.score, -event_time(obj).timestamp(), object_type_of(obj).value, obj.id)
-
-
-async def _names(
-    graph: GraphStore, entity_ids: Iterable[MemoryId], as_of: datetime | None = None
-) -> dict[MemoryId, tuple[str, ...]]:
-    """Current ``KnownAs`` names of notions (as of a record time), as spelled, sorted."""
-    wanted = set(entity_ids)
-    if not wanted:
-        return {}
-    about = await graph.links_of(sorted(wanted), relations=[Relation.ABOUT])
-    belief_ids = sorted({link.from_id for link in about if link.to_id in wanted})
-    beliefs = await graph.get_objects(belief_ids)
-    currency = await graph.currency(belief_ids, as_of=as_of)
-    names: dict[MemoryId, set[str]] = defaultdict(set)
-    for belief_id, belief in beliefs.items():
-        if not isinstance(belief, DerivedMemory) or currency.get(belief_id) is not CurrencyStatus.CURRENT:
-            continue
-        if as_of is not None and belief.created_at > as_of:
-            continue
-        for assertion in belief.assertions:
-            if assertion.subject in wanted:
-                names[assertion.subject].add(assertion.predicate.name)
-    return {entity_id: tuple(sorted(found)) for entity_id, found in names.items()}
 
 
 async def retrieve_pack(
@@ -461,7 +439,7 @@ class _Recall:
         for candidate in ranked:
             self.entity_ids.update(_entities_of(candidate.obj))
         entity_objects = await self.graph.get_objects(sorted(self.entity_ids))
-        names = await _names(self.graph, entity_objects, context.as_of)
+        names = await current_names(self.graph, entity_objects, context.as_of)
         items = tuple(
             PackItem(
                 id=c.obj.id,

@@ -1,0 +1,92 @@
+"""Names of notions and the texts candidate recall embeds (DESIGN §3, §6.1).
+
+Both the write path (``commit``, lifecycle operations, ``rebuild_vector_index``) and retrieval
+read current ``KnownAs`` names through :func:`current_names`, so a name means the same everywhere.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import DerivedMemory, ObjectType, Observation, Relation
+from charmem.domain.plan import IndexEntry
+from charmem.domain.retrieval import CurrencyStatus
+from charmem.domain.rules import voiced_text
+from charmem.ports import GraphStore
+
+__all__ = ["current_names", "embedding_texts"]
+
+
+async def current_names(
+    graph: GraphStore, entity_ids: Iterable[MemoryId], as_of: datetime | None = None
+) -> dict[MemoryId, tuple[str, ...]]:
+    """Current ``KnownAs`` names of notions, as spelled and sorted (DESIGN §3).
+
+    A name is current when the belief asserting it is current (as of ``as_of``, a record time,
+    when given: only beliefs recorded by then, with the currency they had then).
+
+    Args:
+        graph: the collection's graph authority.
+        entity_ids: notion ids; unknown ids and notions without names are left out.
+        as_of: record time, timezone-aware; ``None`` for now.
+
+    Returns:
+        dict[MemoryId, tuple[str, ...]]: names per notion, sorted, without duplicates.
+
+    Raises:
+        BackendError: the graph failed.
+    """
+    wanted = set(entity_ids)
+    if not wanted:
+        return {}
+    about = await graph.links_of(sorted(wanted), relations=[Relation.ABOUT])
+    belief_ids = sorted({link.from_id for link in about if link.to_id in wanted})
+    if not belief_ids:
+        return {}
+    beliefs = await graph.get_objects(belief_ids)
+    currency = await graph.currency(belief_ids, as_of=as_of)
+    names: dict[MemoryId, set[str]] = defaultdict(set)
+    for belief_id, belief in beliefs.items():
+        if not isinstance(belief, DerivedMemory) or currency.get(belief_id) is not CurrencyStatus.CURRENT:
+            continue
+        if as_of is not None and belief.created_at > as_of:
+            continue
+        for assertion in belief.assertions:
+            if assertion.subject in wanted:
+                names[assertion.subject].add(assertion.predicate.name)
+    return {entity_id: tuple(sorted(found)) for entity_id, found in names.items()}
+
+
+async def embedding_texts(entries: Sequence[IndexEntry], graph: GraphStore) -> list[str]:
+    """The texts embedded (and given to the lexical cue) for index entries, in entry order.
+
+    An observation is voiced with its speaker's current names (:func:`~charmem.domain.rules.voiced_text`);
+    every other entry embeds its own text. The names are read when the entry is indexed, so a
+    rename reaches older utterances at the next ``rebuild_vector_index``.
+
+    Args:
+        entries: index entries whose objects are already in the graph.
+        graph: the collection's graph authority.
+
+    Returns:
+        list[str]: one text per entry.
+
+    Raises:
+        BackendError: the graph failed.
+    """
+    utterances = [e.id for e in entries if e.object_type is ObjectType.OBSERVATION]
+    if not utterances:
+        return [e.text for e in entries]
+    objects = await graph.get_objects(utterances)
+    speakers = {
+        i: obj.speaker_entity_id
+        for i, obj in objects.items()
+        if isinstance(obj, Observation) and obj.speaker_entity_id is not None
+    }
+    names = await current_names(graph, set(speakers.values()))
+    return [
+        voiced_text(e.text, names.get(speakers[e.id], ())) if e.id in speakers else e.text for e in entries
+    ]
