@@ -6,7 +6,7 @@ import asyncio
 import math
 import random
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
@@ -282,6 +282,38 @@ class VectorIndexContract(ContractSuite, suite=True):
         assert {h.id for h in everything.hits} == set(ids)
         kind_of = dict(zip(ids, kinds, strict=True))
         assert all(h.object_type is kind_of[h.id] for h in everything.hits), "hits carry the wrong type"
+
+    async def test_within_restricts_the_search_to_given_ids(self, vector_index: VectorIndex) -> None:
+        """``within`` ranks only those points (with the type filter and the lexical cue); ids
+        without a point are ignored; an empty ``within`` finds nothing; ``None`` finds everything.
+
+        If this fails: apply an id filter inside the search (Qdrant: ``HasIdCondition``), before
+        the limit and in every fused stage, not after it.
+        """
+        ids = data.ids("within", 6)
+        kinds = [OBS, OBS, DER, OBS, DER, OBS]
+        await vector_index.upsert(
+            [
+                self._point(i, 1.0, 0.2 * n, kind=k, text="violin lesson" if n == 4 else "routine walk")
+                for n, (i, k) in enumerate(zip(ids, kinds, strict=True))
+            ]
+        )
+        absent = data.ids("within-absent", 1)[0]
+        members = (ids[3], ids[4], ids[5], absent)
+
+        def query(within: tuple[MemoryId, ...] | None, **extra: Any) -> VectorQuery:
+            return VectorQuery(vector=self._vec(1.0), limit=extra.pop("limit", 100), within=within, **extra)
+
+        nearest = await vector_index.search(query(members, limit=1))
+        assert [h.id for h in nearest.hits] == [ids[3]], "the id filter was applied after the limit"
+        scoped = await vector_index.search(query(members))
+        assert {h.id for h in scoped.hits} == {ids[3], ids[4], ids[5]}
+        typed = await vector_index.search(query(members, object_types=(DER,)))
+        assert [h.id for h in typed.hits] == [ids[4]]
+        cued = await vector_index.search(query(members, text="violin lesson"))
+        assert {h.id for h in cued.hits} <= set(members), "the lexical stage ignored the id filter"
+        assert (await vector_index.search(query(()))).hits == ()
+        assert {h.id for h in (await vector_index.search(query(None))).hits} == set(ids)
 
     @requires("supports_exhaustive")
     async def test_exhaustive_completeness_reports_the_count_scanned(self, vector_index: VectorIndex) -> None:

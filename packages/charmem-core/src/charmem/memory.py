@@ -465,6 +465,7 @@ class CharacterMemory:
             embedder=self.embedder,
             stats=self.stats,
             token_counter=self.token_counter,
+            now=self.clock.now(),
         )
 
     async def close(self) -> None:

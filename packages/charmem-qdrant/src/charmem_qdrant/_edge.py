@@ -136,11 +136,25 @@ def _checked_weights(weights: Sequence[float]) -> tuple[float, float]:
     return dense, lexical
 
 
-def _type_filter(object_types: Sequence[ObjectType]) -> qe.Filter | None:
-    if not object_types:
-        return None
-    values = sorted({ObjectType(t).value for t in object_types})
-    return qe.Filter(must=[qe.FieldCondition(_PAYLOAD_TYPE, match=qe.MatchAny(values))])
+def _type_filter(
+    object_types: Sequence[ObjectType], within: Sequence[MemoryId] | None = None
+) -> qe.Filter | None:
+    """Scope by object type and, with ``within``, to those point ids (``VectorQuery``)."""
+    must: list[
+        qe.FieldCondition
+        | qe.IsEmptyCondition
+        | qe.IsNullCondition
+        | qe.HasIdCondition
+        | qe.HasVectorCondition
+        | qe.NestedCondition
+        | qe.Filter
+    ] = []
+    if object_types:
+        values = sorted({ObjectType(t).value for t in object_types})
+        must.append(qe.FieldCondition(_PAYLOAD_TYPE, match=qe.MatchAny(values)))
+    if within is not None:
+        must.append(qe.HasIdCondition({str(MemoryId(i)) for i in within}))
+    return qe.Filter(must=must) if must else None
 
 
 def _point_key(point: qe.ScoredPoint) -> tuple[str, float]:
@@ -640,7 +654,7 @@ class EdgeVectorIndex:
     def _search_sync(self, query: VectorQuery) -> VectorSearchResult:
         vector = self._checked_vector(query.vector, "the query vector")
         limit = query.limit
-        type_filter = _type_filter(query.object_types)
+        type_filter = _type_filter(query.object_types, query.within)
         stages: list[qe.Query] = [qe.Query.Nearest(vector, using=DENSE_VECTOR)]
         if self._lexical and query.text and query.text.strip():
             sparse = self._bm25.embed_query(query.text)

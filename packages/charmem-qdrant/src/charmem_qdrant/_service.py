@@ -86,13 +86,17 @@ def service_collection_name(collection: str) -> str:
     return COLLECTION_PREFIX + validate_collection_name(collection)
 
 
-def _type_filter(object_types: Sequence[ObjectType]) -> models.Filter | None:
-    if not object_types:
-        return None
-    values = sorted({ObjectType(t).value for t in object_types})
-    return models.Filter(
-        must=[models.FieldCondition(key=_PAYLOAD_TYPE, match=models.MatchAny(any=values))]
-    )
+def _type_filter(
+    object_types: Sequence[ObjectType], within: Sequence[MemoryId] | None = None
+) -> models.Filter | None:
+    """Scope by object type and, with ``within``, to those point ids (``VectorQuery``)."""
+    must: list[models.Condition] = []
+    if object_types:
+        values = sorted({ObjectType(t).value for t in object_types})
+        must.append(models.FieldCondition(key=_PAYLOAD_TYPE, match=models.MatchAny(any=values)))
+    if within is not None:
+        must.append(models.HasIdCondition(has_id=sorted(str(MemoryId(i)) for i in within)))
+    return models.Filter(must=must) if must else None
 
 
 def _point_key(point: models.ScoredPoint) -> tuple[str, float]:
@@ -779,7 +783,7 @@ class QdrantServiceVectorIndex:
         client = self._live("search")
         vector = self._checked_vector(query.vector, "the query vector")
         limit = query.limit
-        type_filter = _type_filter(query.object_types)
+        type_filter = _type_filter(query.object_types, query.within)
         # local mode always scans exactly (and warns that search params have no effect there)
         exact = None if self._is_local() else models.SearchParams(exact=True)
         stages: list[tuple[Any, str, models.SearchParams | None]] = [(vector, DENSE_VECTOR, exact)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -168,6 +168,40 @@ def _query(_instance: object, attribute: attrs.Attribute[str], value: str) -> No
     _fields.text(_instance, attribute, value)
 
 
+def _window(value: Any) -> tuple[datetime | None, datetime | None] | None:
+    """``(start, end)`` of an event-time window: aware datetimes or ``None`` for an open side."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, tuple | list) or len(value) != 2:
+        raise DraftValidationError(
+            f"occurred_between must be a (start, end) pair of datetimes or None, not {value!r}",
+            field="occurred_between",
+        )
+    start, end = value
+    for side in (start, end):
+        if side is not None and (not isinstance(side, datetime) or side.utcoffset() is None):
+            raise DraftValidationError(
+                f"occurred_between needs timezone-aware datetimes (or None for an open side), not {side!r}",
+                field="occurred_between",
+            )
+    if start is None and end is None:
+        return None
+    if start is not None and end is not None and start > end:
+        raise DraftValidationError(
+            f"occurred_between starts after it ends ({start.isoformat()} > {end.isoformat()}); swap them",
+            field="occurred_between",
+        )
+    return (start, end)
+
+
+def _half_life(_instance: object, attribute: attrs.Attribute[timedelta | None], value: object) -> None:
+    if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
+        raise DraftValidationError(
+            f"{attribute.name} must be a positive timedelta (a half-life) or None, not {value!r}",
+            field=attribute.name,
+        )
+
+
 @attrs.frozen(kw_only=True)
 class RetrievalContext:
     """What to recall: ``RetrievalContext(query="...", ...)``.
@@ -191,6 +225,14 @@ class RetrievalContext:
             memories, focus entities and notions named in the query.
         include_suppressed: the same for suppressed (forgotten) memories.
         as_of: record time: only what was recorded by then, with the currency it had then.
+        occurred_between: event-time window ``(start, end)``, inclusive, either side ``None`` for
+            open: only memories that happened inside it are items (an episode or observation by
+            its event time, any other memory by its record time). Candidate recall fetches
+            ``WINDOW_OVERFETCH`` times ``candidate_limit`` candidates so the window still fills.
+        recency: a preference for what happened lately, as a half-life (``timedelta``): a memory
+            one half-life older than the reference time (``as_of``, else now) keeps 3/4 of its
+            score, two half-lives 5/8, never less than half: meaning still outranks age
+            (``None``, the default: no preference).
     """
 
     query: str = attrs.field(validator=_query)
@@ -207,6 +249,10 @@ class RetrievalContext:
     include_superseded: bool = False
     include_suppressed: bool = False
     as_of: datetime | None = attrs.field(default=None, validator=_fields.aware)
+    occurred_between: tuple[datetime | None, datetime | None] | None = attrs.field(
+        default=None, converter=_window
+    )
+    recency: timedelta | None = attrs.field(default=None, validator=_half_life)
 
 
 @attrs.frozen(kw_only=True)

@@ -197,12 +197,15 @@ class VectorQuery:
         limit: most hits returned (count).
         object_types: only points of these types (empty: all types).
         text: the cue text, for a lexical cue where the index supports one.
+        within: only these points (``None``: every point); ids without a point are ignored.
+            Retrieval uses it to rank the members of a hub notion against the query.
     """
 
     vector: Sequence[float]
     limit: int
     object_types: tuple[ObjectType, ...] = ()
     text: str | None = None
+    within: tuple[MemoryId, ...] | None = None
 
 
 @attrs.frozen

@@ -73,10 +73,11 @@ class ReferenceVectorIndex:
         """Exact cosine; score desc, id asc."""
         vector = _normalised(query.vector, self._size)
         scope = set(query.object_types)
+        within = None if query.within is None else set(query.within)
         scored = [
             VectorHit(memory_id, object_type, sum(a * b for a, b in zip(vector, stored, strict=True)))
             for memory_id, (object_type, stored) in self._points.items()
-            if not scope or object_type in scope
+            if (not scope or object_type in scope) and (within is None or memory_id in within)
         ]
         scored.sort(key=lambda hit: (-hit.score, hit.id))
         hits = tuple(scored[: query.limit])

@@ -11,19 +11,25 @@ The order of operations:
    caller links and notions, at most ``per_node_fanout`` per root and ``node_budget`` in all.
    An expanded memory scores ``EXPANSION_DECAY`` times its root's score. Notions are listed in
    ``pack.entities`` with their current ``KnownAs`` names, not as items.
-4. Notions: focus entities and notions whose current ``KnownAs`` name occurs in the query lead
-   to the memories about, involving or mentioning them (newest first, ``per_node_fanout`` each);
-   a notion with more than ``hub_edge_cap`` links (retrieval stats) is a hub and is not followed.
+4. Notions: focus entities and notions whose current ``KnownAs`` name occurs in the query
+   lead to the memories about, involving or mentioning them (newest first, ``per_node_fanout``
+   each). A notion with more than ``hub_edge_cap`` links (retrieval stats) is a hub: following
+   it whole would flood the pack with routine memories, so the vector index ranks its members
+   against the query (``VectorQuery.within``) and only the ``per_node_fanout`` nearest enter.
 5. Conversational context: the ``context_window`` observations before and after each recalled
    observation in its episode (order: observed_at, id) score ``CONTEXT_DECAY`` per step times
    it: people remember an utterance with what was said around it.
-6. Currency: one hop of ``supersedes`` around every admitted memory. Superseded and suppressed
+6. Thread continuity: an active thread among the items brings its ``THREAD_RECENT_MEMBERS``
+   newest members (``EXPANSION_DECAY`` times its score).
+7. Currency: one hop of ``supersedes`` around every admitted memory. Superseded and suppressed
    memories met anywhere are listed among the omissions with their status (suppressed beats
    superseded), or returned as items with that status under ``include_superseded`` /
    ``include_suppressed``. With ``as_of``, only what was recorded by then counts, with the
-   currency it had then.
-7. Ranking: one score per item (a memory met twice keeps its best score); beliefs that assert
+   currency it had then. With ``occurred_between``, only what happened inside the window is an
+   item (candidate recall over-fetches ``WINDOW_OVERFETCH`` times to fill it).
+8. Ranking: one score per item (a memory met twice keeps its best score); beliefs that assert
    names score ``NAME_BELIEF_WEIGHT`` times theirs (the pack's ``entities`` already show names);
+   under a ``recency`` half-life every score is multiplied by :func:`recency_factor` of its age;
    canonical ties by (score desc, newer first, object type, id), so identical stores and
    queries give identical packs whatever the insertion order.
 """
@@ -31,7 +37,7 @@ The order of operations:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 import attrs
@@ -160,8 +166,18 @@ async def retrieve_pack(
     embedder: EmbeddingProvider,
     stats: RetrievalStatsStore,
     token_counter: TokenCounter,
+    now: datetime,
 ) -> ContinuityContextPack:
     """Recall memories for ``context`` into a :class:`ContinuityContextPack` (module docstring).
+
+    Args:
+        context: what to recall and the bounds.
+        graph: the graph authority.
+        vectors: the candidate-recall index.
+        embedder: embeds the query.
+        stats: retrieval stats (notion degrees for hub selectivity).
+        token_counter: counts tokens for the pack's ``render``.
+        now: the reference time of the ``recency`` preference when ``context.as_of`` is unset.
 
     Raises:
         BackendError: a store or the embedding provider failed.
@@ -169,10 +185,11 @@ async def retrieve_pack(
     recall = _Recall(context, graph)
     limits = context.graph_limits
     query_vector = await embedder.embed_query(context.query)
+    overfetch = WINDOW_OVERFETCH if context.occurred_between is not None else 1
     found = await vectors.search(
         VectorQuery(
             vector=query_vector,
-            limit=context.candidate_limit,
+            limit=context.candidate_limit * overfetch,
             object_types=context.object_type_defaults,
             text=context.query,
         )
@@ -193,22 +210,26 @@ async def retrieve_pack(
         entities = await graph.get_objects(sorted(seeds))
         seeds = {i: signal for i, signal in seeds.items() if isinstance(entities.get(i), Entity)}
         recall.entity_ids.update(seeds)
+        links = await graph.links_of(sorted(seeds), relations=_NOTION_RELATIONS)
+        members: dict[MemoryId, set[MemoryId]] = defaultdict(set)
+        for link in links:
+            if link.to_id in seeds:
+                members[link.to_id].add(link.from_id)
         degrees = await stats.degrees(sorted(seeds))
-        followed = sorted(i for i in seeds if degrees.get(i, 0) <= limits.hub_edge_cap)
-        recall.telemetry["hub_notions_skipped"] = len(seeds) - len(followed)
-        if followed:
-            links = await graph.links_of(followed, relations=_NOTION_RELATIONS)
-            around = sorted({link.from_id for link in links if link.to_id in seeds})
-            await recall.load(around)
-            by_seed: dict[MemoryId, list[MemoryObject]] = defaultdict(list)
-            for link in links:
-                obj = recall.objects.get(link.from_id)
-                if link.to_id in seeds and obj is not None and recall.visible(obj):
-                    by_seed[link.to_id].append(obj)
-            for seed in followed:
-                newest = sorted(set(by_seed[seed]), key=lambda o: (-event_time(o).timestamp(), o.id))
-                for obj in newest[: limits.per_node_fanout]:
-                    recall.offer(obj.id, top * EXPANSION_DECAY, seeds[seed])
+        for seed in sorted(seeds):
+            around = members.get(seed, set())
+            if max(degrees.get(seed, 0), len(around)) > limits.hub_edge_cap:
+                recall.telemetry["hub_notions_narrowed"] += 1
+                chosen = await _most_relevant(vectors, query_vector, context, around, limits.per_node_fanout)
+                await recall.load(chosen)
+            else:
+                await recall.load(sorted(around))
+                objects = [recall.objects[i] for i in around if i in recall.objects]
+                seen = [o for o in objects if recall.visible(o)]
+                newest = sorted(seen, key=lambda o: (-event_time(o).timestamp(), o.id))
+                chosen = [o.id for o in newest[: limits.per_node_fanout]]
+            for memory_id in chosen:
+                recall.offer(memory_id, top * EXPANSION_DECAY, seeds[seed])
 
     # one hop of bounded expansion from the roots
     if limits.depth >= 1 and roots and limits.node_budget > 0:
@@ -256,6 +277,11 @@ async def retrieve_pack(
     if limits.context_window > 0:
         await _adjacent_observations(recall, roots, limits.context_window)
 
+    # thread continuity: an active thread met comes with its most recent members
+    await _thread_continuity(
+        recall, limits.allowed_relation_types or tuple(r for r in Relation if r is not Relation.SUPERSEDES)
+    )
+
     # currency: one hop of supersedes around every admitted memory
     admitted = sorted(recall.chosen)
     if admitted:
@@ -276,7 +302,7 @@ async def retrieve_pack(
         for other, (score, signal) in sorted(hop.items()):
             recall.offer(other, score, signal)
 
-    _rescore(recall)
+    _rescore(recall, reference=context.as_of or now)
     return await recall.pack(
         found.completeness,
         token_counter,
@@ -296,12 +322,104 @@ CONTEXT_DECAY = 0.95
 NAME_BELIEF_WEIGHT = 0.5
 
 
-def _rescore(recall: _Recall) -> None:
+#: Candidate recall fetches this many times ``candidate_limit`` under an event-time window, which
+#: then drops what happened outside it.
+WINDOW_OVERFETCH = 4
+
+#: Members of an active thread recalled with it (newest first), at most ``per_node_fanout``.
+THREAD_RECENT_MEMBERS = 3
+
+
+def recency_factor(age_seconds: float, half_life_seconds: float) -> float:
+    """Score factor of the ``recency`` preference: ``0.5 + 0.5 * 0.5 ** (age / half_life)``.
+
+    1 for what happens now (or later), 3/4 one half-life ago, never below 1/2: recency breaks
+    near-ties in meaning without letting a recent distractor beat a clearly better old memory.
+    """
+    return 0.5 + 0.5 * float(0.5 ** (max(age_seconds, 0.0) / half_life_seconds))
+
+
+def _rescore(recall: _Recall, reference: datetime) -> None:
     """Adjust scores once every candidate is known (documented in the module docstring)."""
+    half_life = recall.context.recency
     for candidate in recall.chosen.values():
         obj = candidate.obj
         if isinstance(obj, DerivedMemory) and obj.assertions:
             candidate.score *= NAME_BELIEF_WEIGHT
+        if half_life is not None:
+            age = (reference - event_time(obj)).total_seconds()
+            candidate.score *= recency_factor(age, half_life.total_seconds())
+            candidate.signals.add("recency")
+
+
+async def _most_relevant(
+    vectors: VectorIndex,
+    query_vector: Sequence[float],
+    context: RetrievalContext,
+    members: set[MemoryId],
+    limit: int,
+) -> list[MemoryId]:
+    """The ``limit`` members of a hub notion nearest to the query, by the vector index itself.
+
+    A hub (more links than ``hub_edge_cap``) would flood the pack with routine memories if
+    followed whole, and a rare relevant memory may be reachable only through it: the index ranks
+    the hub's members against the query, restricted to them.
+    """
+    if not members:
+        return []
+    found = await vectors.search(
+        VectorQuery(
+            vector=query_vector,
+            limit=limit,
+            object_types=context.object_type_defaults,
+            text=context.query,
+            within=tuple(sorted(members)),
+        )
+    )
+    return [hit.id for hit in found.hits if hit.score > context.score_floor]
+
+
+async def _thread_continuity(recall: _Recall, relations: Sequence[Relation]) -> None:
+    """Offer the most recent members of every active thread among the items.
+
+    A thread is an ongoing storyline: recalling it without what happened in it lately would lose
+    the continuity it exists for. This is expansion along ``part_of_thread`` (signal
+    ``expansion:part_of_thread``), bounded like it: ``depth`` >= 1, the relation allowed, the
+    member's type allowed, ``per_node_fanout`` and ``node_budget``. Members score
+    ``EXPANSION_DECAY`` times the thread.
+    """
+    limits = recall.context.graph_limits
+    if limits.depth < 1 or Relation.PART_OF_THREAD not in relations:
+        return
+    threads = sorted(
+        i
+        for i, c in recall.chosen.items()
+        if isinstance(c.obj, MemoryThread) and c.obj.status is ThreadStatus.ACTIVE
+    )
+    if not threads:
+        return
+    links = await recall.graph.links_of(threads, relations=[Relation.PART_OF_THREAD])
+    await recall.load(sorted({link.from_id for link in links}))
+    allowed_types = set(limits.allowed_object_types)
+    members: dict[MemoryId, list[tuple[MemoryObject, MemoryLink]]] = defaultdict(list)
+    for link in links:
+        obj = recall.objects.get(link.from_id)
+        if (
+            link.to_id in recall.chosen
+            and obj is not None
+            and recall.visible(obj)
+            and object_type_of(obj) in allowed_types
+        ):
+            members[link.to_id].append((obj, link))
+    for thread_id in threads:
+        newest = sorted(members[thread_id], key=lambda pair: (-event_time(pair[0]).timestamp(), pair[0].id))
+        score = recall.chosen[thread_id].score * EXPANSION_DECAY
+        for obj, link in newest[: min(THREAD_RECENT_MEMBERS, limits.per_node_fanout)]:
+            if recall.telemetry["nodes_expanded"] >= limits.node_budget:
+                return
+            recall.links[link.id] = link
+            if recall.offer(obj.id, score, "expansion:part_of_thread"):
+                recall.telemetry["nodes_expanded"] += 1
 
 
 async def _adjacent_observations(recall: _Recall, roots: list[MemoryId], window: int) -> None:
@@ -392,6 +510,15 @@ class _Recall:
         """Recorded by the context's ``as_of`` (always, without one)."""
         return self.context.as_of is None or obj.created_at <= self.context.as_of
 
+    def in_window(self, obj: MemoryObject) -> bool:
+        """Happened inside the context's ``occurred_between`` (always, without one)."""
+        window = self.context.occurred_between
+        if window is None:
+            return True
+        when = event_time(obj)
+        start, end = window
+        return (start is None or when >= start) and (end is None or when <= end)
+
     def offer(self, memory_id: MemoryId, score: float, signal: str) -> bool:
         """Admit a loaded memory under the currency policy; returns whether it is an item."""
         if memory_id in self.chosen:
@@ -405,6 +532,9 @@ class _Recall:
             return False
         if not self.visible(obj):
             self.telemetry["not_yet_recorded"] += 1
+            return False
+        if not isinstance(obj, Entity) and not self.in_window(obj):
+            self.telemetry["outside_time_window"] += 1
             return False
         if isinstance(obj, Entity):
             self.entity_ids.add(memory_id)
