@@ -41,6 +41,7 @@ from charmem_contract.embedder import EmbeddingProviderContract  # noqa: E402
 from charmem_contract.facade import CharacterMemoryContract  # noqa: E402
 from charmem_contract.graph import GraphStoreContract  # noqa: E402
 from charmem_contract.lifecycle import LifecycleContract  # noqa: E402
+from charmem_contract.recall import RecallSignalsContract  # noqa: E402
 from charmem_contract.stacks import FixedClock, MemoryFactory, memory_factory, reference_memory  # noqa: E402
 from charmem_contract.stats import RetrievalStatsStoreContract  # noqa: E402
 from charmem_contract.vectors import VectorIndexContract  # noqa: E402
@@ -53,6 +54,7 @@ __all__ = [
     "GraphStoreContract",
     "LifecycleContract",
     "MemoryFactory",
+    "RecallSignalsContract",
     "RetrievalStatsStoreContract",
     "VectorIndexContract",
     "__version__",

@@ -315,6 +315,22 @@ class VectorIndexContract(ContractSuite, suite=True):
         assert (await vector_index.search(query(()))).hits == ()
         assert {h.id for h in (await vector_index.search(query(None))).hits} == set(ids)
 
+    async def test_min_score_is_a_floor_on_dense_similarity(self, vector_index: VectorIndex) -> None:
+        """``min_score`` drops dense candidates less similar than it (cosine); ``None`` keeps all.
+
+        If this fails: pass the floor to the dense search (Qdrant ``score_threshold``) instead
+        of cutting after fusion, and compare cosine, not a fused score.
+        """
+        ids = data.ids("floor", 3)
+        await vector_index.upsert(
+            [self._point(ids[0], 1.0), self._point(ids[1], 1.0, 1.0), self._point(ids[2], 0.0, 1.0)]
+        )
+        query = self._vec(1.0)
+        floored = await vector_index.search(VectorQuery(vector=query, limit=10, min_score=0.5))
+        assert [h.id for h in floored.hits] == [ids[0], ids[1]]  # cosines 1.0 and 0.707; 0.0 dropped
+        everything = await vector_index.search(VectorQuery(vector=query, limit=10))
+        assert {h.id for h in everything.hits} == set(ids)
+
     @requires("supports_exhaustive")
     async def test_exhaustive_completeness_reports_the_count_scanned(self, vector_index: VectorIndex) -> None:
         """An exact scan reports ``exhaustive`` with ``scanned`` = points in scope, ``fetched`` = hits.

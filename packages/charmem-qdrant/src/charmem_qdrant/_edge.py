@@ -668,6 +668,7 @@ class EdgeVectorIndex:
                 query=stages[stage],
                 filter=type_filter,
                 params=exact if stage == 0 else None,  # ``exact`` concerns the dense search only
+                score_threshold=query.min_score if stage == 0 else None,  # a cosine floor
                 with_payload=True,
             )
 

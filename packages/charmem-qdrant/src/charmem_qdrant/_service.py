@@ -803,6 +803,7 @@ class QdrantServiceVectorIndex:
                 using=using,
                 filter=type_filter,
                 params=params,
+                score_threshold=query.min_score if stage == 0 else None,  # a cosine floor
                 limit=n,
                 with_payload=True,
             )

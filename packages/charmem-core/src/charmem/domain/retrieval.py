@@ -215,8 +215,9 @@ class RetrievalContext:
         graph_limits: bounds of expansion (:class:`GraphLimits`).
         section_limits: per-section caps, merged over :data:`DEFAULT_SECTION_LIMITS`.
         max_tokens: if set, :meth:`ContinuityContextPack.render` defaults to this budget.
-        score_floor: candidates scoring at or below this are not admitted (near-zero similarity
-            is noise, not memory).
+        score_floor: a floor on the dense similarity (cosine) of candidate recall: memories
+            less similar than this to the query are not candidates, unless the lexical cue finds
+            a shared term (near-zero similarity is noise, not memory). Default 0.1.
         focus_entity_ids: notions the caller is focused on; memories about, involving or
             mentioning them are recalled through the graph (hubs excepted).
         include_superseded: return superseded memories met during recall as items with status
@@ -230,8 +231,8 @@ class RetrievalContext:
             its event time, any other memory by its record time). Candidate recall fetches
             ``WINDOW_OVERFETCH`` times ``candidate_limit`` candidates so the window still fills.
         recency: a preference for what happened lately, as a half-life (``timedelta``): a memory
-            one half-life older than the reference time (``as_of``, else now) keeps 3/4 of its
-            score, two half-lives 5/8, never less than half: meaning still outranks age
+            one half-life older than the reference time (``as_of``, else now) keeps 0.9 of its
+            score, two half-lives 0.85, never less than 0.8: meaning still outranks age
             (``None``, the default: no preference).
     """
 
@@ -244,7 +245,7 @@ class RetrievalContext:
     graph_limits: GraphLimits = attrs.field(factory=GraphLimits)
     section_limits: Mapping[str, int] = attrs.field(factory=dict, converter=_section_limits)
     max_tokens: int | None = attrs.field(default=None, validator=_optional_count)
-    score_floor: float = attrs.field(default=0.0, validator=_number)
+    score_floor: float = attrs.field(default=0.1, validator=_number)
     focus_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     include_superseded: bool = False
     include_suppressed: bool = False
@@ -331,8 +332,10 @@ class ContinuityContextPack:
         links: links among the items.
         omissions: memories met but left out, with a reason, sorted by id.
         completeness: candidate recall completeness.
-        telemetry: counters (``roots_considered``, ``roots_admitted``, ``roots_omitted``,
-            ``nodes_expanded``, ``items``...).
+        telemetry: counters: ``roots_considered`` (candidates from the vector index),
+            ``roots_admitted`` and ``roots_omitted`` (by graph authority), ``nodes_expanded``,
+            ``hub_notions_narrowed``, ``outside_time_window``, ``not_yet_recorded`` (``as_of``),
+            ``items``, ``entities``, ``omissions`` and ``omitted_<reason>`` per omission reason.
         token_counter: the name of the counter :meth:`render` uses.
         max_tokens: default token budget of :meth:`render`.
     """

@@ -198,7 +198,10 @@ class VectorQuery:
         object_types: only points of these types (empty: all types).
         text: the cue text, for a lexical cue where the index supports one.
         within: only these points (``None``: every point); ids without a point are ignored.
-            Retrieval uses it to rank the members of a hub notion against the query.
+            Retrieval uses it to rank the members of a notion against the query.
+        min_score: a floor on the dense similarity (cosine): a point less similar than this to
+            ``vector`` is not a dense candidate (Qdrant's ``score_threshold``); a lexical cue may
+            still propose it when its text shares a term with ``text``. ``None``: no floor.
     """
 
     vector: Sequence[float]
@@ -206,6 +209,7 @@ class VectorQuery:
     object_types: tuple[ObjectType, ...] = ()
     text: str | None = None
     within: tuple[MemoryId, ...] | None = None
+    min_score: float | None = None
 
 
 @attrs.frozen

@@ -22,11 +22,11 @@ class HashingEmbeddingProvider:
     Good enough to test recall paths; not a semantic model.
 
     Args:
-        vector_size: dimensions (default 64).
+        vector_size: dimensions (default 256: fewer hash collisions between unrelated words).
         model_id: the fingerprint name (default ``"charmem-hashing-v1"``).
     """
 
-    def __init__(self, vector_size: int = 64, model_id: str = "charmem-hashing-v1") -> None:
+    def __init__(self, vector_size: int = 256, model_id: str = "charmem-hashing-v1") -> None:
         if vector_size < 2:
             raise ValueError("vector_size must be at least 2")
         self._size = vector_size

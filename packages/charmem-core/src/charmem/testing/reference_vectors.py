@@ -79,12 +79,15 @@ class ReferenceVectorIndex:
             for memory_id, (object_type, stored) in self._points.items()
             if (not scope or object_type in scope) and (within is None or memory_id in within)
         ]
+        in_scope = len(scored)
+        if query.min_score is not None:
+            scored = [hit for hit in scored if hit.score >= query.min_score]
         scored.sort(key=lambda hit: (-hit.score, hit.id))
         hits = tuple(scored[: query.limit])
         return VectorSearchResult(
             hits=hits,
             completeness=VectorRecallCompleteness(
-                CompletenessKind.EXHAUSTIVE, scanned=len(scored), fetched=len(hits)
+                CompletenessKind.EXHAUSTIVE, scanned=in_scope, fetched=len(hits)
             ),
         )
 

@@ -12,10 +12,13 @@ The order of operations:
    An expanded memory scores ``EXPANSION_DECAY`` times its root's score. Notions are listed in
    ``pack.entities`` with their current ``KnownAs`` names, not as items.
 4. Notions: focus entities and notions whose current ``KnownAs`` name occurs in the query
-   lead to the memories about, involving or mentioning them (newest first, ``per_node_fanout``
-   each). A notion with more than ``hub_edge_cap`` links (retrieval stats) is a hub: following
-   it whole would flood the pack with routine memories, so the vector index ranks its members
-   against the query (``VectorQuery.within``) and only the ``per_node_fanout`` nearest enter.
+   lead to the memories about, involving or mentioning them: the vector index ranks a notion's
+   members against the query (``VectorQuery.within``) and the ``per_node_fanout`` nearest enter
+   at ``EXPANSION_DECAY`` times the best root. A notion with more than ``hub_edge_cap`` links
+   (retrieval stats) is a hub: following it would flood the pack with routine memories, so only
+   ``per_node_fanout // HUB_FANOUT_DIVISOR`` of its members enter, their score scaled by
+   ``hub_edge_cap / degree`` (selectivity), yet a rare relevant memory reachable only through the
+   hub still comes first among them.
 5. Conversational context: the ``context_window`` observations before and after each recalled
    observation in its episode (order: observed_at, id) score ``CONTEXT_DECAY`` per step times
    it: people remember an utterance with what was said around it.
@@ -192,9 +195,10 @@ async def retrieve_pack(
             limit=context.candidate_limit * overfetch,
             object_types=context.object_type_defaults,
             text=context.query,
+            min_score=context.score_floor,
         )
     )
-    hits = [hit for hit in found.hits if hit.score > context.score_floor]
+    hits = found.hits
     await recall.load([hit.id for hit in hits])
     roots: list[MemoryId] = []
     for hit in hits:
@@ -218,18 +222,15 @@ async def retrieve_pack(
         degrees = await stats.degrees(sorted(seeds))
         for seed in sorted(seeds):
             around = members.get(seed, set())
-            if max(degrees.get(seed, 0), len(around)) > limits.hub_edge_cap:
-                recall.telemetry["hub_notions_narrowed"] += 1
-                chosen = await _most_relevant(vectors, query_vector, context, around, limits.per_node_fanout)
-                await recall.load(chosen)
-            else:
-                await recall.load(sorted(around))
-                objects = [recall.objects[i] for i in around if i in recall.objects]
-                seen = [o for o in objects if recall.visible(o)]
-                newest = sorted(seen, key=lambda o: (-event_time(o).timestamp(), o.id))
-                chosen = [o.id for o in newest[: limits.per_node_fanout]]
+            degree = max(degrees.get(seed, 0), len(around))
+            hub = degree > limits.hub_edge_cap
+            recall.telemetry["hub_notions_narrowed"] += int(hub)
+            fanout = max(1, limits.per_node_fanout // HUB_FANOUT_DIVISOR) if hub else limits.per_node_fanout
+            score = top * EXPANSION_DECAY * (limits.hub_edge_cap / degree if hub else 1.0)
+            chosen = await _most_relevant(vectors, query_vector, context, around, fanout)
+            await recall.load(chosen)
             for memory_id in chosen:
-                recall.offer(memory_id, top * EXPANSION_DECAY, seeds[seed])
+                recall.offer(memory_id, score, seeds[seed])
 
     # one hop of bounded expansion from the roots
     if limits.depth >= 1 and roots and limits.node_budget > 0:
@@ -308,7 +309,6 @@ async def retrieve_pack(
         token_counter,
         roots_considered=len(found.hits),
         roots_admitted=len(roots),
-        below_floor=len(found.hits) - len(hits),
     )
 
 
@@ -326,17 +326,26 @@ NAME_BELIEF_WEIGHT = 0.5
 #: then drops what happened outside it.
 WINDOW_OVERFETCH = 4
 
+#: A hub notion admits ``per_node_fanout // HUB_FANOUT_DIVISOR`` members (at least one).
+HUB_FANOUT_DIVISOR = 4
+
 #: Members of an active thread recalled with it (newest first), at most ``per_node_fanout``.
 THREAD_RECENT_MEMBERS = 3
 
 
-def recency_factor(age_seconds: float, half_life_seconds: float) -> float:
-    """Score factor of the ``recency`` preference: ``0.5 + 0.5 * 0.5 ** (age / half_life)``.
+#: The lowest factor the ``recency`` preference applies, however old a memory is.
+RECENCY_FLOOR = 0.8
 
-    1 for what happens now (or later), 3/4 one half-life ago, never below 1/2: recency breaks
-    near-ties in meaning without letting a recent distractor beat a clearly better old memory.
+
+def recency_factor(age_seconds: float, half_life_seconds: float) -> float:
+    """Score factor of the ``recency`` preference: ``F + (1 - F) * 0.5 ** (age / half_life)``.
+
+    ``F`` is :data:`RECENCY_FLOOR`: 1 for what happens now (or later), 0.9 one half-life ago,
+    never below 0.8: recency reorders near-ties in meaning without letting a recent distractor
+    beat a clearly better old memory.
     """
-    return 0.5 + 0.5 * float(0.5 ** (max(age_seconds, 0.0) / half_life_seconds))
+    decay = float(0.5 ** (max(age_seconds, 0.0) / half_life_seconds))
+    return RECENCY_FLOOR + (1.0 - RECENCY_FLOOR) * decay
 
 
 def _rescore(recall: _Recall, reference: datetime) -> None:
@@ -359,11 +368,12 @@ async def _most_relevant(
     members: set[MemoryId],
     limit: int,
 ) -> list[MemoryId]:
-    """The ``limit`` members of a hub notion nearest to the query, by the vector index itself.
+    """The ``limit`` members of a notion nearest to the query, ranked by the vector index itself.
 
-    A hub (more links than ``hub_edge_cap``) would flood the pack with routine memories if
-    followed whole, and a rare relevant memory may be reachable only through it: the index ranks
-    the hub's members against the query, restricted to them.
+    A notion may have many members (a hub has more links than ``hub_edge_cap``) and a rare
+    relevant memory may be reachable only through it: the index ranks the members against the
+    query, restricted to them (``VectorQuery.within``), so the relevant ones come first. No
+    score floor: the notion itself (named in the query, or in focus) is the evidence.
     """
     if not members:
         return []
@@ -376,7 +386,7 @@ async def _most_relevant(
             within=tuple(sorted(members)),
         )
     )
-    return [hit.id for hit in found.hits if hit.score > context.score_floor]
+    return [hit.id for hit in found.hits]
 
 
 async def _thread_continuity(recall: _Recall, relations: Sequence[Relation]) -> None:
@@ -561,7 +571,6 @@ class _Recall:
         *,
         roots_considered: int,
         roots_admitted: int,
-        below_floor: int,
     ) -> ContinuityContextPack:
         """Rank the chosen items and assemble the pack."""
         context = self.context
@@ -606,8 +615,7 @@ class _Recall:
             **self.telemetry,
             "roots_considered": roots_considered,
             "roots_admitted": roots_admitted,
-            "roots_omitted": roots_considered - roots_admitted - below_floor,
-            "roots_below_floor": below_floor,
+            "roots_omitted": roots_considered - roots_admitted,
             "nodes_expanded": self.telemetry.get("nodes_expanded", 0),
             "items": len(items),
             "entities": len(entities),
