@@ -52,7 +52,7 @@ def _ids(namespace: str, count: int) -> list[MemoryId]:
 class RecallSignalsContract(ContractSuite, abc.ABC, suite=True):
     """Recall signals every composition of adapters must show (DESIGN §6)."""
 
-    minimum_passing: ClassVar[int] = 7
+    minimum_passing: ClassVar[int] = 8
 
     @abc.abstractmethod
     def make_memory(self, collection: str) -> AsyncIterator[CharacterMemory]:
@@ -232,6 +232,26 @@ class RecallSignalsContract(ContractSuite, abc.ABC, suite=True):
         )
         assert pack.items == ()
         assert pack.telemetry.get("outside_time_window", 0) > 0
+
+    async def test_a_date_in_the_query_prefers_what_happened_then(self, memory: CharacterMemory) -> None:
+        """A date in the query ("... on 9 November 2022"): of two equally close memories, the
+        one that happened that day ranks first and carries the ``time_cue`` signal; with
+        ``time_cues=False`` the newer one does (canonical ties).
+        """
+        then = await self._episode(
+            memory, "We cooked coconut ice cream.", datetime(2022, 11, 9, 18, tzinfo=UTC)
+        )
+        later = await self._episode(
+            memory, "We cooked coconut ice cream.", datetime(2023, 2, 1, 18, tzinfo=UTC)
+        )
+        query = "the coconut ice cream we cooked on 9 November 2022"
+        pack = await memory.retrieve(RetrievalContext(query=query))
+        ranked = self._ranked(pack)
+        assert ranked.index(then) < ranked.index(later)
+        assert "time_cue" in {item.id: item for item in pack.items}[then].signals
+        assert pack.telemetry["time_cue_periods"] == 1
+        plain = self._ranked(await memory.retrieve(RetrievalContext(query=query, time_cues=False)))
+        assert plain.index(later) < plain.index(then)
 
     async def test_an_active_thread_brings_its_most_recent_members(self, memory: CharacterMemory) -> None:
         """Recalling an active thread brings its newest members (three), not its older ones."""

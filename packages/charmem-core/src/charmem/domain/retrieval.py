@@ -234,6 +234,11 @@ class RetrievalContext:
             one half-life older than the reference time (``as_of``, else now) keeps 0.9 of its
             score, two half-lives 0.85, never less than 0.8: meaning still outranks age
             (``None``, the default: no preference).
+        time_cues: read absolute dates in the query ("on 9 November 2022", "in March 2023",
+            :func:`charmem.domain.timecues.time_cues`) as a preference for memories that
+            happened then: they score ``TIME_CUE_WEIGHT`` times more, and candidate recall
+            over-fetches to find them (default on; an explicit ``occurred_between`` is a filter,
+            this is a preference).
     """
 
     query: str = attrs.field(validator=_query)
@@ -254,6 +259,7 @@ class RetrievalContext:
         default=None, converter=_window
     )
     recency: timedelta | None = attrs.field(default=None, validator=_half_life)
+    time_cues: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
 
 
 @attrs.frozen(kw_only=True)

@@ -33,6 +33,8 @@ The order of operations:
 8. Ranking: one score per item (a memory met twice keeps its best score); beliefs that assert
    names score ``NAME_BELIEF_WEIGHT`` times theirs (the pack's ``entities`` already show names);
    under a ``recency`` half-life every score is multiplied by :func:`recency_factor` of its age;
+   a memory that happened in a period named by an absolute date of the query (``time_cues``)
+   scores ``TIME_CUE_WEIGHT`` times more;
    canonical ties by (score desc, newer first, object type, id), so identical stores and
    queries give identical packs whatever the insertion order.
 """
@@ -69,6 +71,7 @@ from charmem.domain.retrieval import (
     VectorRecallCompleteness,
 )
 from charmem.domain.rules import name_occurs_in
+from charmem.domain.timecues import time_cues
 from charmem.ports import (
     EmbeddingProvider,
     GraphStore,
@@ -188,7 +191,9 @@ async def retrieve_pack(
     recall = _Recall(context, graph)
     limits = context.graph_limits
     query_vector = await embedder.embed_query(context.query)
-    overfetch = WINDOW_OVERFETCH if context.occurred_between is not None else 1
+    periods = time_cues(context.query) if context.time_cues else ()
+    recall.telemetry["time_cue_periods"] = len(periods)
+    overfetch = WINDOW_OVERFETCH if context.occurred_between is not None or periods else 1
     found = await vectors.search(
         VectorQuery(
             vector=query_vector,
@@ -303,7 +308,7 @@ async def retrieve_pack(
         for other, (score, signal) in sorted(hop.items()):
             recall.offer(other, score, signal)
 
-    _rescore(recall, reference=context.as_of or now)
+    _rescore(recall, reference=context.as_of or now, periods=periods)
     return await recall.pack(
         found.completeness,
         token_counter,
@@ -333,6 +338,9 @@ HUB_FANOUT_DIVISOR = 4
 THREAD_RECENT_MEMBERS = 3
 
 
+#: Score factor of a memory that happened in a period an absolute date of the query names.
+TIME_CUE_WEIGHT = 1.5
+
 #: The lowest factor the ``recency`` preference applies, however old a memory is.
 RECENCY_FLOOR = 0.8
 
@@ -348,13 +356,17 @@ def recency_factor(age_seconds: float, half_life_seconds: float) -> float:
     return RECENCY_FLOOR + (1.0 - RECENCY_FLOOR) * decay
 
 
-def _rescore(recall: _Recall, reference: datetime) -> None:
+def _rescore(recall: _Recall, reference: datetime, periods: Sequence[tuple[datetime, datetime]] = ()) -> None:
     """Adjust scores once every candidate is known (documented in the module docstring)."""
     half_life = recall.context.recency
     for candidate in recall.chosen.values():
         obj = candidate.obj
         if isinstance(obj, DerivedMemory) and obj.assertions:
             candidate.score *= NAME_BELIEF_WEIGHT
+        when = event_time(obj)
+        if any(start <= when < end for start, end in periods):
+            candidate.score *= TIME_CUE_WEIGHT
+            candidate.signals.add("time_cue")
         if half_life is not None:
             age = (reference - event_time(obj)).total_seconds()
             candidate.score *= recency_factor(age, half_life.total_seconds())
