@@ -45,19 +45,21 @@ class LocalTokenCounter:
     for the joined text.
 
     How it relates to an LLM's tokenizer: on English prose WordPiece counts are close to GPT
-    byte-pair counts (both near 1.3 per word) but not equal: punctuation is always its own token
-    here, and emoji or rare scripts are one ``[UNK]`` here where byte-level BPE spends several
-    tokens. Measured on the 4,124 turns of the LoCoMo conversations (93,912 whitespace words):
-    121,633 word pieces, 1.30 per word. Budgets are therefore in the right unit for an LLM
-    prompt, within a few per cent on English prose; leave headroom for a model's exact limit.
+    byte-pair counts but not equal: punctuation is always its own token here, and an emoji is
+    one ``[UNK]`` here where byte-level BPE spends several tokens. Measured on the 4,124 turns
+    of the LoCoMo conversations (93,912 whitespace words): 121,633 word pieces, 1.30 per word
+    (GPT tokenizers are commonly quoted at about 1.3 per English word; not measured here, no
+    GPT tokenizer being available offline). Budgets are therefore in the right unit for an LLM
+    prompt but not exact for it: leave headroom below a model's hard limit.
 
-    Cost: loading is lazy (the first :meth:`count` reads the file, about 0.1 s) and thread-safe.
+    Cost: loading is lazy (the first :meth:`count` reads the file, 0.1-0.15 s) and thread-safe.
     A text is counted space-separated piece by piece, and the counts of pieces (words with their
-    punctuation) are kept in a bounded cache: words recur, so a 25-word line costs about 40 µs
-    of CPU when its words are new and about 7 µs once they were seen, against about 140 µs for
-    one ``encode`` of the whole line (2-core CPU, shared). Splitting at plain spaces gives the
-    same count as encoding the whole text: the normaliser works character by character and the
-    pre-tokeniser splits at every space (checked against the library by a property test).
+    punctuation) are kept in a bounded cache: words recur, so a 26-word render line costs about
+    30-65 µs of CPU while its words are new and 4-12 µs once they were seen, against 100-150 µs
+    for one ``encode`` of the whole line (2-core CPU shared with other jobs;
+    ``scripts/measure_tokens.py``). Splitting at plain spaces gives the same count as encoding
+    the whole text: the normaliser works character by character and the pre-tokeniser splits at
+    every space (checked against the library by a property test).
 
     Args:
         cache_size: how many counts of pieces to remember (>= 0; 0 caches nothing).
