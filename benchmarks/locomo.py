@@ -39,8 +39,9 @@ Columns (means over the questions of the row unless stated):
 * ``turn_recall@k`` (k = 5, 10, 20): |evidence ∩ first k distinct ranked turns| / |evidence|.
 * ``session_any@k`` (k = 5, 10): 1 if any session holding an evidence turn is among the first k
   distinct ranked sessions, else 0.
-* ``pack_tokens_p50``: median size of ``pack.render()`` counted by the pack's token counter (the
-  default whitespace counter); charmem only, ``-`` (``null`` in JSON) for the baselines.
+* ``pack_tokens_p50``: median size of ``pack.render()`` counted by the pack's token counter
+  (``TOKEN_COUNTER``: all-MiniLM-L6-v2 word pieces when charmem-local-embed is installed, about
+  1.3 per whitespace word on LoCoMo); charmem only, ``-`` (``null`` in JSON) for the baselines.
 * ``retrieve_ms_p50``, ``retrieve_ms_p95``: median and 95th percentile (linear interpolation)
   wall time of one query in milliseconds, including embedding the query: the ``retrieve`` call
   for charmem, the search for the baselines.

@@ -122,3 +122,75 @@ def test_a_mode_registered_by_an_installed_adapter_is_accepted(monkeypatch: pyte
     assert Settings.from_mapping({"VECTOR_STORE_MODE": "shelf"}).vector_store_mode == "shelf"
     with pytest.raises(ConfigurationError, match="shelf"):
         Settings.from_mapping({"VECTOR_STORE_MODE": "cloud"})
+
+
+def _token_counters_registered(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Make the ``charmem.token_counters`` group hold exactly ``names`` (others unchanged)."""
+    import importlib.metadata as metadata
+
+    import charmem.composition
+
+    real = metadata.entry_points
+    registered = [
+        metadata.EntryPoint(name=name, value="no_such_adapter:Counter", group="charmem.token_counters")
+        for name in names
+    ]
+
+    def fake(**params: str) -> object:
+        return registered if params.get("group") == "charmem.token_counters" else real(**params)
+
+    monkeypatch.setattr(metadata, "entry_points", fake)
+    monkeypatch.setattr(charmem.composition, "entry_points", fake)
+
+
+def test_token_counter_defaults_to_a_real_tokenizer_only_when_one_is_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _token_counters_registered(monkeypatch)
+    assert Settings.from_mapping({}).token_counter == "whitespace"
+    assert Settings().token_counter == "whitespace"
+    _token_counters_registered(monkeypatch, "local")
+    assert Settings.from_mapping({}).token_counter == "local"
+    assert Settings.from_mapping({"TOKEN_COUNTER": ""}).token_counter == "local"
+    assert Settings.from_mapping({"TOKEN_COUNTER": " Whitespace "}).token_counter == "whitespace"
+
+
+def test_unknown_token_counter_names_the_key() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_mapping({"TOKEN_COUNTER": "tiktoken"})
+    assert info.value.key == "TOKEN_COUNTER"
+    assert "TOKEN_COUNTER='tiktoken'" in str(info.value)
+    assert "whitespace" in str(info.value)
+
+
+def test_whitespace_counter_is_built_in_with_no_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    from charmem.composition import load_token_counter
+    from charmem.tokens import WhitespaceTokenCounter
+
+    _token_counters_registered(monkeypatch)
+    counter = load_token_counter(Settings.from_mapping({"TOKEN_COUNTER": "whitespace"}))
+    assert isinstance(counter, WhitespaceTokenCounter)
+    assert counter.count("two words") == 2
+
+
+async def test_open_uses_the_token_counter_setting_and_names_a_missing_adapter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from charmem import CharacterMemory
+
+    _token_counters_registered(monkeypatch)
+    base = {
+        "GRAPH_STORE_MODE": "reference",
+        "VECTOR_STORE_MODE": "in_memory",
+        "RETRIEVAL_STATS_STORE_MODE": "in_memory",
+        "EMBEDDING_PROVIDER": "hashing",
+    }
+    async with CharacterMemory.open(Settings.from_mapping(base), "c") as memory:
+        assert memory.token_counter.name == "whitespace"
+        pack = await memory.retrieve("anything")
+        assert pack.to_dict()["token_counter"] == "whitespace"
+    with pytest.raises(ConfigurationError) as info:
+        await CharacterMemory.open(Settings.from_mapping({**base, "TOKEN_COUNTER": "local"}), "c")
+    assert info.value.key == "TOKEN_COUNTER"
+    assert "charmem-local-embed" in str(info.value)
+    assert "charmem.token_counters" in str(info.value)

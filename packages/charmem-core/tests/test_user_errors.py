@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import attrs
 import pytest
 
 from charmem import (
@@ -149,6 +150,39 @@ async def test_render_cannot_be_forged_by_stored_text_and_keeps_the_best_item(
     assert short.endswith("...")
     assert pack.token_counter is not None
     assert pack.token_counter.count(short) <= 20
+
+
+class CharacterCounter:
+    """Counts characters (a counter that is not word-based) and how often it was asked."""
+
+    name = "characters"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def count(self, text: str) -> int:
+        self.calls += 1
+        return len(text)
+
+
+async def test_render_cuts_a_long_best_item_with_few_counts_and_within_budget(
+    memory: CharacterMemory,
+) -> None:
+    await memory.remember(RememberInput("fox " * 2000, occurred_at=WHEN))
+    pack = await memory.retrieve("fox")
+    counter = CharacterCounter()
+    pack = attrs.evolve(pack, token_counter=counter)
+    for budget in (1, 40, 300, 5000):
+        counter.calls = 0
+        text = pack.render(max_tokens=budget)
+        assert counter.count(text) <= budget
+        if budget >= 40:
+            assert text.endswith("fox ...")
+            # the longest prefix that fits: one more word would not
+            assert len(text) + len(" fox") + 1 > budget
+        else:
+            assert text == ""
+        assert counter.calls <= 2 + 2 * 12  # a binary search over 2,000 words, not one per word
 
 
 async def test_episodes_without_a_summary_are_provenance_not_items(memory: CharacterMemory) -> None:

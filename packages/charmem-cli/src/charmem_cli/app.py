@@ -225,7 +225,8 @@ async def _demo(settings: Settings, questions: Sequence[str]) -> None:
         for question in questions:
             pack = await memory.retrieve(RetrievalContext(query=question, max_items=6))
             print_pack(pack)
-            print("\n  rendered for the prompt:")
+            counter = pack.token_counter.name if pack.token_counter else "whitespace"
+            print(f"\n  rendered for the prompt (at most 120 tokens, counted by {counter}):")
             for line in pack.render(max_tokens=120).splitlines():
                 print(f"    {line}")
             print()

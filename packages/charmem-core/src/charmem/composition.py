@@ -7,6 +7,8 @@ object has a ``from_settings`` classmethod:
 * ``charmem.vector_indexes``: ``from_settings(settings, collection, *, model_id, vector_size)``
 * ``charmem.stats_stores``: ``from_settings(settings, collection) -> RetrievalStatsStore``
 * ``charmem.embedders``: ``from_settings(settings) -> EmbeddingProvider``
+* ``charmem.token_counters``: ``from_settings(settings) -> TokenCounter`` (``TOKEN_COUNTER``;
+  ``whitespace`` is built into core and needs no entry point, see :func:`load_token_counter`)
 
 Optional hooks the facade uses when an adapter has them: ``from_settings_async`` (same arguments,
 a coroutine: preferred over ``from_settings``, for adapters whose opening speaks to a server from
@@ -18,11 +20,16 @@ the caller's event loop) and, on vector indexes, ``drop_from_settings(settings, 
 from __future__ import annotations
 
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from charmem.errors import ConfigurationError
+from charmem.tokens import WhitespaceTokenCounter
 
-__all__ = ["GROUPS", "load_adapter"]
+if TYPE_CHECKING:
+    from charmem.ports import TokenCounter
+    from charmem.settings import Settings
+
+__all__ = ["GROUPS", "load_adapter", "load_token_counter"]
 
 #: Port name -> (entry-point group, settings key selecting the mode).
 GROUPS: dict[str, tuple[str, str]] = {
@@ -30,6 +37,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "vectors": ("charmem.vector_indexes", "VECTOR_STORE_MODE"),
     "stats": ("charmem.stats_stores", "RETRIEVAL_STATS_STORE_MODE"),
     "embedder": ("charmem.embedders", "EMBEDDING_PROVIDER"),
+    "token_counter": ("charmem.token_counters", "TOKEN_COUNTER"),
 }
 
 #: Which distribution provides each (group, mode).
@@ -41,6 +49,7 @@ DISTRIBUTIONS: dict[tuple[str, str], str] = {
     ("charmem.vector_indexes", "service"): "charmem-qdrant",
     ("charmem.embedders", "openai"): "charmem-openai",
     ("charmem.embedders", "local"): "charmem-local-embed",
+    ("charmem.token_counters", "local"): "charmem-local-embed",
 }
 
 
@@ -48,7 +57,7 @@ def load_adapter(port: str, mode: str) -> Any:
     """Load the adapter class registered for ``mode`` in ``port``'s entry-point group.
 
     Args:
-        port: ``"graph"``, ``"vectors"``, ``"stats"`` or ``"embedder"``.
+        port: ``"graph"``, ``"vectors"``, ``"stats"``, ``"embedder"`` or ``"token_counter"``.
         mode: the mode named in the settings (e.g. ``"persistent"``).
 
     Returns:
@@ -76,3 +85,27 @@ def load_adapter(port: str, mode: str) -> Any:
             f"{DISTRIBUTIONS.get((group, mode), found[0].value)}",
             key=key,
         ) from exc
+
+
+def load_token_counter(settings: Settings) -> TokenCounter:
+    """Build the counter ``TOKEN_COUNTER`` selects, for ``render(max_tokens=...)`` (DESIGN §6.7).
+
+    ``whitespace`` is core's own :class:`~charmem.tokens.WhitespaceTokenCounter`, built here with
+    no discovery; any other mode (``local``: charmem-local-embed's WordPiece counter) is looked up
+    in the ``charmem.token_counters`` entry-point group and built with ``from_settings(settings)``.
+
+    Args:
+        settings: validated settings; ``settings.token_counter`` names the mode.
+
+    Returns:
+        TokenCounter: a counter with ``name`` and ``count(text)``.
+
+    Raises:
+        ConfigurationError: no installed distribution registers the mode, or its adapter cannot
+            be built (for example the packaged tokenizer is missing); the error names
+            ``TOKEN_COUNTER``.
+    """
+    if settings.token_counter == "whitespace":  # noqa: S105 - a mode name, not a secret
+        return WhitespaceTokenCounter()
+    counter: TokenCounter = load_adapter("token_counter", settings.token_counter).from_settings(settings)
+    return counter

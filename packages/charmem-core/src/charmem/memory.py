@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from charmem.clock import SystemClock
-from charmem.composition import load_adapter
+from charmem.composition import load_adapter, load_token_counter
 from charmem.domain.drafts import LinkDraft, RememberDrafts, RememberInput
 from charmem.domain.lifecycle import (
     CorrectMemoryDraft,
@@ -118,7 +118,8 @@ class CharacterMemory:
         stats: the retrieval-stats store bound to ``collection``.
         collection: the collection name.
         clock: source of defaulted timestamps (default: UTC wall clock).
-        token_counter: counts tokens in :meth:`ContinuityContextPack.render` (default: whitespace).
+        token_counter: counts tokens in :meth:`ContinuityContextPack.render` (default: whitespace
+            here; :meth:`open` uses the ``TOKEN_COUNTER`` setting).
 
     Raises:
         ConfigurationError: the collection name is not allowed, or an adapter is bound to another
@@ -184,13 +185,16 @@ class CharacterMemory:
             embedding_provider: a provider object; when given, no embedding setting is read and
                 the vector store must match its ``vector_size``.
             clock: source of defaulted timestamps.
-            token_counter: counts tokens for ``render``.
+            token_counter: counts tokens for ``render``; when omitted, the counter the
+                ``TOKEN_COUNTER`` setting selects (``local``, a real WordPiece tokenizer, when
+                charmem-local-embed is installed; else ``whitespace``).
             rebuild_vectors: drop the collection's vectors and rebuild them from the graph with
                 this embedder (see above).
             rebuild_progress: ``callback(done, total)`` of that rebuild (index entries written).
 
         Raises:
-            ConfigurationError: bad collection name, missing key, or adapter not installed.
+            ConfigurationError: bad collection name, missing key, or adapter (including the
+                ``TOKEN_COUNTER`` one) not installed.
             StoreLockedError: an embedded store is held by another process.
             DimensionMismatchError, EmbedderMismatchError: the collection was indexed by another
                 embedder.
@@ -199,6 +203,7 @@ class CharacterMemory:
 
         async def build() -> CharacterMemory:
             validate_collection_name(collection)
+            counter = token_counter if token_counter is not None else load_token_counter(settings)
             embedder: EmbeddingProvider
             if embedding_provider is None:
                 settings.require_embedding_keys()
@@ -243,6 +248,7 @@ class CharacterMemory:
                 graph=settings.graph_store_mode,
                 vectors=settings.vector_store_mode,
                 model=embedder.model_id,
+                token_counter=counter.name,
             )
             memory = cls(
                 graph=graph,
@@ -251,7 +257,7 @@ class CharacterMemory:
                 stats=stats,
                 collection=collection,
                 clock=clock,
-                token_counter=token_counter,
+                token_counter=counter,
             )
             if rebuild_vectors:
                 try:

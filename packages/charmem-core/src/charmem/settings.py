@@ -14,7 +14,7 @@ import attrs
 
 from charmem.errors import ConfigurationError
 
-__all__ = ["COLLECTION_NAME_PATTERN", "Settings", "validate_collection_name"]
+__all__ = ["COLLECTION_NAME_PATTERN", "Settings", "default_token_counter", "validate_collection_name"]
 
 #: Collection names: checked before any directory is touched (DESIGN §2).
 COLLECTION_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,127}")
@@ -24,6 +24,7 @@ _MODES: dict[str, tuple[str, ...]] = {
     "GRAPH_STORE_MODE": ("persistent", "in_memory", "service", "reference"),
     "RETRIEVAL_STATS_STORE_MODE": ("sqlite", "in_memory"),
     "EMBEDDING_PROVIDER": ("openai", "local", "hashing"),
+    "TOKEN_COUNTER": ("whitespace", "local"),
 }
 
 
@@ -53,6 +54,17 @@ def _registered_modes(key: str) -> tuple[str, ...]:
 
     group = next(group for group, setting in GROUPS.values() if setting == key)
     return tuple(sorted({ep.name for ep in entry_points(group=group)}))
+
+
+def default_token_counter() -> str:
+    """The ``TOKEN_COUNTER`` used when the key is unset: a real tokenizer when one is installed.
+
+    Returns:
+        str: ``"local"`` (charmem-local-embed's offline WordPiece counter) when an installed
+        distribution registers it in the ``charmem.token_counters`` entry-point group, else
+        ``"whitespace"`` (core's word count).
+    """
+    return "local" if "local" in _registered_modes("TOKEN_COUNTER") else "whitespace"
 
 
 def _mode(mapping: Mapping[str, str], key: str, default: str) -> str:
@@ -100,7 +112,9 @@ class Settings:
     """Validated settings of one charmem deployment (DESIGN §2 table).
 
     Build with :meth:`from_mapping`; fields of unselected backends stay ``None``. The repr hides
-    secrets (``QDRANT_API_KEY``, ``OPENAI_API_KEY``).
+    secrets (``QDRANT_API_KEY``, ``OPENAI_API_KEY``). ``token_counter`` (``TOKEN_COUNTER``:
+    ``whitespace`` or ``local``) defaults to :func:`default_token_counter`: ``local`` when
+    charmem-local-embed is installed.
     """
 
     vector_store_mode: str = "embedded"
@@ -119,6 +133,7 @@ class Settings:
     openai_base_url: str | None = None
     embedding_dimensions: int | None = None
     local_embedding_model: str = "all-MiniLM-L6-v2"
+    token_counter: str = attrs.field(factory=default_token_counter)
     extra: Mapping[str, str] = attrs.field(factory=dict, repr=False)
 
     @classmethod
@@ -168,6 +183,11 @@ class Settings:
             values["retrieval_stats_path"] = Path(
                 _optional(mapping, "RETRIEVAL_STATS_PATH") or "./data/retrieval-stats.sqlite3"
             )
+        values["token_counter"] = (
+            _mode(mapping, "TOKEN_COUNTER", "whitespace")
+            if mapping.get("TOKEN_COUNTER")
+            else default_token_counter()
+        )
         provider = _mode(mapping, "EMBEDDING_PROVIDER", "openai")
         values["embedding_provider"] = provider
         if provider == "openai":

