@@ -123,6 +123,7 @@ class TestHalfBatch(GraphStoreContract):
     supports_lock = False
     supports_sibling_collections = False
     supports_closed_errors = False
+    supports_restore = False
 
     @pytest.fixture
     def graph_store(self) -> GraphStore:
@@ -152,6 +153,7 @@ class TestNotEmpty(GraphStoreContract):
     supports_lock = False
     supports_sibling_collections = False
     supports_closed_errors = False
+    supports_restore = False
     shared = ReferenceGraphStore("shared")
 
     @pytest.fixture

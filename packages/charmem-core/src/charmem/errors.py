@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 
 __all__ = [
     "BackendError",
+    "BackupFormatError",
     "CharmemError",
+    "CollectionNotEmptyError",
     "ConfigurationError",
     "DimensionMismatchError",
     "DraftValidationError",
@@ -22,6 +24,8 @@ __all__ = [
     "LifecycleErrorKind",
     "LifecycleValidationError",
     "PlanValidationError",
+    "PurgeTargetError",
+    "PurgedMemoryError",
     "StoreLockedError",
 ]
 
@@ -87,6 +91,64 @@ class IdConflictError(PlanValidationError):
     ) -> None:
         super().__init__(message, reasons=reasons)
         self.ids = tuple(ids)
+
+
+class PurgedMemoryError(PlanValidationError):
+    """A write names a memory that was purged (``charmem.admin.purge``); nothing was written.
+
+    A purged id keeps a tombstone in the graph so that replaying an old plan, correction or link
+    cannot bring the erased memory back, and new memories cannot be grounded on it.
+
+    Attributes:
+        ids: the purged ids the write named, as canonical strings.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        ids: Sequence[str] = (),
+        reasons: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        super().__init__(message, reasons=reasons)
+        self.ids = tuple(ids)
+
+
+class PurgeTargetError(CharmemError):
+    """``charmem.admin.purge`` was asked to purge something it cannot; nothing was written.
+
+    Attributes:
+        ids: the offending ids as canonical strings (unknown ids, links, lifecycle records).
+        reasons: id -> why it cannot be purged.
+    """
+
+    def __init__(self, message: str, *, reasons: Mapping[str, str]) -> None:
+        super().__init__(message)
+        self.reasons = dict(reasons)
+        self.ids = tuple(sorted(self.reasons))
+
+
+class CollectionNotEmptyError(CharmemError):
+    """An import target already holds data; nothing was written.
+
+    Attributes:
+        collection: the collection name.
+        counts: store name (``"graph statements"``, ``"vectors"``, ``"stats rows"``) -> how many
+            entries it holds.
+    """
+
+    def __init__(self, message: str, *, collection: str, counts: Mapping[str, int]) -> None:
+        super().__init__(message)
+        self.collection = collection
+        self.counts = dict(counts)
+
+
+class BackupFormatError(CharmemError):
+    """A backup is incomplete, damaged, of an unknown format, or of another collection.
+
+    Raised by ``charmem.admin.import_collection`` (and the graph port's ``import_graph``) before
+    anything is written.
+    """
 
 
 class LifecycleErrorKind(enum.Enum):

@@ -11,7 +11,6 @@ from charmem.domain.graph import GraphBatch
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, object_type_of
 from charmem.domain.plan import (
-    CandidateValidationStatus,
     CommitOptions,
     IndexEntry,
     RememberOutcome,
@@ -21,7 +20,7 @@ from charmem.domain.plan import (
     VectorOperation,
 )
 from charmem.domain.retrieval import CurrencyStatus
-from charmem.errors import IdConflictError, PlanValidationError
+from charmem.errors import PlanValidationError
 from charmem.log import get_logger
 from charmem.ports import (
     EmbeddingProvider,
@@ -32,7 +31,7 @@ from charmem.ports import (
     VectorPoint,
 )
 from charmem.usecases.planning import derive_links
-from charmem.usecases.validation import CONFLICT_PREFIX, validate
+from charmem.usecases.validation import raise_for_invalid, validate_against_graph
 
 __all__ = ["commit_plan", "maintain_stats", "maintain_vectors", "rebuild_stats"]
 
@@ -212,6 +211,8 @@ async def commit_plan(
 
     Raises:
         PlanValidationError: a candidate is invalid; nothing was written.
+        PurgedMemoryError: a candidate is, or newly refers to, a purged memory
+            (``charmem.admin.purge``); nothing was written.
         IdConflictError: an id is stored with different content; nothing was written.
         BackendError: the graph write failed; nothing was written.
     """
@@ -220,27 +221,16 @@ async def commit_plan(
             f"the plan was prepared for collection {plan.collection!r}, not {graph.collection!r}; "
             "prepare it with this memory"
         )
-    validations = await validate(plan, graph)
-    invalid = {
-        str(v.candidate_id): v.reasons for v in validations if v.status is CandidateValidationStatus.INVALID
-    }
-    if invalid:
-        conflicts = sorted(
-            key for key, reasons in invalid.items() if any(r.startswith(CONFLICT_PREFIX) for r in reasons)
-        )
-        first = next(iter(invalid.items()))
-        if conflicts:
-            raise IdConflictError(
-                f"{len(conflicts)} id(s) are already stored with different content, e.g. "
-                f"{conflicts[0]}: {invalid[conflicts[0]][0]}; nothing was written",
-                ids=conflicts,
-                reasons=invalid,
-            )
-        raise PlanValidationError(
-            f"{len(invalid)} candidate(s) are invalid, e.g. {first[0]}: {first[1][0]}; nothing was written",
-            reasons=invalid,
-        )
-    links = (*plan.links, *derive_links(plan.collection, plan.objects, plan.links))
+    validations, tombstones = await validate_against_graph(plan, graph)
+    raise_for_invalid(validations)
+    # A replayed memory that refers to a purged one is accepted as stored; its derived link to
+    # the purged memory was erased with it and is not written again.
+    derived = [
+        link
+        for link in derive_links(plan.collection, plan.objects, plan.links)
+        if link.from_id not in tombstones and link.to_id not in tombstones
+    ]
+    links = (*plan.links, *derived)
     result = await graph.write_batch(GraphBatch(objects=plan.objects, links=links))
     superseded = sorted({t for o in plan.objects if isinstance(o, DerivedMemory) for t in o.supersedes})
     markers = await maintain_vectors(
