@@ -118,8 +118,9 @@ async def rebuild_vector_index(
     Reads every episode, observation, derived memory and thread id (``graph.object_ids``), their
     objects and currency in batches of 512, and builds their index entries with
     :func:`current_index_entries` (an episode gets a vector only when its summary differs from the
-    text of each of its observations, as at commit). Superseded and suppressed objects stay out. The entries are embedded and upserted ``batch_size`` at a time; then points
-    that no current object backs are deleted. Running it again is harmless (upserts replace).
+    text of each of its observations, as at commit). Superseded and suppressed objects stay out.
+    The entries are embedded and upserted ``batch_size`` at a time; then points that no current
+    object backs are deleted. Running it again is harmless (upserts replace).
 
     Args:
         graph: the collection's graph authority.

@@ -21,7 +21,7 @@ from charmem.domain.serde import unstructure_item
 from charmem.ports import GraphStore
 from charmem.usecases.planning import derive_links, index_entries
 
-__all__ = ["CONFLICT_PREFIX", "validate"]
+__all__ = ["CONFLICT_PREFIX", "object_references", "validate"]
 
 #: Reasons that start with this prefix are id conflicts (commit raises ``IdConflictError``).
 CONFLICT_PREFIX = "id conflict"
@@ -87,7 +87,7 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
 
     referenced: set[MemoryId] = set(first_seen)
     for obj in plan.objects:
-        referenced.update(_references(obj))
+        referenced.update(object_references(obj))
     for link in plan.links:
         referenced.update((link.from_id, link.to_id))
     derived_links = derive_links(plan.collection, plan.objects, plan.links)
@@ -180,7 +180,8 @@ def _conflict_detail(stored: MemoryObject | MemoryLink, new: MemoryObject | Memo
     return f"id already stored as {_article(_kind(stored))} with different {', '.join(fields)}{hint}"
 
 
-def _references(obj: MemoryObject) -> set[MemoryId]:
+def object_references(obj: MemoryObject) -> set[MemoryId]:
+    """Every id a stored object names (sources, subjects, threads, episode, speaker, superseded)."""
     if isinstance(obj, Episode):
         return {*obj.participant_entity_ids, *obj.thread_ids}
     if isinstance(obj, Observation):
