@@ -1,7 +1,7 @@
 """charmem: remember conversations and recall them as continuity context packs.
 
 Subcommands: ``ingest-locomo FILE...``, ``recall "question"``, ``remember "text"``, ``demo``,
-``rebuild-vectors``.
+``rebuild-vectors``, ``check``.
 Backends and paths come from the environment with the DESIGN defaults (embedded Oxigraph, Qdrant
 Edge, SQLite stats); the CLI's embedding default is ``local`` (all-MiniLM-L6-v2, offline).
 ``--store DIR`` puts every store under one directory.
@@ -33,6 +33,7 @@ from charmem import (
     RetrievalContext,
     Settings,
 )
+from charmem.admin import CheckReport, check, check_settings, repair
 from charmem.ports import EmbeddingProvider
 from charmem.usecases.maintenance import drop_vector_index
 from charmem_cli.locomo import conversation_drafts, load_conversation
@@ -276,6 +277,71 @@ async def rebuild_vectors(
     }
 
 
+async def check_collection(settings: Settings, collection: str, *, repair_drift: bool) -> dict[str, Any]:
+    """Check a collection's stores against its graph (``charmem check``), optionally repairing.
+
+    Never creates a store: a missing graph store is an error, a missing vector shard or stats
+    file is reported (see :func:`charmem.admin.check_settings`). With ``repair_drift`` and
+    vectors or stats out of step, the collection is opened (creating a lost shard or stats file)
+    and both are rebuilt from the graph as needed, then checked again.
+
+    Args:
+        settings: the deployment settings (their embedder opens the vector index).
+        collection: the collection name.
+        repair_drift: rebuild what drifted.
+
+    Returns:
+        dict: ``report`` (the final :class:`~charmem.admin.CheckReport`), ``before`` (the first
+        report when a repair ran, else ``None``) and ``repaired`` (what was rebuilt, or ``None``).
+
+    Raises:
+        ConfigurationError: no graph store there, or the collection holds nothing.
+        StoreLockedError: another process holds an embedded store.
+        DimensionMismatchError, EmbedderMismatchError: the vectors were made by another embedder.
+        BackendError: a store failed.
+    """
+    provider = _provider(settings)
+    report: CheckReport = await check_settings(settings, collection, embedding_provider=provider)
+    if not repair_drift or (report.vectors_consistent and report.stats_consistent):
+        return {"report": report, "before": None, "repaired": None}
+    async with CharacterMemory.open(settings, collection, embedding_provider=provider) as memory:
+        outcome = await repair(memory, report)
+        after = await check(memory.graph, memory.vectors, memory.stats)
+    repaired = {
+        "vectors_indexed": None if outcome.vectors is None else outcome.vectors.indexed,
+        "vectors_removed": None if outcome.vectors is None else outcome.vectors.removed,
+        "stats_rows": outcome.stats_rows,
+    }
+    return {"report": after, "before": report, "repaired": repaired}
+
+
+def _print_check(result: dict[str, Any], as_json: bool) -> None:
+    report: CheckReport = result["report"]
+    before: CheckReport | None = result["before"]
+    if as_json:
+        data = report.to_dict()
+        if before is not None:
+            data["repair"] = {**result["repaired"], "before": before.to_dict()}
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return
+    if before is not None:
+        print("before repair:")
+        for line in before.describe():
+            print(f"  {line}")
+        repaired = result["repaired"]
+        done = []
+        if repaired["vectors_indexed"] is not None:
+            done.append(
+                f"vectors rebuilt ({repaired['vectors_indexed']} indexed, "
+                f"{repaired['vectors_removed']} stale removed)"
+            )
+        if repaired["stats_rows"] is not None:
+            done.append(f"stats rebuilt ({repaired['stats_rows']} rows)")
+        print(f"repaired: {'; '.join(done)}\nafter repair:")
+    for line in report.describe():
+        print(line)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="charmem", description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", help="directory holding every embedded store (default: ./data)")
@@ -312,6 +378,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     rebuild.add_argument("--batch-size", type=int, default=64, help="texts per embedding call (default 64)")
     rebuild.add_argument("--quiet", action="store_true", help="no progress bar")
+    check_cmd = commands.add_parser(
+        "check",
+        help="check that vectors and stats agree with the graph and no graph batch is partial "
+        "(exit 1 when inconsistent); never creates a store",
+    )
+    check_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+    check_cmd.add_argument(
+        "--repair", action="store_true", help="rebuild vectors and stats from the graph when they drifted"
+    )
     return parser
 
 
@@ -362,6 +437,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{rebuilt['objects']} objects ({rebuilt['not_current']} superseded or suppressed left "
                 f"out, {rebuilt['removed']} stale removed) in {rebuilt['seconds']:.1f} s"
             )
+        elif args.command == "check":
+            result = asyncio.run(check_collection(settings, args.collection, repair_drift=args.repair))
+            _print_check(result, args.json)
+            return 0 if result["report"].consistent else 1
     except KeyboardInterrupt:
         print(
             "charmem: interrupted; what was committed is kept; run the same command again to resume",

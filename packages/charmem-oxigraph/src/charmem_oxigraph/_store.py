@@ -770,6 +770,24 @@ class PersistentOxigraphGraphStore(OxigraphGraphStore):
         """
         return cls.open(collection, path=settings.oxigraph_path)
 
+    @classmethod
+    def exists_from_settings(cls, settings: Settings, collection: str) -> bool:
+        """Whether a store exists at ``OXIGRAPH_PATH`` (opening would create an empty one).
+
+        Args:
+            settings: ``OXIGRAPH_PATH``.
+            collection: the collection name (checked; every collection shares the store).
+
+        Returns:
+            bool: the directory exists and is not empty.
+
+        Raises:
+            ConfigurationError: the collection name is not allowed.
+        """
+        validate_collection_name(collection)
+        path = Path(settings.oxigraph_path)
+        return path.is_dir() and any(path.iterdir())
+
 
 class InMemoryOxigraphGraphStore(OxigraphGraphStore):
     """``GRAPH_STORE_MODE=in_memory``: a fresh ``pyoxigraph.Store()`` that lives in memory.

@@ -5,7 +5,7 @@ The graph first and atomically, then repairable vector and stats writes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 from charmem.domain.graph import GraphBatch
 from charmem.domain.ids import MemoryId
@@ -33,7 +33,15 @@ from charmem.ports import (
 from charmem.usecases.planning import derive_links
 from charmem.usecases.validation import raise_for_invalid, validate_against_graph
 
-__all__ = ["commit_plan", "maintain_stats", "maintain_vectors", "rebuild_stats"]
+__all__ = [
+    "commit_plan",
+    "graph_stats_rows",
+    "link_stats_row",
+    "maintain_stats",
+    "maintain_vectors",
+    "object_stats_row",
+    "rebuild_stats",
+]
 
 log = get_logger("charmem.commit")
 _REBUILD_BATCH = 512
@@ -41,6 +49,23 @@ _REBUILD_BATCH = 512
 
 def _cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def object_stats_row(obj: MemoryObject, currency: Mapping[MemoryId, CurrencyStatus]) -> StatsEntry:
+    """The stats row of a stored object: its type and whether ``currency`` says it is current."""
+    return StatsEntry(
+        id=obj.id,
+        kind="object",
+        key=object_type_of(obj).value,
+        current=currency.get(obj.id) is CurrencyStatus.CURRENT,
+    )
+
+
+def link_stats_row(link: MemoryLink) -> StatsEntry:
+    """The stats row of a stored link: its relation and endpoints (for degree counts)."""
+    return StatsEntry(
+        id=link.id, kind="link", key=link.relation.value, from_id=link.from_id, to_id=link.to_id
+    )
 
 
 async def maintain_vectors(
@@ -129,21 +154,8 @@ async def maintain_stats(
         extra = await graph.get_objects([i for i in also_check if i not in {o.id for o in objects}])
         every = [*objects, *extra.values()]
         currency = await graph.currency([o.id for o in every])
-        rows = [
-            StatsEntry(
-                id=o.id,
-                kind="object",
-                key=object_type_of(o).value,
-                current=currency.get(o.id) is CurrencyStatus.CURRENT,
-            )
-            for o in every
-        ]
-        rows += [
-            StatsEntry(
-                id=link.id, kind="link", key=link.relation.value, from_id=link.from_id, to_id=link.to_id
-            )
-            for link in links
-        ]
+        rows = [object_stats_row(o, currency) for o in every]
+        rows += [link_stats_row(link) for link in links]
         await stats.record(rows)
     except Exception as exc:  # noqa: BLE001 - repairable write
         log.warning("stats_update_failed", ids=len(ids), error=type(exc).__name__)
@@ -151,11 +163,34 @@ async def maintain_stats(
     return []
 
 
+async def graph_stats_rows(graph: GraphStore) -> AsyncIterator[list[StatsEntry]]:
+    """Every stats row the graph implies, in batches of 512 (objects first, then links).
+
+    One row per stored object (current or not, as the graph says) and per stored link: what
+    :func:`rebuild_stats` writes and what :func:`charmem.admin.check` compares the stats with.
+
+    Yields:
+        list[StatsEntry]: up to 512 rows.
+
+    Raises:
+        BackendError: the graph failed.
+    """
+    object_ids = await graph.object_ids()
+    link_ids = await graph.link_ids()
+    for start in range(0, len(object_ids), _REBUILD_BATCH):
+        chunk = object_ids[start : start + _REBUILD_BATCH]
+        objects = await graph.get_objects(chunk)
+        currency = await graph.currency(chunk)
+        yield [object_stats_row(o, currency) for o in objects.values()]
+    for start in range(0, len(link_ids), _REBUILD_BATCH):
+        links = await graph.get_links(link_ids[start : start + _REBUILD_BATCH])
+        yield [link_stats_row(link) for link in links.values()]
+
+
 async def rebuild_stats(graph: GraphStore, stats: RetrievalStatsStore) -> int:
     """Recompute every stats row of a collection from the graph (DESIGN §4.9).
 
-    Clears the collection's rows, then writes one row per stored object (current or not, as the
-    graph says) and per stored link, in batches.
+    Clears the collection's rows, then writes :func:`graph_stats_rows` in batches.
 
     Returns:
         int: rows written.
@@ -163,34 +198,11 @@ async def rebuild_stats(graph: GraphStore, stats: RetrievalStatsStore) -> int:
     Raises:
         BackendError: a store failed.
     """
-    object_ids = await graph.object_ids()
-    link_ids = await graph.link_ids()
     await stats.clear()
     written = 0
-    for start in range(0, len(object_ids), _REBUILD_BATCH):
-        chunk = object_ids[start : start + _REBUILD_BATCH]
-        objects = await graph.get_objects(chunk)
-        currency = await graph.currency(chunk)
-        rows = [
-            StatsEntry(
-                id=o.id,
-                kind="object",
-                key=object_type_of(o).value,
-                current=currency.get(o.id) is CurrencyStatus.CURRENT,
-            )
-            for o in objects.values()
-        ]
+    async for rows in graph_stats_rows(graph):
         await stats.record(rows)
         written += len(rows)
-    for start in range(0, len(link_ids), _REBUILD_BATCH):
-        links = await graph.get_links(link_ids[start : start + _REBUILD_BATCH])
-        await stats.record(
-            [
-                StatsEntry(id=k.id, kind="link", key=k.relation.value, from_id=k.from_id, to_id=k.to_id)
-                for k in links.values()
-            ]
-        )
-        written += len(links)
     return written
 
 

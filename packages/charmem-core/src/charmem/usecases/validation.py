@@ -23,7 +23,14 @@ from charmem.errors import IdConflictError, PlanValidationError, PurgedMemoryErr
 from charmem.ports import GraphStore
 from charmem.usecases.planning import derive_links, index_entries
 
-__all__ = ["CONFLICT_PREFIX", "PURGED_PREFIX", "raise_for_invalid", "validate", "validate_against_graph"]
+__all__ = [
+    "CONFLICT_PREFIX",
+    "PURGED_PREFIX",
+    "object_references",
+    "raise_for_invalid",
+    "validate",
+    "validate_against_graph",
+]
 
 #: Reasons that start with this prefix are id conflicts (commit raises ``IdConflictError``).
 CONFLICT_PREFIX = "id conflict"
@@ -110,7 +117,7 @@ async def validate_against_graph(
 
     referenced: set[MemoryId] = set(first_seen)
     for obj in plan.objects:
-        referenced.update(_references(obj))
+        referenced.update(object_references(obj))
     for link in plan.links:
         referenced.update((link.from_id, link.to_id))
     derived_links = derive_links(plan.collection, plan.objects, plan.links)
@@ -274,7 +281,8 @@ def _conflict_detail(stored: MemoryObject | MemoryLink, new: MemoryObject | Memo
     return f"id already stored as {_article(_kind(stored))} with different {', '.join(fields)}{hint}"
 
 
-def _references(obj: MemoryObject) -> set[MemoryId]:
+def object_references(obj: MemoryObject) -> set[MemoryId]:
+    """Every id a stored object names (sources, subjects, threads, episode, speaker, superseded)."""
     if isinstance(obj, Episode):
         return {*obj.participant_entity_ids, *obj.thread_ids}
     if isinstance(obj, Observation):
