@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -338,12 +339,20 @@ def _graph_problems(
     objects: Mapping[MemoryId, MemoryObject],
     links: Mapping[MemoryId, MemoryLink],
     records: Sequence[LifecycleRecord],
+    purged: AbstractSet[MemoryId] = frozenset(),
 ) -> list[GraphProblem]:
-    """The partial-batch signs among readable objects, links and records (pure)."""
+    """The partial-batch signs among readable objects, links and records (pure).
+
+    ``purged`` ids (tombstones of ``charmem.admin.purge``) are known, not missing: references to
+    them are expected, the links derived towards them were erased on purpose, a kept
+    ``supersedes`` link may start at one, and a suppression cascaded from one keeps no origin
+    record (it was erased with the purged memory).
+    """
     problems: list[GraphProblem] = []
     stated = {(link.from_id, link.relation, link.to_id) for link in links.values()}
+    known = stored | purged
     for link in links.values():
-        absent = [end for end in (link.from_id, link.to_id) if end not in stored]
+        absent = [end for end in (link.from_id, link.to_id) if end not in known]
         if absent:
             problems.append(
                 GraphProblem(
@@ -355,7 +364,7 @@ def _graph_problems(
                 )
             )
     for obj in objects.values():
-        absent = sorted(object_references(obj) - stored)
+        absent = sorted(object_references(obj) - known)
         if absent:
             problems.append(
                 GraphProblem(
@@ -369,6 +378,8 @@ def _graph_problems(
             link
             for link in derive_links(collection, [obj])
             if (link.from_id, link.relation, link.to_id) not in stated
+            and link.from_id not in purged
+            and link.to_id not in purged
         ]
         if lacking:
             described = ", ".join(f"{link.relation.value} {link.from_id} -> {link.to_id}" for link in lacking)
@@ -382,7 +393,7 @@ def _graph_problems(
             )
     origins = {(r.target_id, r.rationale) for r in records if not r.related_ids}
     for record in records:
-        absent = sorted(set(record.related_ids) - stored)
+        absent = sorted(set(record.related_ids) - known)
         if absent:
             problems.append(
                 GraphProblem(
@@ -410,7 +421,7 @@ def _graph_problems(
                     )
                 )
         elif record.related_ids and not any(
-            (origin, record.rationale) in origins for origin in record.related_ids
+            (origin, record.rationale) in origins or origin in purged for origin in record.related_ids
         ):
             problems.append(
                 GraphProblem(
@@ -482,7 +493,8 @@ async def check(
     for start in range(0, len(object_ids), _READ_BATCH):
         records += await graph.get_records(object_ids[start : start + _READ_BATCH])
     stored = set(object_ids)
-    problems += _graph_problems(collection, stored, objects, links, records)
+    purged = set(await graph.tombstones())
+    problems += _graph_problems(collection, stored, objects, links, records, purged)
 
     entries, _ = current_index_entries(objects.values(), currency)
     expected_points = {entry.id for entry in entries}
