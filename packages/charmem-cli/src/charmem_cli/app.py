@@ -283,7 +283,8 @@ async def check_collection(settings: Settings, collection: str, *, repair_drift:
     Never creates a store: a missing graph store is an error, a missing vector shard or stats
     file is reported (see :func:`charmem.admin.check_settings`). With ``repair_drift`` and
     vectors or stats out of step, the collection is opened (creating a lost shard or stats file)
-    and both are rebuilt from the graph as needed, then checked again.
+    and both are rebuilt from the graph as needed, then checked again; not while the graph
+    itself shows a problem (rebuilds read it: replay the plan that wrote the partial batch first).
 
     Args:
         settings: the deployment settings (their embedder opens the vector index).
@@ -302,7 +303,7 @@ async def check_collection(settings: Settings, collection: str, *, repair_drift:
     """
     provider = _provider(settings)
     report: CheckReport = await check_settings(settings, collection, embedding_provider=provider)
-    if not repair_drift or (report.vectors_consistent and report.stats_consistent):
+    if not repair_drift or report.consistent or not report.repairable:
         return {"report": report, "before": None, "repaired": None}
     async with CharacterMemory.open(settings, collection, embedding_provider=provider) as memory:
         outcome = await repair(memory, report)
@@ -391,7 +392,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the process exit code (2 for a charmem error, with its message)."""
+    """Run the CLI; returns the process exit code (1 when ``check`` finds the collection
+    inconsistent, 2 for a charmem error, with its message)."""
     args = _parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep stderr for our own progress
