@@ -392,8 +392,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the process exit code (1 when ``check`` finds the collection
-    inconsistent, 2 for a charmem error, with its message)."""
+    """Run the CLI; returns the process exit code.
+
+    0 on success, 1 when ``check`` finds the collection inconsistent, 2 for a charmem error (with
+    its message on stderr), 130 on Ctrl-C.
+    """
     args = _parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep stderr for our own progress
