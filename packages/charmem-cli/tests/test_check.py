@@ -145,3 +145,18 @@ def test_an_object_missing_a_required_triple_is_unreadable_and_not_repaired(
     out = capsys.readouterr().out
     assert f"graph unreadable {observation}" in out
     assert "replay the plan" in out
+
+
+def test_another_embedder_is_an_error_with_the_way_out(
+    store: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from charmem.testing import HashingEmbeddingProvider
+
+    _populate(store)
+    monkeypatch.setattr(
+        HashingEmbeddingProvider, "from_settings", classmethod(lambda cls, s: cls(vector_size=16))
+    )
+    assert _run(store) == 2
+    err = capsys.readouterr().err
+    assert "DimensionMismatchError" in err
+    assert "rebuild-vectors --drop" in err

@@ -454,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except CharmemError as exc:
         print(f"charmem: {type(exc).__name__}: {exc}", file=sys.stderr)
-        if args.command == "rebuild-vectors" and isinstance(
+        if args.command in ("rebuild-vectors", "check") and isinstance(
             exc, DimensionMismatchError | EmbedderMismatchError
         ):
             print(
