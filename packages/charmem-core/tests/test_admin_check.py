@@ -100,6 +100,7 @@ async def test_every_write_path_leaves_a_consistent_collection(memory: Character
     assert json.loads(json.dumps(data)) == data
     assert data["format_version"] == 1
     assert data["consistent"] is True
+    assert data["repairable"] is True
     assert data["vectors"] == {
         "consistent": True,
         "index_missing": False,

@@ -293,7 +293,8 @@ async def check_collection(settings: Settings, collection: str, *, repair_drift:
     Never creates a store: a missing graph store is an error, a missing vector shard or stats
     file is reported (see :func:`charmem.admin.check_settings`). With ``repair_drift`` and
     vectors or stats out of step, the collection is opened (creating a lost shard or stats file)
-    and both are rebuilt from the graph as needed, then checked again.
+    and both are rebuilt from the graph as needed, then checked again; not while the graph
+    itself shows a problem (rebuilds read it: replay the plan that wrote the partial batch first).
 
     Args:
         settings: the deployment settings (their embedder opens the vector index).
@@ -312,7 +313,7 @@ async def check_collection(settings: Settings, collection: str, *, repair_drift:
     """
     provider = _provider(settings)
     report: CheckReport = await check_settings(settings, collection, embedding_provider=provider)
-    if not repair_drift or (report.vectors_consistent and report.stats_consistent):
+    if not repair_drift or report.consistent or not report.repairable:
         return {"report": report, "before": None, "repaired": None}
     async with CharacterMemory.open(settings, collection, embedding_provider=provider) as memory:
         outcome = await repair(memory, report)
@@ -537,7 +538,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the process exit code (2 for a charmem error, with its message)."""
+    """Run the CLI; returns the process exit code.
+
+    0 on success, 1 when ``check`` finds the collection inconsistent, 2 for a charmem error (with
+    its message on stderr), 130 on Ctrl-C.
+    """
     args = _parser().parse_args(argv)
     requested = args.collection or os.environ.get("CHARMEM_COLLECTION")
     args.collection = requested or DEFAULT_COLLECTION
@@ -634,7 +639,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except CharmemError as exc:
         print(f"charmem: {type(exc).__name__}: {exc}", file=sys.stderr)
-        if args.command == "rebuild-vectors" and isinstance(
+        if args.command in ("rebuild-vectors", "check") and isinstance(
             exc, DimensionMismatchError | EmbedderMismatchError
         ):
             print(

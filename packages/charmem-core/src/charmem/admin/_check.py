@@ -20,7 +20,7 @@ the batch (DESIGN §4.3: replays are idempotent).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Final, TypeVar
 
@@ -218,6 +218,7 @@ class CheckReport:
             "format_version": CHECK_FORMAT_VERSION,
             "collection": self.collection,
             "consistent": self.consistent,
+            "repairable": self.repairable,
             "objects": self.objects,
             "links": self.links,
             "vectors": {
@@ -349,30 +350,30 @@ def _graph_problems(
     record (it was erased with the purged memory).
     """
     problems: list[GraphProblem] = []
+
+    def found(kind: GraphProblemKind, memory_id: MemoryId, detail: str, related: Iterable[MemoryId]) -> None:
+        problems.append(GraphProblem(kind=kind, id=memory_id, detail=detail, related_ids=related))
+
     stated = {(link.from_id, link.relation, link.to_id) for link in links.values()}
     known = stored | purged
     for link in links.values():
         absent = [end for end in (link.from_id, link.to_id) if end not in known]
         if absent:
-            problems.append(
-                GraphProblem(
-                    kind=GraphProblemKind.DANGLING_LINK,
-                    id=link.id,
-                    detail=f"{link.relation.value} link {link.from_id} -> {link.to_id} joins "
-                    f"{len(absent)} id(s) that are not stored objects",
-                    related_ids=absent,
-                )
+            found(
+                GraphProblemKind.DANGLING_LINK,
+                link.id,
+                f"{link.relation.value} link {link.from_id} -> {link.to_id} joins {len(absent)} id(s) "
+                "that are not stored objects",
+                absent,
             )
     for obj in objects.values():
         absent = sorted(object_references(obj) - known)
         if absent:
-            problems.append(
-                GraphProblem(
-                    kind=GraphProblemKind.MISSING_REFERENCE,
-                    id=obj.id,
-                    detail=f"the {obj.object_type.value} names {len(absent)} id(s) that are not stored",
-                    related_ids=absent,
-                )
+            found(
+                GraphProblemKind.MISSING_REFERENCE,
+                obj.id,
+                f"the {obj.object_type.value} names {len(absent)} id(s) that are not stored",
+                absent,
             )
         lacking = [
             link
@@ -383,26 +384,22 @@ def _graph_problems(
         ]
         if lacking:
             described = ", ".join(f"{link.relation.value} {link.from_id} -> {link.to_id}" for link in lacking)
-            problems.append(
-                GraphProblem(
-                    kind=GraphProblemKind.MISSING_DERIVED_LINK,
-                    id=obj.id,
-                    detail=f"the {obj.object_type.value} lacks derived link(s): {described}",
-                    related_ids=[end for link in lacking for end in (link.from_id, link.to_id)],
-                )
+            found(
+                GraphProblemKind.MISSING_DERIVED_LINK,
+                obj.id,
+                f"the {obj.object_type.value} lacks derived link(s): {described}",
+                [end for link in lacking for end in (link.from_id, link.to_id)],
             )
     origins = {(r.target_id, r.rationale) for r in records if not r.related_ids}
     for record in records:
         absent = sorted(set(record.related_ids) - known)
         if absent:
-            problems.append(
-                GraphProblem(
-                    kind=GraphProblemKind.MISSING_REFERENCE,
-                    id=record.id,
-                    detail=f"the {record.action.value} record about {record.target_id} names "
-                    f"{len(absent)} id(s) that are not stored",
-                    related_ids=absent,
-                )
+            found(
+                GraphProblemKind.MISSING_REFERENCE,
+                record.id,
+                f"the {record.action.value} record about {record.target_id} names {len(absent)} id(s) "
+                "that are not stored",
+                absent,
             )
         if record.action is LifecycleAction.CORRECT:
             unsuperseding = [
@@ -411,26 +408,22 @@ def _graph_problems(
                 if i in stored and (i, Relation.SUPERSEDES, record.target_id) not in stated
             ]
             if unsuperseding:
-                problems.append(
-                    GraphProblem(
-                        kind=GraphProblemKind.BROKEN_CORRECTION,
-                        id=record.id,
-                        detail=f"the correction of {record.target_id} names replacement(s) with no "
-                        "supersedes link to it",
-                        related_ids=unsuperseding,
-                    )
+                found(
+                    GraphProblemKind.BROKEN_CORRECTION,
+                    record.id,
+                    f"the correction of {record.target_id} names replacement(s) with no supersedes "
+                    "link to it",
+                    unsuperseding,
                 )
         elif record.related_ids and not any(
             (origin, record.rationale) in origins or origin in purged for origin in record.related_ids
         ):
-            problems.append(
-                GraphProblem(
-                    kind=GraphProblemKind.ORPHAN_CASCADE,
-                    id=record.id,
-                    detail=f"the {record.action.value} of {record.target_id} cascaded from "
-                    f"{', '.join(map(str, record.related_ids))}, which has no record of that forget",
-                    related_ids=record.related_ids,
-                )
+            found(
+                GraphProblemKind.ORPHAN_CASCADE,
+                record.id,
+                f"the {record.action.value} of {record.target_id} cascaded from "
+                f"{', '.join(map(str, record.related_ids))}, which has no record of that forget",
+                record.related_ids,
             )
     return problems
 
