@@ -540,8 +540,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code.
 
-    0 on success, 1 when ``check`` finds the collection inconsistent, 2 for a charmem error (with
-    its message on stderr), 130 on Ctrl-C.
+    0 on success, 1 when ``check`` (or the check run by ``import`` and ``purge``) finds the
+    collection inconsistent, 2 for a charmem error (with its message on stderr) or a purge not
+    confirmed, 130 on Ctrl-C.
     """
     args = _parser().parse_args(argv)
     requested = args.collection or os.environ.get("CHARMEM_COLLECTION")
