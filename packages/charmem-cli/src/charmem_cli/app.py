@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -242,6 +242,18 @@ async def _demo(settings: Settings, questions: Sequence[str]) -> None:
             print()
 
 
+def _vector_progress(enabled: bool) -> tuple[Any, Callable[[int, int], None]]:
+    """A progress bar on stderr for a vector rebuild and the ``on_progress(done, total)`` feeding it."""
+    bar = tqdm(desc="rebuild-vectors", unit="vector", disable=not enabled, file=sys.stderr)
+
+    def on_progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    return bar, on_progress
+
+
 async def rebuild_vectors(
     settings: Settings, collection: str, *, drop: bool, batch_size: int, progress: bool = True
 ) -> dict[str, Any]:
@@ -262,13 +274,7 @@ async def rebuild_vectors(
         DimensionMismatchError, EmbedderMismatchError: the vectors were made by another embedder
             and ``drop`` is false.
     """
-    bar = tqdm(desc="rebuild-vectors", unit="vector", disable=not progress, file=sys.stderr)
-
-    def on_progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-
+    bar, on_progress = _vector_progress(progress)
     start = time.perf_counter()
     try:
         provider = _provider(settings)
@@ -393,13 +399,7 @@ async def import_backup(
         CollectionNotEmptyError: the target stores hold data.
     """
     manifest = read_manifest(directory)
-    bar = tqdm(desc="rebuild-vectors", unit="vector", disable=not progress, file=sys.stderr)
-
-    def on_progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-
+    bar, on_progress = _vector_progress(progress)
     start = time.perf_counter()
     try:
         provider = _provider(settings)

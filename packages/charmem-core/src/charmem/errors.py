@@ -75,43 +75,38 @@ class PlanValidationError(CharmemError):
         }
 
 
-class IdConflictError(PlanValidationError):
+class _NamedIdsError(PlanValidationError):
+    """A plan validation error naming the ids at fault (``ids``, canonical strings)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        ids: Sequence[str] = (),
+        reasons: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        super().__init__(message, reasons=reasons)
+        self.ids = tuple(ids)
+
+
+class IdConflictError(_NamedIdsError):
     """An id is already stored with different content (DESIGN §4.3); nothing was written.
 
     Attributes:
         ids: the conflicting ids as canonical strings.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        ids: Sequence[str] = (),
-        reasons: Mapping[str, Sequence[str]] | None = None,
-    ) -> None:
-        super().__init__(message, reasons=reasons)
-        self.ids = tuple(ids)
 
-
-class PurgedMemoryError(PlanValidationError):
+class PurgedMemoryError(_NamedIdsError):
     """A write names a memory that was purged (``charmem.admin.purge``); nothing was written.
 
     A purged id keeps a tombstone in the graph so that replaying an old plan, correction or link
     cannot bring the erased memory back, and new memories cannot be grounded on it.
 
     Attributes:
-        ids: the purged ids the write named, as canonical strings.
+        ids: canonical strings of the candidates that are, or refer to, purged memories (for a
+            lifecycle operation or a graph write: the purged ids themselves).
     """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        ids: Sequence[str] = (),
-        reasons: Mapping[str, Sequence[str]] | None = None,
-    ) -> None:
-        super().__init__(message, reasons=reasons)
-        self.ids = tuple(ids)
 
 
 class PurgeTargetError(CharmemError):

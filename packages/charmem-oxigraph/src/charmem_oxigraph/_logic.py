@@ -42,6 +42,7 @@ __all__ = [
     "PreparedBatch",
     "check_as_of",
     "check_dump",
+    "check_media_type",
     "class_iris",
     "count_from_rows",
     "currency_from_rows",
@@ -455,6 +456,19 @@ def erase_update(graph: NamedNode, erasure: GraphErasure, already: set[MemoryId]
         [v.node_iri("record", i) for i in erasure.record_ids],
         quads,
     )
+
+
+def check_media_type(media_type: str) -> None:
+    """Refuse a dump format the Oxigraph graph stores do not read.
+
+    Raises:
+        BackupFormatError: ``media_type`` is not :data:`charmem_oxigraph._vocab.DUMP_MEDIA_TYPE`.
+    """
+    if media_type != v.DUMP_MEDIA_TYPE:
+        raise BackupFormatError(
+            f"Oxigraph graph stores read {v.DUMP_MEDIA_TYPE!r} dumps, not {media_type!r}; restore the "
+            "backup into the kind of graph store that made it"
+        )
 
 
 def check_dump(quads: Iterable[Quad], graph: NamedNode) -> Iterator[Quad]:

@@ -707,11 +707,7 @@ class SparqlServiceGraphStore:
                 written.
             BackendError: the server failed; nothing written.
         """
-        if media_type != v.DUMP_MEDIA_TYPE:
-            raise BackupFormatError(
-                f"Oxigraph graph stores read {v.DUMP_MEDIA_TYPE!r} dumps, not {media_type!r}; restore the "
-                "backup into the kind of graph store that made it"
-            )
+        lg.check_media_type(media_type)
         try:
             quads = await asyncio.to_thread(
                 lambda: list(lg.check_dump(parse(source, RdfFormat.N_QUADS), self._graph))

@@ -480,11 +480,7 @@ class OxigraphGraphStore:
             BackupFormatError: not N-Quads of this collection's graph; nothing written.
             BackendError: Oxigraph failed; nothing written.
         """
-        if media_type != v.DUMP_MEDIA_TYPE:
-            raise BackupFormatError(
-                f"Oxigraph graph stores read {v.DUMP_MEDIA_TYPE!r} dumps, not {media_type!r}; restore the "
-                "backup into the kind of graph store that made it"
-            )
+        lg.check_media_type(media_type)
         shared = self._handle()
         count = 0
 

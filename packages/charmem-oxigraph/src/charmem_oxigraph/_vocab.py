@@ -150,16 +150,20 @@ def relation_of(iri: str) -> Relation:
     return Relation(iri[len(VOCAB) :])
 
 
+def _node_parts(iri: str) -> tuple[str, MemoryId]:
+    match = _NODE_IRI.fullmatch(iri)
+    if match is None:
+        raise ValueError(f"{iri!r} is not a charmem node IRI")
+    return match.group(1), MemoryId(uuid.UUID(match.group(2)))
+
+
 def memory_id_of(iri: str) -> MemoryId:
     """The id carried by a node IRI ``urn:charmem:<kind>:<uuid>``, whatever its kind.
 
     Raises:
         ValueError: the IRI is not a charmem node IRI.
     """
-    match = _NODE_IRI.fullmatch(iri)
-    if match is None:
-        raise ValueError(f"{iri!r} is not a charmem node IRI")
-    return MemoryId(uuid.UUID(match.group(2)))
+    return _node_parts(iri)[1]
 
 
 def kind_of_iri(iri: str) -> str:
@@ -168,10 +172,7 @@ def kind_of_iri(iri: str) -> str:
     Raises:
         ValueError: the IRI is not a charmem node IRI.
     """
-    match = _NODE_IRI.fullmatch(iri)
-    if match is None:
-        raise ValueError(f"{iri!r} is not a charmem node IRI")
-    return match.group(1)
+    return _node_parts(iri)[0]
 
 
 def iri_ref(iri: str) -> str:
