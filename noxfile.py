@@ -1,4 +1,7 @@
-"""nox sessions: tests, demo, lint, bench-locomo (plain pip: uv does not see the local CPU torch wheel)."""
+"""nox sessions: tests, demo, lint, bench-locomo, crash.
+
+Plain pip: uv does not see the local CPU torch wheel.
+"""
 
 from __future__ import annotations
 
@@ -35,6 +38,13 @@ def bench_locomo(session: nox.Session) -> None:
     """LoCoMo recall: charmem retrieve vs plain dense and BM25 (args after -- go to the script)."""
     install_all(session)
     session.run("python", "benchmarks/locomo.py", *session.posargs, env=OFFLINE)
+
+
+@nox.session
+def crash(session: nox.Session) -> None:
+    """Crash trials: SIGKILL a writer on the embedded stores, check nothing acknowledged is lost."""
+    install_all(session)
+    session.run("python", "benchmarks/crash_trials.py", *session.posargs, env=OFFLINE)
 
 
 @nox.session

@@ -100,6 +100,7 @@ def test_a_graph_store_writing_half_a_batch_fails_atomicity(outcomes: Outcomes) 
     assert "test_atomic_batch_leaves_nothing" in failed
     assert "a refused batch left" in failed["test_atomic_batch_leaves_nothing"]
     assert "a refused batch" in failed["test_id_conflict_refuses_the_whole_batch"]
+    assert "a refused batch changed the store" in failed["test_write_batch_refuses_purged_ids"]
     assert outcomes["TestHalfBatch::test_contract_guard"][0] == "passed"
 
 
@@ -182,6 +183,7 @@ def test_skipping_a_whole_suite_or_replacing_the_guard_is_refused_at_import() ->
 
 
 SUITES = [
+    "AdminToolsContract",
     "GraphStoreContract",
     "VectorIndexContract",
     "RetrievalStatsStoreContract",

@@ -17,7 +17,8 @@ Subclass a suite in your adapter's tests, override its one fixture, and run pyte
 
 Suites: :class:`GraphStoreContract`, :class:`VectorIndexContract`,
 :class:`EmbeddingProviderContract`, :class:`RetrievalStatsStoreContract` (one per port) and
-:class:`CharacterMemoryContract` (the whole facade over any composition of adapters). See the
+:class:`CharacterMemoryContract` (the whole facade over any composition of adapters),
+:class:`LifecycleContract` and :class:`AdminToolsContract` (backup, restore and purge). See the
 package README for the rules (capability flags, known failures, the guard).
 """
 
@@ -26,6 +27,7 @@ import pytest
 # Before the suite modules are imported, so their asserts keep pytest's detailed messages.
 pytest.register_assert_rewrite(
     "charmem_contract._base",
+    "charmem_contract.admin",
     "charmem_contract._state_machine",
     "charmem_contract.embedder",
     "charmem_contract.facade",
@@ -37,6 +39,7 @@ pytest.register_assert_rewrite(
 
 from charmem_contract._base import ContractSuite, known_failure, requires  # noqa: E402
 from charmem_contract._version import __version__  # noqa: E402
+from charmem_contract.admin import AdminToolsContract  # noqa: E402
 from charmem_contract.embedder import EmbeddingProviderContract  # noqa: E402
 from charmem_contract.facade import CharacterMemoryContract  # noqa: E402
 from charmem_contract.graph import GraphStoreContract  # noqa: E402
@@ -47,6 +50,7 @@ from charmem_contract.stats import RetrievalStatsStoreContract  # noqa: E402
 from charmem_contract.vectors import VectorIndexContract  # noqa: E402
 
 __all__ = [
+    "AdminToolsContract",
     "CharacterMemoryContract",
     "ContractSuite",
     "EmbeddingProviderContract",

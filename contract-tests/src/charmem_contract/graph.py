@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import attrs
 import pytest
 
-from charmem.domain.graph import GraphBatch, LifecycleAction
+from charmem.domain.graph import GraphBatch, GraphErasure, LifecycleAction, Tombstone
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import (
     DerivedType,
@@ -21,7 +22,14 @@ from charmem.domain.model import (
 )
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import canonical_content, content_equal
-from charmem.errors import BackendError, IdConflictError, StoreLockedError
+from charmem.errors import (
+    BackendError,
+    BackupFormatError,
+    CollectionNotEmptyError,
+    IdConflictError,
+    PurgedMemoryError,
+    StoreLockedError,
+)
 from charmem.ports import GraphStore
 from charmem_contract import data
 from charmem_contract._base import ContractSuite, requires
@@ -125,9 +133,13 @@ class GraphStoreContract(ContractSuite, suite=True):
             "(implement open_sibling())"
         ),
         "supports_closed_errors": "raises BackendError when used after close()",
+        "supports_restore": (
+            "restores its own export_graph dump into an empty store of the same collection on "
+            "another backing store (implement open_twin())"
+        ),
     }
     optional_capabilities: ClassVar[frozenset[str]] = frozenset(capabilities)
-    minimum_passing: ClassVar[int] = 17
+    minimum_passing: ClassVar[int] = 19
 
     supports_reopen: ClassVar[bool] = True
     supports_lock: ClassVar[bool] = True
@@ -174,6 +186,17 @@ class GraphStoreContract(ContractSuite, suite=True):
         raise NotImplementedError(
             f"{type(self).__name__} sets supports_sibling_collections = True but does not implement "
             "open_sibling(); implement it or set supports_sibling_collections = False"
+        )
+
+    async def open_twin(self, store: GraphStore, collection: str) -> GraphStore:
+        """Open an empty store of ``collection`` on *another* backing store (closed by the suite).
+
+        Needed when ``supports_restore`` is on: the restore target of an export (a new directory,
+        a new in-memory store, another server).
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} sets supports_restore = True but does not implement open_twin(); "
+            "implement it or set supports_restore = False"
         )
 
     # -- the canary ------------------------------------------------------------------------
@@ -691,3 +714,224 @@ class GraphStoreContract(ContractSuite, suite=True):
             await graph_store.write_batch(GraphBatch(objects=[data.entity()]))
         with pytest.raises(BackendError):
             await graph_store.get_objects([MemoryId.new()])
+
+    # -- erasure (the out-of-band purge) ---------------------------------------------------
+
+    async def _erase_world(self, graph_store: GraphStore) -> dict[str, Any]:
+        """The world of :func:`_world` plus two records, then an erasure of two objects.
+
+        Erased: the observation ``turn`` (with its ``has_observation`` link and the record
+        targeting it) and the derived memory ``newer``, whose ``supersedes`` link to ``belief`` is
+        kept (its ``from`` now refers to a tombstone, and ``belief`` stays superseded).
+        """
+        batch, world = _world()
+        turn, newer, visit = world["turn"], world["newer"], world["visit"]
+        about_turn = data.record(turn.id, rationale="suppress the turn")
+        cascade = data.record(visit.id, related_ids=[turn.id], recorded_at=at(8))
+        await graph_store.write_batch(batch)
+        await graph_store.write_batch(GraphBatch(records=[about_turn, cascade]))
+        has_observation, supersede, supports = batch.links
+        purged_at = at(90, SEOUL)
+        erasure = GraphErasure(
+            tombstones=[
+                Tombstone(id=turn.id, object_type=ObjectType.OBSERVATION, purged_at=purged_at),
+                Tombstone(id=newer.id, object_type=ObjectType.DERIVED, purged_at=purged_at),
+            ],
+            link_ids=[has_observation.id],
+            record_ids=[about_turn.id],
+        )
+        before = await graph_store.statement_count()
+        await graph_store.erase(erasure)
+        return {
+            **world,
+            "batch": batch,
+            "erasure": erasure,
+            "before": before,
+            "cascade": cascade,
+            "kept_links": sorted([supersede, supports], key=lambda lk: lk.id),
+            "supersede": supersede,
+            "survivors": [o for o in batch.objects if o.id not in (turn.id, newer.id)],
+        }
+
+    async def test_erase_removes_items_and_leaves_tombstones(self, graph_store: GraphStore) -> None:
+        """``erase`` removes the listed objects, links and records; tombstones stay; the rest reads back.
+
+        Erased objects vanish from ``get_objects``, ``currency`` and ``object_ids``; erased links
+        and records from ``get_links``, ``link_ids`` and ``get_records``. Statements of surviving
+        items that refer to an erased id are kept (a derived memory's source, a record's
+        ``related_ids``, the ``from`` of a kept ``supersedes`` link, whose target stays
+        superseded). ``tombstones`` answers for the erased ids (and lists all with ``None``).
+
+        If this fails: remove only what describes the erased nodes (their fields and assertion
+        nodes, the listed links with their direct edges, the listed records), not statements of
+        other nodes that mention them; store each tombstone (id, object type, ``purged_at`` with
+        its offset) and answer ``tombstones`` from them.
+        """
+        w = await self._erase_world(graph_store)
+        turn, newer, belief, visit = w["turn"], w["newer"], w["belief"], w["visit"]
+        erased = [turn.id, newer.id]
+        assert await graph_store.get_objects(erased) == {}, "erased objects still read back"
+        assert await graph_store.currency(erased) == {}, "erased objects still have a currency"
+        assert await graph_store.object_ids() == sorted(o.id for o in w["survivors"])
+        survivors = await graph_store.get_objects(_ids(w["survivors"]))
+        assert [survivors.get(o.id) for o in w["survivors"]] == w["survivors"], (
+            "a surviving object changed (references to erased ids must be kept as they were)"
+        )
+        assert await graph_store.link_ids() == _ids(w["kept_links"])
+        assert await graph_store.get_links(list(w["erasure"].link_ids)) == {}
+        assert await graph_store.links_of([belief.id]) == w["kept_links"]
+        assert await graph_store.get_records([turn.id]) == []
+        assert await graph_store.get_records([visit.id]) == [w["cascade"]]
+        currency = await graph_store.currency([belief.id, visit.id])
+        assert currency == {belief.id: S, visit.id: E}, "erasure changed a survivor's currency"
+        expected = {t.id: t for t in w["erasure"].tombstones}
+        absent = MemoryId.new()
+        got = await graph_store.tombstones([newer.id, belief.id, absent, turn.id])
+        assert got == {newer.id: expected[newer.id], turn.id: expected[turn.id]}
+        assert got[turn.id].purged_at.utcoffset() == SEOUL.utcoffset(None), "purged_at lost its offset"
+        assert await graph_store.tombstones() == dict(sorted(expected.items()))
+        assert await graph_store.tombstones([]) == {}
+        count = await graph_store.statement_count()
+        assert 0 < count < w["before"], f"statement count {w['before']} -> {count} after the erasure"
+
+    async def test_erase_again_is_harmless_and_keeps_the_first_time(self, graph_store: GraphStore) -> None:
+        """Applying an erasure again (even with a later ``purged_at``) changes nothing.
+
+        If this fails: skip tombstones that exist already (do not rewrite their ``purged_at``) and
+        treat absent links and records as already erased.
+        """
+        w = await self._erase_world(graph_store)
+        count = await graph_store.statement_count()
+        first = await graph_store.tombstones()
+        later = [attrs.evolve(t, purged_at=at(500)) for t in w["erasure"].tombstones]
+        await graph_store.erase(attrs.evolve(w["erasure"], tombstones=later))
+        assert await graph_store.tombstones() == first
+        assert await graph_store.statement_count() == count
+        await graph_store.erase(GraphErasure())
+        assert await graph_store.statement_count() == count
+
+    async def test_write_batch_refuses_purged_ids(self, graph_store: GraphStore) -> None:
+        """A batch holding an erased id (same content, other content, or as a link) is refused whole.
+
+        If this fails: look the batch's ids up among the tombstones in the same check as the id
+        conflicts and raise :class:`~charmem.errors.PurgedMemoryError` naming them (``ids``),
+        writing nothing.
+        """
+        w = await self._erase_world(graph_store)
+        turn, person = w["turn"], w["person"]
+        count = await graph_store.statement_count()
+        fresh = data.entity()
+        attempts = {
+            "the same object again": GraphBatch(objects=[fresh, turn]),
+            "other content under its id": GraphBatch(objects=[fresh, data.entity(id=turn.id)]),
+            "a link under its id": GraphBatch(
+                objects=[fresh],
+                links=[data.link(person.id, Relation.ASSOCIATED_WITH, fresh.id, id=turn.id)],
+            ),
+        }
+        accepted: list[str] = []
+        for label, batch in attempts.items():
+            try:
+                await graph_store.write_batch(batch)
+            except PurgedMemoryError as exc:
+                if str(turn.id) not in exc.ids:
+                    accepted.append(f"{label}: refused, but PurgedMemoryError.ids = {exc.ids}")
+            else:
+                accepted.append(label)
+        assert not accepted, f"a purged id was written again, or not named: {accepted}"
+        assert await graph_store.statement_count() == count, "a refused batch changed the store"
+        assert await graph_store.get_objects([fresh.id]) == {}, "a refused batch wrote its new objects"
+
+    # -- export and import (backup and restore) --------------------------------------------
+
+    @requires("supports_restore")
+    async def test_export_then_import_restores_every_read(self, graph_store: GraphStore) -> None:
+        """A dump loaded into an empty store of the same collection answers every read alike.
+
+        The dump holds objects (hostile text included), links, records and tombstones; the twin
+        then refuses purged ids, and a second import into it is refused as not empty.
+
+        If this fails: write every statement of the collection in ``export_graph`` (tombstones
+        too) with the driver's serialiser, load it in ``import_graph`` in one transaction, and
+        report the same statement count on both sides.
+        """
+        w = await self._erase_world(graph_store)
+        hostile = data.observation(w["visit"].id, text="\n".join(data.HOSTILE_STRINGS))
+        await graph_store.write_batch(GraphBatch(objects=[hostile]))
+        out = io.BytesIO()
+        exported = await graph_store.export_graph(out)
+        count = await graph_store.statement_count()
+        assert exported.statements == count, f"exported {exported.statements} of {count} statements"
+        twin = await self.open_twin(graph_store, graph_store.collection)
+        try:
+            assert await twin.statement_count() == 0, "open_twin must give an empty store"
+            loaded = await twin.import_graph(io.BytesIO(out.getvalue()), exported.media_type)
+            assert loaded == count
+            assert await twin.statement_count() == count
+            object_ids = await graph_store.object_ids()
+            assert await twin.object_ids() == object_ids
+            assert await twin.get_objects(object_ids) == await graph_store.get_objects(object_ids)
+            assert (await twin.get_objects([hostile.id]))[hostile.id] == hostile
+            link_ids = await graph_store.link_ids()
+            assert await twin.link_ids() == link_ids
+            assert await twin.get_links(link_ids) == await graph_store.get_links(link_ids)
+            every = [*object_ids, *(t.id for t in w["erasure"].tombstones)]
+            assert await twin.links_of(every) == await graph_store.links_of(every)
+            assert await twin.get_records(every) == await graph_store.get_records(every)
+            assert await twin.currency(every) == await graph_store.currency(every)
+            for as_of in (at(6), at(9)):
+                assert await twin.currency(every, as_of=as_of) == await graph_store.currency(
+                    every, as_of=as_of
+                )
+            assert await twin.tombstones() == await graph_store.tombstones()
+            assert await twin.name_assertions() == await graph_store.name_assertions()
+            with pytest.raises(PurgedMemoryError):
+                await twin.write_batch(GraphBatch(objects=[w["turn"]]))
+            with pytest.raises(CollectionNotEmptyError):
+                await twin.import_graph(io.BytesIO(out.getvalue()), exported.media_type)
+            assert await twin.statement_count() == count
+        finally:
+            await twin.close()
+
+    @requires("supports_restore")
+    async def test_import_refuses_what_it_cannot_restore(self, graph_store: GraphStore) -> None:
+        """Import refuses a non-empty collection, another media type, garbage, another collection.
+
+        Each refusal is typed (:class:`~charmem.errors.CollectionNotEmptyError` or
+        :class:`~charmem.errors.BackupFormatError`) and writes nothing.
+
+        If this fails: check emptiness under the writer lock before loading; parse and check the
+        whole dump (its collection, its syntax) inside the one transaction, or before it.
+        """
+        batch, _ = _world()
+        await graph_store.write_batch(batch)
+        out = io.BytesIO()
+        exported = await graph_store.export_graph(out)
+        dump = out.getvalue()
+        count = await graph_store.statement_count()
+        with pytest.raises(CollectionNotEmptyError) as caught:
+            await graph_store.import_graph(io.BytesIO(dump), exported.media_type)
+        assert caught.value.collection == graph_store.collection
+        assert await graph_store.statement_count() == count
+        twin = await self.open_twin(graph_store, graph_store.collection)
+        other = await self.open_twin(graph_store, f"{graph_store.collection}-other")
+        try:
+            refusals = {
+                "an unknown media type": (twin, dump, "application/x-unknown"),
+                "bytes that are no dump": (twin, b"\x00 this is not a dump {\n", exported.media_type),
+                "the dump of another collection": (other, dump, exported.media_type),
+            }
+            accepted: list[str] = []
+            for label, (target, raw, media_type) in refusals.items():
+                try:
+                    await target.import_graph(io.BytesIO(raw), media_type)
+                except BackupFormatError:
+                    pass
+                else:
+                    accepted.append(label)
+                if await target.statement_count() != 0:
+                    accepted.append(f"{label}: refused, but statements were written")
+            assert not accepted, f"import accepted what it cannot restore: {accepted}"
+        finally:
+            await twin.close()
+            await other.close()

@@ -44,6 +44,9 @@ class TestReferenceGraphStore(GraphStoreContract):
         finally:
             await store.close()
 
+    async def open_twin(self, store: GraphStore, collection: str) -> GraphStore:
+        return ReferenceGraphStore(collection)
+
 
 class TestReferenceVectorIndex(VectorIndexContract):
     # Exact cosine over a dict: no lexical cue, no files, nothing to lock or release.

@@ -54,6 +54,9 @@ class TestOxigraphPersistent(GraphStoreContract):
     async def reopen(self, store: GraphStore) -> GraphStore:
         return await OxigraphGraphStore.open_async(store.collection, path=self.path)
 
+    async def open_twin(self, store: GraphStore, collection: str) -> GraphStore:
+        return await OxigraphGraphStore.open_async(collection, path=self.path.with_name(f"twin-{collection}"))
+
     async def open_competitor(self, store: GraphStore) -> None:
         child = await asyncio.to_thread(
             subprocess.run,
@@ -85,6 +88,9 @@ class TestOxigraphInMemory(GraphStoreContract):
             yield store
         finally:
             await store.close()
+
+    async def open_twin(self, store: GraphStore, collection: str) -> GraphStore:
+        return await OxigraphGraphStore.open_async(collection)  # a new Store() each time
 
     async def open_sibling(self, store: GraphStore, collection: str) -> GraphStore:
         return _as_oxigraph(store).for_collection(collection)

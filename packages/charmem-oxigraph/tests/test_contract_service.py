@@ -7,7 +7,7 @@ it starts empty. A server has no opener lock, so ``supports_lock`` is off.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from charmem.ports import GraphStore
@@ -24,12 +24,26 @@ def _as_service(store: GraphStore) -> SparqlServiceGraphStore:
     return store
 
 
+@pytest.fixture(scope="module")
+def twin_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OxigraphServer]:
+    """A second ``oxigraph serve``: where the restore tests load a collection's export."""
+    server = OxigraphServer(tmp_path_factory.mktemp("oxigraph-twin"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 class TestSparqlServiceGraphStore(GraphStoreContract):
     supports_lock = False  # a SPARQL server serves many clients; writers are serialised per process
 
     @pytest.fixture
-    async def graph_store(self, sparql_server: OxigraphServer) -> AsyncIterator[GraphStore]:
+    async def graph_store(
+        self, sparql_server: OxigraphServer, twin_server: OxigraphServer
+    ) -> AsyncIterator[GraphStore]:
         self.server = sparql_server
+        self.twin = twin_server
         store = SparqlServiceGraphStore(
             f"contract-{next(_names)}",
             query_endpoint=sparql_server.query_endpoint,
@@ -49,3 +63,8 @@ class TestSparqlServiceGraphStore(GraphStoreContract):
 
     async def open_sibling(self, store: GraphStore, collection: str) -> GraphStore:
         return _as_service(store).for_collection(collection)
+
+    async def open_twin(self, store: GraphStore, collection: str) -> GraphStore:
+        return SparqlServiceGraphStore(
+            collection, query_endpoint=self.twin.query_endpoint, update_endpoint=self.twin.update_endpoint
+        )

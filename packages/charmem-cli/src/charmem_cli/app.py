@@ -1,7 +1,7 @@
 """charmem: remember conversations and recall them as continuity context packs.
 
 Subcommands: ``ingest-locomo FILE...``, ``recall "question"``, ``remember "text"``, ``demo``,
-``rebuild-vectors``.
+``rebuild-vectors``, ``check``, ``export DIR``, ``import DIR``, ``purge ID...``.
 Backends and paths come from the environment with the DESIGN defaults (embedded Oxigraph, Qdrant
 Edge, SQLite stats); the CLI's embedding default is ``local`` (all-MiniLM-L6-v2, offline).
 ``--store DIR`` puts every store under one directory.
@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -32,6 +32,17 @@ from charmem import (
     RememberInput,
     RetrievalContext,
     Settings,
+)
+from charmem.admin import (
+    CheckReport,
+    PurgeReport,
+    check,
+    check_settings,
+    export_collection,
+    import_collection,
+    purge,
+    read_manifest,
+    repair,
 )
 from charmem.ports import EmbeddingProvider
 from charmem.usecases.maintenance import drop_vector_index
@@ -232,6 +243,18 @@ async def _demo(settings: Settings, questions: Sequence[str]) -> None:
             print()
 
 
+def _vector_progress(enabled: bool) -> tuple[Any, Callable[[int, int], None]]:
+    """A progress bar on stderr for a vector rebuild and the ``on_progress(done, total)`` feeding it."""
+    bar = tqdm(desc="rebuild-vectors", unit="vector", disable=not enabled, file=sys.stderr)
+
+    def on_progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    return bar, on_progress
+
+
 async def rebuild_vectors(
     settings: Settings, collection: str, *, drop: bool, batch_size: int, progress: bool = True
 ) -> dict[str, Any]:
@@ -252,13 +275,7 @@ async def rebuild_vectors(
         DimensionMismatchError, EmbedderMismatchError: the vectors were made by another embedder
             and ``drop`` is false.
     """
-    bar = tqdm(desc="rebuild-vectors", unit="vector", disable=not progress, file=sys.stderr)
-
-    def on_progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-
+    bar, on_progress = _vector_progress(progress)
     start = time.perf_counter()
     try:
         provider = _provider(settings)
@@ -277,14 +294,184 @@ async def rebuild_vectors(
     }
 
 
+async def check_collection(settings: Settings, collection: str, *, repair_drift: bool) -> dict[str, Any]:
+    """Check a collection's stores against its graph (``charmem check``), optionally repairing.
+
+    Never creates a store: a missing graph store is an error, a missing vector shard or stats
+    file is reported (see :func:`charmem.admin.check_settings`). With ``repair_drift`` and
+    vectors or stats out of step, the collection is opened (creating a lost shard or stats file)
+    and both are rebuilt from the graph as needed, then checked again; not while the graph
+    itself shows a problem (rebuilds read it: replay the plan that wrote the partial batch first).
+
+    Args:
+        settings: the deployment settings (their embedder opens the vector index).
+        collection: the collection name.
+        repair_drift: rebuild what drifted.
+
+    Returns:
+        dict: ``report`` (the final :class:`~charmem.admin.CheckReport`), ``before`` (the first
+        report when a repair ran, else ``None``) and ``repaired`` (what was rebuilt, or ``None``).
+
+    Raises:
+        ConfigurationError: no graph store there, or the collection holds nothing.
+        StoreLockedError: another process holds an embedded store.
+        DimensionMismatchError, EmbedderMismatchError: the vectors were made by another embedder.
+        BackendError: a store failed.
+    """
+    provider = _provider(settings)
+    report: CheckReport = await check_settings(settings, collection, embedding_provider=provider)
+    if not repair_drift or report.consistent or not report.repairable:
+        return {"report": report, "before": None, "repaired": None}
+    async with CharacterMemory.open(settings, collection, embedding_provider=provider) as memory:
+        outcome = await repair(memory, report)
+        after = await check(memory.graph, memory.vectors, memory.stats)
+    repaired = {
+        "vectors_indexed": None if outcome.vectors is None else outcome.vectors.indexed,
+        "vectors_removed": None if outcome.vectors is None else outcome.vectors.removed,
+        "stats_rows": outcome.stats_rows,
+    }
+    return {"report": after, "before": report, "repaired": repaired}
+
+
+def _print_check(result: dict[str, Any], as_json: bool) -> None:
+    report: CheckReport = result["report"]
+    before: CheckReport | None = result["before"]
+    if as_json:
+        data = report.to_dict()
+        if before is not None:
+            data["repair"] = {**result["repaired"], "before": before.to_dict()}
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return
+    if before is not None:
+        print("before repair:")
+        for line in before.describe():
+            print(f"  {line}")
+        repaired = result["repaired"]
+        done = []
+        if repaired["vectors_indexed"] is not None:
+            done.append(
+                f"vectors rebuilt ({repaired['vectors_indexed']} indexed, "
+                f"{repaired['vectors_removed']} stale removed)"
+            )
+        if repaired["stats_rows"] is not None:
+            done.append(f"stats rebuilt ({repaired['stats_rows']} rows)")
+        print(f"repaired: {'; '.join(done)}\nafter repair:")
+    for line in report.describe():
+        print(line)
+
+
+async def export_backup(settings: Settings, collection: str, directory: Path) -> dict[str, Any]:
+    """Write a backup of ``collection`` into ``directory`` (``charmem export``).
+
+    Returns:
+        dict: the manifest (plain JSON types) and ``seconds``.
+
+    Raises:
+        CharmemError: the collection is empty in these stores (a mistyped name or store path?),
+            or :func:`charmem.admin.export_collection` failed.
+    """
+    start = time.perf_counter()
+    async with CharacterMemory.open(settings, collection, embedding_provider=_provider(settings)) as memory:
+        if not await memory.graph.statement_count():
+            raise CharmemError(
+                f"collection {collection!r} holds nothing in these stores; check --collection and --store"
+            )
+        manifest = await export_collection(memory, directory)
+    return {"manifest": json.loads(manifest.to_json()), "seconds": time.perf_counter() - start}
+
+
+async def import_backup(
+    settings: Settings, collection: str | None, directory: Path, *, batch_size: int, progress: bool = True
+) -> dict[str, Any]:
+    """Restore the backup in ``directory`` into empty stores (``charmem import``).
+
+    Args:
+        settings: the deployment settings (their embedder rebuilds the vectors).
+        collection: the collection to restore into; ``None``: the backup's own.
+        directory: the backup directory.
+        batch_size: texts per embedding call of the vector rebuild.
+        progress: show a progress bar on stderr.
+
+    Returns:
+        dict: the :class:`~charmem.admin.ImportReport` as a dict, plus ``seconds``.
+
+    Raises:
+        BackupFormatError: a damaged or incomplete backup, or ``collection`` is not the backup's.
+        CollectionNotEmptyError: the target stores hold data.
+    """
+    manifest = read_manifest(directory)
+    bar, on_progress = _vector_progress(progress)
+    start = time.perf_counter()
+    try:
+        provider = _provider(settings)
+        name = collection or manifest.collection
+        async with CharacterMemory.open(settings, name, embedding_provider=provider) as memory:
+            report = await import_collection(
+                memory, directory, batch_size=batch_size, on_progress=on_progress
+            )
+    finally:
+        bar.close()
+    return {**report.to_dict(), "consistent": report.check.consistent, "seconds": time.perf_counter() - start}
+
+
+async def purge_memories(settings: Settings, collection: str, ids: Sequence[str]) -> PurgeReport:
+    """Erase memories for good (``charmem purge``): see :func:`charmem.admin.purge`.
+
+    Raises:
+        PurgeTargetError: an id is unknown or not a memory object; nothing was written.
+        DraftValidationError: an id is not a UUID.
+    """
+    async with CharacterMemory.open(settings, collection, embedding_provider=_provider(settings)) as memory:
+        return await purge(memory, ids)
+
+
+def _confirm_purge(collection: str, ids: Sequence[str]) -> bool:
+    """Ask on the terminal; ``False`` when stdin is not a terminal or the answer is not the name."""
+    if not sys.stdin.isatty():
+        print(
+            "charmem: purge erases memories for good; pass --yes to confirm when not at a terminal",
+            file=sys.stderr,
+        )
+        return False
+    print(
+        f"This erases {len(ids)} memory object(s) from collection {collection!r} for good: their text, "
+        "links, lifecycle records and vectors (tombstones with the ids stay). Backups made before "
+        "keep them. This is not forgetting; it cannot be undone.",
+        file=sys.stderr,
+    )
+    answer = input(f"Type the collection name ({collection}) to confirm: ")
+    return answer.strip() == collection
+
+
+def _print_purge(report: PurgeReport, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+        return
+    print(
+        f"purged {len(report.purged_ids)} memory object(s) from {report.collection!r} at "
+        f"{report.purged_at.isoformat()}"
+        + (f" ({len(report.already_purged_ids)} were purged already)" if report.already_purged_ids else "")
+    )
+    print(
+        f"  removed {len(report.removed_link_ids)} link(s) and {len(report.removed_record_ids)} "
+        f"lifecycle record(s); kept {len(report.kept_link_ids)} supersedes link(s) into survivors"
+    )
+    if report.linked_ids:
+        shown = ", ".join(str(i) for i in report.linked_ids[:10])
+        more = f" and {len(report.linked_ids) - 10} more" if len(report.linked_ids) > 10 else ""
+        print(
+            f"  {len(report.linked_ids)} surviving memory object(s) were linked to them (review them for "
+            f"copies of the same personal data): {shown}{more}"
+        )
+    for line in report.check.describe():
+        print(line)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="charmem", description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", help="directory holding every embedded store (default: ./data)")
-    parser.add_argument(
-        "--collection",
-        default=os.environ.get("CHARMEM_COLLECTION", DEFAULT_COLLECTION),
-        help="collection name (default: $CHARMEM_COLLECTION or 'charmem')",
-    )
+    collection_help = "collection name (default: $CHARMEM_COLLECTION or 'charmem')"
+    parser.add_argument("--collection", default=None, help=collection_help)
     commands = parser.add_subparsers(dest="command", required=True)
     ingest = commands.add_parser("ingest-locomo", help="ingest LoCoMo conversation files")
     ingest.add_argument("files", nargs="+", type=Path)
@@ -313,12 +500,54 @@ def _parser() -> argparse.ArgumentParser:
     )
     rebuild.add_argument("--batch-size", type=int, default=64, help="texts per embedding call (default 64)")
     rebuild.add_argument("--quiet", action="store_true", help="no progress bar")
+    check_cmd = commands.add_parser(
+        "check",
+        help="check that vectors and stats agree with the graph and no graph batch is partial "
+        "(exit 1 when inconsistent); never creates a store",
+    )
+    check_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+    check_cmd.add_argument(
+        "--repair", action="store_true", help="rebuild vectors and stats from the graph when they drifted"
+    )
+    export = commands.add_parser(
+        "export", help="back the collection up into a new or empty directory (graph N-Quads + manifest)"
+    )
+    export.add_argument("directory", type=Path)
+    import_cmd = commands.add_parser(
+        "import",
+        help="restore a backup into empty stores, rebuilding vectors and stats "
+        "(collection: the backup's, unless --collection)",
+    )
+    import_cmd.add_argument("directory", type=Path)
+    import_cmd.add_argument(
+        "--batch-size", type=int, default=64, help="texts per embedding call (default 64)"
+    )
+    import_cmd.add_argument("--json", action="store_true", help="print the import report as JSON")
+    import_cmd.add_argument("--quiet", action="store_true", help="no progress bar")
+    purge_cmd = commands.add_parser(
+        "purge",
+        help="erase memory objects for good, for personal-data erasure requests (not forgetting: "
+        "destructive, outside the memory-permanence rule; backups keep the data)",
+    )
+    purge_cmd.add_argument("ids", nargs="+", metavar="ID", help="ids of episodes, observations, notions...")
+    purge_cmd.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    purge_cmd.add_argument("--json", action="store_true", help="print the purge report as JSON")
+    for sub in (export, import_cmd, purge_cmd):
+        # also accepted after the command (`charmem purge ID --collection NAME`)
+        sub.add_argument("--collection", default=argparse.SUPPRESS, help=collection_help)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the process exit code (2 for a charmem error, with its message)."""
+    """Run the CLI; returns the process exit code.
+
+    0 on success, 1 when ``check`` (or the check run by ``import`` and ``purge``) finds the
+    collection inconsistent, 2 for a charmem error (with its message on stderr) or a purge not
+    confirmed, 130 on Ctrl-C.
+    """
     args = _parser().parse_args(argv)
+    requested = args.collection or os.environ.get("CHARMEM_COLLECTION")
+    args.collection = requested or DEFAULT_COLLECTION
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep stderr for our own progress
     try:
@@ -363,6 +592,47 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{rebuilt['objects']} objects ({rebuilt['not_current']} superseded or suppressed left "
                 f"out, {rebuilt['removed']} stale removed) in {rebuilt['seconds']:.1f} s"
             )
+        elif args.command == "check":
+            result = asyncio.run(check_collection(settings, args.collection, repair_drift=args.repair))
+            _print_check(result, args.json)
+            return 0 if result["report"].consistent else 1
+        elif args.command == "export":
+            exported = asyncio.run(export_backup(settings, args.collection, args.directory))
+            manifest, counts = exported["manifest"], exported["manifest"]["counts"]
+            print(
+                f"exported collection {manifest['collection']!r} to {args.directory}: "
+                f"{manifest['graph']['statements']} statements ({manifest['graph']['file']}, "
+                f"{manifest['graph']['size']} bytes), {sum(counts['objects'].values())} objects, "
+                f"{counts['links']} links, {counts['tombstones']} tombstones in {exported['seconds']:.1f} s"
+            )
+        elif args.command == "import":
+            imported = asyncio.run(
+                import_backup(
+                    settings,
+                    requested,
+                    args.directory,
+                    batch_size=args.batch_size,
+                    progress=not args.quiet,
+                )
+            )
+            if args.json:
+                print(json.dumps(imported, ensure_ascii=False, indent=2))
+            else:
+                print(
+                    f"restored collection {imported['collection']!r} from {args.directory}: "
+                    f"{imported['statements']} statements, {imported['vectors']['indexed']} vectors "
+                    f"rebuilt, {imported['stats_rows']} stats rows in {imported['seconds']:.1f} s"
+                    + (" (with another embedder than the backup's)" if imported["embedder_changed"] else "")
+                )
+                print(f"check: {'consistent' if imported['consistent'] else 'INCONSISTENT'}")
+            return 0 if imported["consistent"] else 1
+        elif args.command == "purge":
+            if not args.yes and not _confirm_purge(args.collection, args.ids):
+                print("charmem: nothing was purged", file=sys.stderr)
+                return 2
+            purged = asyncio.run(purge_memories(settings, args.collection, args.ids))
+            _print_purge(purged, args.json)
+            return 0 if purged.check.consistent else 1
     except KeyboardInterrupt:
         print(
             "charmem: interrupted; what was committed is kept; run the same command again to resume",
@@ -371,7 +641,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except CharmemError as exc:
         print(f"charmem: {type(exc).__name__}: {exc}", file=sys.stderr)
-        if args.command == "rebuild-vectors" and isinstance(
+        if args.command in ("rebuild-vectors", "check") and isinstance(
             exc, DimensionMismatchError | EmbedderMismatchError
         ):
             print(

@@ -66,7 +66,9 @@ from charmem.domain.retrieval import (
 )
 from charmem.errors import (
     BackendError,
+    BackupFormatError,
     CharmemError,
+    CollectionNotEmptyError,
     ConfigurationError,
     DimensionMismatchError,
     DraftValidationError,
@@ -75,6 +77,8 @@ from charmem.errors import (
     LifecycleErrorKind,
     LifecycleValidationError,
     PlanValidationError,
+    PurgedMemoryError,
+    PurgeTargetError,
     StoreLockedError,
 )
 from charmem.memory import CharacterMemory, SyncCharacterMemory
@@ -83,11 +87,13 @@ from charmem.settings import Settings
 
 __all__ = [
     "BackendError",
+    "BackupFormatError",
     "BeliefAssertion",
     "CandidateValidation",
     "CandidateValidationStatus",
     "CharacterMemory",
     "CharmemError",
+    "CollectionNotEmptyError",
     "CommitOptions",
     "CompletenessKind",
     "ConfigurationError",
@@ -131,6 +137,8 @@ __all__ = [
     "PackItem",
     "PlanValidationError",
     "PrepareOptions",
+    "PurgeTargetError",
+    "PurgedMemoryError",
     "Relation",
     "RememberDrafts",
     "RememberInput",

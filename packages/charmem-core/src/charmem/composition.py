@@ -14,7 +14,9 @@ Optional hooks the facade uses when an adapter has them: ``from_settings_async``
 a coroutine: preferred over ``from_settings``, for adapters whose opening speaks to a server from
 the caller's event loop) and, on vector indexes, ``drop_from_settings(settings, collection)`` or
 ``drop_from_settings_async`` (remove a collection's vectors whatever their fingerprint, for
-``CharacterMemory.open(..., rebuild_vectors=True)``).
+``CharacterMemory.open(..., rebuild_vectors=True)``), and, on any store,
+``exists_from_settings(settings, collection) -> bool`` (whether the store a persistent mode would
+open already exists, so :func:`charmem.admin.check_settings` can check without creating one).
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 
 __all__ = [
     "BackendError",
+    "BackupFormatError",
     "CharmemError",
+    "CollectionNotEmptyError",
     "ConfigurationError",
     "DimensionMismatchError",
     "DraftValidationError",
@@ -22,6 +24,8 @@ __all__ = [
     "LifecycleErrorKind",
     "LifecycleValidationError",
     "PlanValidationError",
+    "PurgeTargetError",
+    "PurgedMemoryError",
     "StoreLockedError",
 ]
 
@@ -71,12 +75,8 @@ class PlanValidationError(CharmemError):
         }
 
 
-class IdConflictError(PlanValidationError):
-    """An id is already stored with different content (DESIGN §4.3); nothing was written.
-
-    Attributes:
-        ids: the conflicting ids as canonical strings.
-    """
+class _NamedIdsError(PlanValidationError):
+    """A plan validation error naming the ids at fault (``ids``, canonical strings)."""
 
     def __init__(
         self,
@@ -87,6 +87,63 @@ class IdConflictError(PlanValidationError):
     ) -> None:
         super().__init__(message, reasons=reasons)
         self.ids = tuple(ids)
+
+
+class IdConflictError(_NamedIdsError):
+    """An id is already stored with different content (DESIGN §4.3); nothing was written.
+
+    Attributes:
+        ids: the conflicting ids as canonical strings.
+    """
+
+
+class PurgedMemoryError(_NamedIdsError):
+    """A write names a memory that was purged (``charmem.admin.purge``); nothing was written.
+
+    A purged id keeps a tombstone in the graph so that replaying an old plan, correction or link
+    cannot bring the erased memory back, and new memories cannot be grounded on it.
+
+    Attributes:
+        ids: canonical strings of the candidates that are, or refer to, purged memories (for a
+            lifecycle operation or a graph write: the purged ids themselves).
+    """
+
+
+class PurgeTargetError(CharmemError):
+    """``charmem.admin.purge`` was asked to purge something it cannot; nothing was written.
+
+    Attributes:
+        ids: the offending ids as canonical strings (unknown ids, links, lifecycle records).
+        reasons: id -> why it cannot be purged.
+    """
+
+    def __init__(self, message: str, *, reasons: Mapping[str, str]) -> None:
+        super().__init__(message)
+        self.reasons = dict(reasons)
+        self.ids = tuple(sorted(self.reasons))
+
+
+class CollectionNotEmptyError(CharmemError):
+    """An import target already holds data; nothing was written.
+
+    Attributes:
+        collection: the collection name.
+        counts: store name (``"graph statements"``, ``"vectors"``, ``"stats rows"``) -> how many
+            entries it holds.
+    """
+
+    def __init__(self, message: str, *, collection: str, counts: Mapping[str, int]) -> None:
+        super().__init__(message)
+        self.collection = collection
+        self.counts = dict(counts)
+
+
+class BackupFormatError(CharmemError):
+    """A backup is incomplete, damaged, of an unknown format, or of another collection.
+
+    Raised by ``charmem.admin.import_collection`` (and the graph port's ``import_graph``) before
+    anything is written.
+    """
 
 
 class LifecycleErrorKind(enum.Enum):

@@ -12,8 +12,9 @@ DESIGN §2::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -447,6 +448,22 @@ class CharacterMemory:
                 batch_size=batch_size,
                 on_progress=on_progress,
             )
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        """Hold this memory's writer lock: none of its writes run until the block ends.
+
+        For operational tools that read or change a whole collection (``charmem.admin``'s
+        export, import and purge), so they never interleave with this instance's commits,
+        corrections, forgets and links. Not re-entrant: do not call a writing method of this
+        memory inside the block.
+
+        Raises:
+            CharmemError: the memory is closed.
+        """
+        self._check_open()
+        async with self._write_lock:
+            yield
 
     async def retrieve(self, context: RetrievalContext | str) -> ContinuityContextPack:
         """Recall memories into a continuity context pack (DESIGN §6).

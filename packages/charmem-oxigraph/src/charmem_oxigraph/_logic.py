@@ -10,19 +10,20 @@ check half of a check-then-write.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Final
 
 import attrs
-from charmem.domain.graph import GraphBatch, LifecycleRecord
+from charmem.domain.graph import GraphBatch, GraphErasure, LifecycleRecord, Tombstone
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import content_equal, is_current
-from charmem.errors import IdConflictError
-from pyoxigraph import NamedNode, Quad
+from charmem.errors import BackupFormatError, IdConflictError, PurgedMemoryError
+from pyoxigraph import Literal, NamedNode, Quad
 
+from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._codec import (
     CorruptNodeError,
@@ -40,9 +41,12 @@ __all__ = [
     "STORED_KINDS",
     "PreparedBatch",
     "check_as_of",
+    "check_dump",
+    "check_media_type",
     "class_iris",
     "count_from_rows",
     "currency_from_rows",
+    "erase_update",
     "group_rows",
     "ids_from_rows",
     "iris",
@@ -53,8 +57,10 @@ __all__ = [
     "objects_from_nodes",
     "plan_write",
     "prepare_batch",
+    "read_lookup",
     "records_from_rows",
     "relation_iris",
+    "tombstones_from_rows",
     "unique",
 ]
 
@@ -113,7 +119,16 @@ def nodes_from_rows(rows: Iterable[Row]) -> dict[MemoryId, NodeTriples]:
 
     Returns:
         dict[MemoryId, NodeTriples]: the nodes that are stored items (a node with only edge
-        triples, from an id referenced before it was stored, is left out).
+        triples, from an id referenced before it was stored, and a tombstone are left out).
+
+    Raises:
+        CorruptNodeError: an id is stored under two kinds.
+    """
+    return read_lookup(rows)[0]
+
+
+def read_lookup(rows: Iterable[Row]) -> tuple[dict[MemoryId, NodeTriples], set[MemoryId]]:
+    """:func:`nodes_from_rows`, plus the ids among the rows' nodes that are tombstones (purged).
 
     Raises:
         CorruptNodeError: an id is stored under two kinds.
@@ -130,14 +145,17 @@ def nodes_from_rows(rows: Iterable[Row]) -> dict[MemoryId, NodeTriples]:
         else:
             node.add_assertion(assertion.value, predicate.value, obj)
     found: dict[MemoryId, NodeTriples] = {}
+    purged: set[MemoryId] = set()
     for iri, node in by_iri.items():
-        if kind_of_node(node) is None:  # only edge triples from a not-yet-stored id
+        if kind_of_node(node) is None:  # edge triples of a not-yet-stored id, or a tombstone
+            if any(t.value == v.TOMBSTONE_CLASS for t in node.props.get(v.RDF_TYPE, ())):
+                purged.add(v.memory_id_of(iri))
             continue
         memory_id = v.memory_id_of(iri)
         if memory_id in found:
             raise CorruptNodeError(f"id {memory_id} is stored under two kinds")
         found[memory_id] = node
-    return found
+    return found, purged
 
 
 def group_rows(rows: Iterable[Row]) -> list[NodeTriples]:
@@ -189,24 +207,36 @@ def prepare_batch(batch: GraphBatch) -> PreparedBatch:
 
 
 def plan_write(
-    prepared: PreparedBatch, stored: dict[MemoryId, NodeTriples], graph: NamedNode
+    prepared: PreparedBatch,
+    stored: dict[MemoryId, NodeTriples],
+    graph: NamedNode,
+    purged: set[MemoryId] | None = None,
 ) -> tuple[list[MemoryId], list[MemoryId], list[Quad]]:
     """Compare a prepared batch with the stored nodes and build the quads of the new items.
 
     Args:
         prepared: from :func:`prepare_batch`.
-        stored: the stored nodes among ``prepared.lookup`` (:func:`nodes_from_rows`).
+        stored: the stored nodes among ``prepared.lookup`` (:func:`read_lookup`).
         graph: the collection's named graph.
+        purged: the tombstoned ids among ``prepared.lookup`` (:func:`read_lookup`).
 
     Returns:
         tuple: (inserted ids, ids already stored with equal content, quads to write), ids in batch
         order.
 
     Raises:
+        PurgedMemoryError: an id of the batch was purged; nothing may be written.
         IdConflictError: an id is stored (as any kind) or repeated in the batch with different
             content; nothing may be written.
         CorruptNodeError: a stored node does not decode.
     """
+    refused = sorted(str(memory_id) for memory_id in prepared.items if memory_id in (purged or ()))
+    if refused:
+        raise PurgedMemoryError(
+            f"{len(refused)} id(s) of the batch were purged and cannot be written again, e.g. "
+            f"{refused[0]}; nothing was written",
+            ids=refused,
+        )
     reasons = {key: list(value) for key, value in prepared.reasons.items()}
     stored_kinds = {memory_id: kind_of_node(node) for memory_id, node in stored.items()}
     inserted: list[MemoryId] = []
@@ -368,3 +398,89 @@ def check_as_of(as_of: datetime | None) -> None:
     """
     if as_of is not None and as_of.utcoffset() is None:
         raise ValueError("as_of must be a timezone-aware datetime")
+
+
+def tombstones_from_rows(rows: Iterable[Row]) -> dict[MemoryId, Tombstone]:
+    """Tombstones from :func:`charmem_oxigraph._queries.tombstones` rows (``?x``, ``?t``), by id.
+
+    Raises:
+        CorruptNodeError: a tombstone's IRI or instant is not valid.
+    """
+    found: dict[MemoryId, Tombstone] = {}
+    for row in rows:
+        iri = row["x"].value
+        try:
+            tombstone = Tombstone(
+                id=v.memory_id_of(iri),
+                object_type=ObjectType(v.kind_of_iri(iri)),
+                purged_at=datetime.fromisoformat(row["t"].value),
+            )
+        except ValueError as exc:  # DraftValidationError is a ValueError
+            raise CorruptNodeError(f"tombstone {iri} is not valid: {exc}") from exc
+        found[tombstone.id] = tombstone
+    return dict(sorted(found.items()))
+
+
+def erase_update(graph: NamedNode, erasure: GraphErasure, already: set[MemoryId]) -> str | None:
+    """The SPARQL update applying ``erasure`` (``None``: nothing to do).
+
+    Args:
+        graph: the collection's named graph.
+        erasure: tombstones, link ids and record ids.
+        already: ids that are tombstones already (skipped: an erasure can be applied again).
+
+    Returns:
+        str | None: one update request (:func:`charmem_oxigraph._queries.erase`).
+    """
+    tombstones = [t for t in erasure.tombstones if t.id not in already]
+    if not (tombstones or erasure.link_ids or erasure.record_ids):
+        return None
+    objects = [v.node_iri(t.object_type.value, t.id) for t in tombstones]
+    quads = [
+        quad
+        for t, iri in zip(tombstones, objects, strict=True)
+        for quad in (
+            Quad(NamedNode(iri), NamedNode(v.RDF_TYPE), NamedNode(v.TOMBSTONE_CLASS), graph),
+            Quad(
+                NamedNode(iri),
+                v.prop(v.PURGED_AT),
+                Literal(t.purged_at.isoformat(), datatype=NamedNode(v.XSD + "dateTime")),
+                graph,
+            ),
+        )
+    ]
+    return q.erase(
+        graph.value,
+        objects,
+        [v.node_iri("link", i) for i in erasure.link_ids],
+        [v.node_iri("record", i) for i in erasure.record_ids],
+        quads,
+    )
+
+
+def check_media_type(media_type: str) -> None:
+    """Refuse a dump format the Oxigraph graph stores do not read.
+
+    Raises:
+        BackupFormatError: ``media_type`` is not :data:`charmem_oxigraph._vocab.DUMP_MEDIA_TYPE`.
+    """
+    if media_type != v.DUMP_MEDIA_TYPE:
+        raise BackupFormatError(
+            f"Oxigraph graph stores read {v.DUMP_MEDIA_TYPE!r} dumps, not {media_type!r}; restore the "
+            "backup into the kind of graph store that made it"
+        )
+
+
+def check_dump(quads: Iterable[Quad], graph: NamedNode) -> Iterator[Quad]:
+    """Pass ``quads`` through, refusing any outside the collection's named graph.
+
+    Raises:
+        BackupFormatError: a quad belongs to another graph (a dump of another collection).
+    """
+    for quad in quads:
+        if quad.graph_name != graph:
+            raise BackupFormatError(
+                f"the dump holds statements of graph {quad.graph_name}, not of this collection's graph "
+                f"{graph.value}; restore a backup into the collection it was made from"
+            )
+        yield quad

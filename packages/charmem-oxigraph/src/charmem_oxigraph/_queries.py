@@ -1,4 +1,4 @@
-"""The SPARQL text of every read (one query per port call, ids bound with ``VALUES``).
+"""The SPARQL text of every read (one query per port call, ids bound with ``VALUES``) and update.
 
 Only IRIs reach the query text, each checked by :func:`charmem_oxigraph._vocab.iri_ref`: vocabulary
 constants, the collection's graph IRI (a validated collection name) and node IRIs built from
@@ -10,19 +10,24 @@ faster than a ``VALUES`` outside the graph group).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from charmem.domain.graph import LifecycleAction
+from pyoxigraph import Quad
 
 from charmem_oxigraph import _vocab as v
 
 __all__ = [
+    "construct_all",
     "currency",
+    "erase",
+    "insert_data",
     "links_of",
     "name_assertions",
     "nodes",
     "records_about",
     "statement_count",
+    "tombstones",
     "typed_nodes",
 ]
 
@@ -113,3 +118,61 @@ def name_assertions(graph: str) -> str:
 def statement_count(graph: str) -> str:
     """The number of triples in the collection's graph, as ``?n``."""
     return f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?s ?p ?o }} }}"
+
+
+def tombstones(graph: str, iris: Iterable[str] | None) -> str:
+    """Tombstones as ``?x`` (node IRI) and ``?t`` (``purgedAt``): among ``iris``, or all (``None``)."""
+    values = "" if iris is None else _values("x", iris) + " "
+    return (
+        f"SELECT ?x ?t WHERE {{ GRAPH {v.iri_ref(graph)} {{ {values}"
+        f"?x a {v.iri_ref(v.TOMBSTONE_CLASS)} . ?x {_p(v.PURGED_AT)} ?t }} }}"
+    )
+
+
+def insert_data(graph: str, quads: Sequence[Quad]) -> str:
+    """``INSERT DATA`` of ``quads`` into ``graph``, each serialised by pyoxigraph (escaped terms)."""
+    triples = " .\n".join(str(quad.triple) for quad in quads)
+    return f"INSERT DATA {{ GRAPH {v.iri_ref(graph)} {{\n{triples} .\n}} }}"
+
+
+def erase(
+    graph: str,
+    object_iris: Sequence[str],
+    link_iris: Sequence[str],
+    record_iris: Sequence[str],
+    tombstone_quads: Sequence[Quad],
+) -> str:
+    """One update request (applied atomically) removing nodes and writing tombstones.
+
+    In order: the direct edges ``<from> <relation> <to>`` of the links; the ``BeliefAssertion``
+    nodes of the objects; every triple whose subject is one of the objects, links or records,
+    except direct edges (a relation predicate: those belong to links, and a kept ``supersedes``
+    link from an erased object keeps its edge); then ``INSERT DATA`` of the tombstones.
+    """
+    g = v.iri_ref(graph)
+    operations: list[str] = []
+    if link_iris:
+        operations.append(
+            f"DELETE {{ GRAPH {g} {{ ?f ?rel ?t }} }} WHERE {{ GRAPH {g} {{ {_values('l', link_iris)} "
+            f"?l {_p('from')} ?f . ?l {_p('relation')} ?rel . ?l {_p('to')} ?t . ?f ?rel ?t }} }}"
+        )
+    if object_iris:
+        operations.append(
+            f"DELETE {{ GRAPH {g} {{ ?a ?p ?o }} }} WHERE {{ GRAPH {g} {{ {_values('x', object_iris)} "
+            f"?x {_p('assertion')} ?a . ?a ?p ?o }} }}"
+        )
+    subjects = [*object_iris, *link_iris, *record_iris]
+    if subjects:
+        edges = ", ".join(v.iri_ref(iri) for iri in v.RELATION_IRIS)
+        operations.append(
+            f"DELETE {{ GRAPH {g} {{ ?x ?p ?o }} }} WHERE {{ GRAPH {g} {{ {_values('x', subjects)} "
+            f"?x ?p ?o . FILTER(?p NOT IN ({edges})) }} }}"
+        )
+    if tombstone_quads:
+        operations.append(insert_data(graph, tombstone_quads))
+    return " ;\n".join(operations)
+
+
+def construct_all(graph: str) -> str:
+    """Every triple of the collection's graph (``CONSTRUCT``, for an export over the protocol)."""
+    return f"CONSTRUCT {{ ?s ?p ?o }} WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?s ?p ?o }} }}"

@@ -8,19 +8,36 @@ import weakref
 from collections.abc import Generator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Final
+from typing import BinaryIO, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import tenacity
-from charmem.domain.graph import GraphBatch, GraphWriteResult, LifecycleRecord
+from charmem.domain.graph import (
+    GraphBatch,
+    GraphErasure,
+    GraphExport,
+    GraphWriteResult,
+    LifecycleRecord,
+    Tombstone,
+)
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
-from charmem.errors import BackendError, ConfigurationError
+from charmem.errors import BackendError, BackupFormatError, CollectionNotEmptyError, ConfigurationError
 from charmem.log import get_logger
 from charmem.settings import Settings, validate_collection_name
-from pyoxigraph import NamedNode, Quad, QueryResultsFormat, QuerySolution, QuerySolutions, parse_query_results
+from pyoxigraph import (
+    NamedNode,
+    Quad,
+    QueryResultsFormat,
+    QuerySolution,
+    QuerySolutions,
+    RdfFormat,
+    parse,
+    parse_query_results,
+    serialize,
+)
 
 from charmem_oxigraph import _logic as lg
 from charmem_oxigraph import _queries as q
@@ -386,12 +403,14 @@ class SparqlServiceGraphStore:
                 f"{self._collection!r} with something that is not SPARQL JSON results: {exc}"
             ) from exc
 
-    async def _insert(self, quads: Sequence[Quad]) -> None:
+    async def _insert(self, quads: Sequence[Quad], action: str = "write a batch") -> None:
         """One ``INSERT DATA`` request holding every quad (atomic on a SPARQL 1.1 server)."""
-        triples = " .\n".join(str(quad.triple) for quad in quads)
-        update = f"INSERT DATA {{ GRAPH {v.iri_ref(self._graph_iri)} {{\n{triples} .\n}} }}"
+        await self._update(q.insert_data(self._graph_iri, quads), action)
+
+    async def _update(self, update: str, action: str) -> None:
+        """Send one SPARQL update request (a SPARQL 1.1 server applies a request atomically)."""
         await self._post(
-            self._update_endpoint, "write a batch", update.encode("utf-8"), "application/sparql-update", "*/*"
+            self._update_endpoint, action, update.encode("utf-8"), "application/sparql-update", "*/*"
         )
 
     def _corrupt(self, exc: CorruptNodeError) -> BackendError:
@@ -430,6 +449,7 @@ class SparqlServiceGraphStore:
             order.
 
         Raises:
+            PurgedMemoryError: an id of the batch was purged; nothing was written.
             IdConflictError: an id is stored with different content (``ids`` and ``reasons`` name
                 them); nothing was written.
             BackendError: the server failed or is unreachable; nothing was written (or, if the
@@ -440,9 +460,11 @@ class SparqlServiceGraphStore:
             return GraphWriteResult()
         prepared = lg.prepare_batch(batch)
         async with _write_lock(self._update_endpoint, self._graph_iri):
-            stored = await self._fetch_nodes(prepared.lookup, lg.STORED_KINDS, "write a batch")
+            query = q.nodes(self._graph_iri, lg.iris(prepared.lookup, lg.STORED_KINDS))
+            rows = await self._select(query, "write a batch")
             try:
-                inserted, existing, quads = lg.plan_write(prepared, stored, self._graph)
+                stored, purged = lg.read_lookup(rows)
+                inserted, existing, quads = lg.plan_write(prepared, stored, self._graph, purged)
             except CorruptNodeError as exc:
                 raise self._corrupt(exc) from exc
             if quads:
@@ -588,6 +610,122 @@ class SparqlServiceGraphStore:
             BackendError: the server failed.
         """
         return lg.names_from_rows(await self._select(q.name_assertions(self._graph_iri), "read names"))
+
+    async def tombstones(self, ids: Sequence[MemoryId] | None = None) -> dict[MemoryId, Tombstone]:
+        """Tombstones of purged objects among ``ids`` (``None``: all of the collection), by id.
+
+        Returns:
+            dict[MemoryId, Tombstone]: in request order (all: sorted by id).
+
+        Raises:
+            BackendError: the server failed or a tombstone is not valid.
+        """
+        wanted = None if ids is None else lg.unique(ids)
+        if wanted is not None and not wanted:
+            return {}
+        iris = None if wanted is None else lg.iris(wanted, v.OBJECT_KINDS)
+        rows = await self._select(q.tombstones(self._graph_iri, iris), "read tombstones")
+        try:
+            found = lg.tombstones_from_rows(rows)
+        except CorruptNodeError as exc:
+            raise self._corrupt(exc) from exc
+        return found if wanted is None else {i: found[i] for i in wanted if i in found}
+
+    async def erase(self, erasure: GraphErasure) -> None:
+        """Remove objects, links and records and write tombstones in one update request.
+
+        See :meth:`charmem.ports.GraphStore.erase`. Under this process's writer lock of the
+        collection: one query for the ids that are tombstones already (skipped), then one SPARQL
+        update request (``DELETE ... ; INSERT DATA``), which a SPARQL 1.1 server applies
+        atomically. What the server keeps of deleted data (journals, snapshots) is its own matter.
+
+        Raises:
+            BackendError: the server failed; nothing was erased (or, if the answer was lost after
+                the server applied it, everything was: applying it again is harmless).
+        """
+        if not len(erasure):
+            return
+        async with _write_lock(self._update_endpoint, self._graph_iri):
+            ids = [t.id for t in erasure.tombstones]
+            already = set(await self.tombstones(ids)) if ids else set()
+            update = lg.erase_update(self._graph, erasure, already)
+            if update is not None:
+                await self._update(update, "erase purged memories")
+        _log.info("sparql_erased", collection=self._collection, items=len(erasure))
+
+    async def export_graph(self, out: BinaryIO) -> GraphExport:
+        """Write the collection's named graph as N-Quads (``application/n-quads``) to ``out``.
+
+        One ``CONSTRUCT`` query answered as N-Triples (held in memory), turned into quads of the
+        collection's graph by pyoxigraph. Writers of this process wait meanwhile; writers of other
+        processes are not held back (see the class notes).
+
+        Returns:
+            GraphExport: the media type and the number of quads written.
+
+        Raises:
+            BackendError: the server failed, answered something that is not N-Triples, or ``out``
+                could not be written.
+        """
+        async with _write_lock(self._update_endpoint, self._graph_iri):
+            body = await self._post(
+                self._query_endpoint,
+                "export the graph",
+                q.construct_all(self._graph_iri).encode("utf-8"),
+                "application/sparql-query",
+                "application/n-triples",
+            )
+        count = 0
+
+        def quads() -> Generator[Quad, None, None]:
+            nonlocal count
+            for triple in parse(body, RdfFormat.N_TRIPLES):
+                count += 1
+                yield Quad(triple.subject, triple.predicate, triple.object, self._graph)
+
+        try:
+            await asyncio.to_thread(serialize, quads(), out, RdfFormat.N_QUADS)
+        except (SyntaxError, OSError, ValueError) as exc:
+            raise BackendError(
+                f"could not export collection {self._collection!r} from {self.query_endpoint}: {exc}"
+            ) from exc
+        return GraphExport(media_type=v.DUMP_MEDIA_TYPE, statements=count)
+
+    async def import_graph(self, source: BinaryIO, media_type: str) -> int:
+        """Load an N-Quads dump of this collection into it while it is empty: one ``INSERT DATA``.
+
+        The whole dump is parsed and checked (every quad in this collection's named graph) before
+        the one update request is sent, which a SPARQL 1.1 server applies atomically; a very large
+        collection needs a server that accepts a request of the dump's size.
+
+        Returns:
+            int: quads loaded.
+
+        Raises:
+            CollectionNotEmptyError: the collection holds statements; nothing written.
+            BackupFormatError: another media type, invalid N-Quads, or another graph; nothing
+                written.
+            BackendError: the server failed; nothing written.
+        """
+        lg.check_media_type(media_type)
+        try:
+            quads = await asyncio.to_thread(
+                lambda: list(lg.check_dump(parse(source, RdfFormat.N_QUADS), self._graph))
+            )
+        except SyntaxError as exc:
+            raise BackupFormatError(f"the graph dump is not valid N-Quads: {exc}") from exc
+        async with _write_lock(self._update_endpoint, self._graph_iri):
+            present = await self.statement_count()
+            if present:
+                raise CollectionNotEmptyError(
+                    f"collection {self._collection!r} already holds {present} graph statements on "
+                    f"{self.query_endpoint}; restore into an empty collection",
+                    collection=self._collection,
+                    counts={"graph statements": present},
+                )
+            if quads:
+                await self._insert(quads, "import the graph")
+        return len(quads)
 
     async def ping(self) -> None:
         """Send one trivial query (``ASK {}``) to check that the query endpoint answers.

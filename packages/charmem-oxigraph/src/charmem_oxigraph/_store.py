@@ -9,14 +9,29 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
+from typing import Any, BinaryIO
 
-from charmem.domain.graph import GraphBatch, GraphWriteResult, LifecycleRecord
+from charmem.domain.graph import (
+    GraphBatch,
+    GraphErasure,
+    GraphExport,
+    GraphWriteResult,
+    LifecycleRecord,
+    Tombstone,
+)
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
-from charmem.errors import BackendError, CharmemError, ConfigurationError
+from charmem.errors import (
+    BackendError,
+    BackupFormatError,
+    CharmemError,
+    CollectionNotEmptyError,
+    ConfigurationError,
+)
+from charmem.log import get_logger
 from charmem.settings import Settings, validate_collection_name
-from pyoxigraph import NamedNode, QuerySolution, QuerySolutions
+from pyoxigraph import NamedNode, QuerySolution, QuerySolutions, RdfFormat, parse, serialize
 
 from charmem_oxigraph import _logic as lg
 from charmem_oxigraph import _queries as q
@@ -25,6 +40,8 @@ from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._codec import CorruptNodeError, NodeTriples
 
 __all__ = ["InMemoryOxigraphGraphStore", "OxigraphGraphStore", "PersistentOxigraphGraphStore"]
+
+_log = get_logger("charmem_oxigraph.store")
 
 
 class OxigraphGraphStore:
@@ -238,6 +255,7 @@ class OxigraphGraphStore:
             order (an id repeated in the batch with equal content is listed once).
 
         Raises:
+            PurgedMemoryError: an id of the batch was purged; nothing was written.
             IdConflictError: an id is stored (as any kind) or repeated in the batch with different
                 content; nothing was written.
             BackendError: Oxigraph failed; nothing was written.
@@ -247,8 +265,9 @@ class OxigraphGraphStore:
         prepared = lg.prepare_batch(batch)
         shared = self._handle()
         with self._backend_errors("write a batch"), shared.write_lock:
-            stored = self._fetch_nodes(prepared.lookup, lg.STORED_KINDS)
-            inserted, existing, quads = lg.plan_write(prepared, stored, self._graph)
+            rows = self._select(q.nodes(self._graph_iri, lg.iris(prepared.lookup, lg.STORED_KINDS)))
+            stored, purged = lg.read_lookup(rows)
+            inserted, existing, quads = lg.plan_write(prepared, stored, self._graph, purged)
             if quads:
                 shared.store.extend(quads)  # transactional: all quads or none
         return GraphWriteResult(inserted_ids=tuple(inserted), existing_ids=tuple(existing))
@@ -396,6 +415,95 @@ class OxigraphGraphStore:
             BackendError: Oxigraph failed.
         """
         return self._typed_ids([v.VOCAB + v.CLASS_OF_KIND["link"]])
+
+    def tombstones_sync(self, ids: Sequence[MemoryId] | None = None) -> dict[MemoryId, Tombstone]:
+        """Blocking :meth:`tombstones`.
+
+        Raises:
+            BackendError: Oxigraph failed or a tombstone is not valid.
+        """
+        wanted = None if ids is None else lg.unique(ids)
+        if wanted is not None and not wanted:
+            return {}
+        iris = None if wanted is None else lg.iris(wanted, v.OBJECT_KINDS)
+        with self._backend_errors("read tombstones"):
+            found = lg.tombstones_from_rows(self._select(q.tombstones(self._graph_iri, iris)))
+        return found if wanted is None else {i: found[i] for i in wanted if i in found}
+
+    def erase_sync(self, erasure: GraphErasure) -> None:
+        """Blocking :meth:`erase`.
+
+        Raises:
+            BackendError: Oxigraph failed; nothing was erased.
+        """
+        if not len(erasure):
+            return
+        shared = self._handle()
+        with self._backend_errors("erase purged memories"), shared.write_lock:
+            ids = [t.id for t in erasure.tombstones]
+            already = set(self.tombstones_sync(ids)) if ids else set()
+            update = lg.erase_update(self._graph, erasure, already)
+            if update is not None:
+                shared.store.update(update)  # one transaction: all of it or nothing
+        if shared.path is not None:
+            # Ask RocksDB to compact now, so the erased statements leave the data files rather than
+            # waiting for a later compaction (best effort: the erasure is already committed).
+            try:
+                shared.store.optimize()
+            except OSError as exc:
+                _log.warning("oxigraph_optimize_failed", collection=self._collection, error=str(exc))
+
+    def export_graph_sync(self, out: BinaryIO) -> GraphExport:
+        """Blocking :meth:`export_graph`.
+
+        Raises:
+            BackendError: Oxigraph failed or ``out`` could not be written.
+        """
+        shared = self._handle()
+        count = 0
+
+        def counted() -> Iterator[Any]:
+            nonlocal count
+            for quad in shared.store.quads_for_pattern(None, None, None, self._graph):
+                count += 1
+                yield quad
+
+        with self._backend_errors("export the graph"), shared.write_lock:
+            serialize(counted(), out, RdfFormat.N_QUADS)
+        return GraphExport(media_type=v.DUMP_MEDIA_TYPE, statements=count)
+
+    def import_graph_sync(self, source: BinaryIO, media_type: str) -> int:
+        """Blocking :meth:`import_graph`.
+
+        Raises:
+            CollectionNotEmptyError: the collection holds statements; nothing written.
+            BackupFormatError: not N-Quads of this collection's graph; nothing written.
+            BackendError: Oxigraph failed; nothing written.
+        """
+        lg.check_media_type(media_type)
+        shared = self._handle()
+        count = 0
+
+        def counted() -> Iterator[Any]:
+            nonlocal count
+            for quad in lg.check_dump(parse(source, RdfFormat.N_QUADS), self._graph):
+                count += 1
+                yield quad
+
+        with self._backend_errors("import the graph"), shared.write_lock:
+            present = lg.count_from_rows(self._select(q.statement_count(self._graph_iri)))
+            if present:
+                raise CollectionNotEmptyError(
+                    f"collection {self._collection!r} already holds {present} graph statements; "
+                    "restore into an empty collection (another OXIGRAPH_PATH or collection)",
+                    collection=self._collection,
+                    counts={"graph statements": present},
+                )
+            try:
+                shared.store.extend(counted())  # transactional: all quads or none
+            except SyntaxError as exc:
+                raise BackupFormatError(f"the graph dump is not valid N-Quads: {exc}") from exc
+        return count
 
     def close_sync(self) -> None:
         """Blocking :meth:`close` (idempotent).
@@ -555,6 +663,63 @@ class OxigraphGraphStore:
         """
         return await asyncio.to_thread(self.link_ids_sync)
 
+    async def tombstones(self, ids: Sequence[MemoryId] | None = None) -> dict[MemoryId, Tombstone]:
+        """Tombstones of purged objects among ``ids`` (``None``: all of the collection), by id.
+
+        A tombstone is the node ``urn:charmem:<kind>:<uuid>`` of the purged object, reduced to
+        ``rdf:type vocab:Tombstone`` and ``vocab:purgedAt``.
+
+        Returns:
+            dict[MemoryId, Tombstone]: in request order (all: sorted by id).
+
+        Raises:
+            BackendError: Oxigraph failed or a tombstone is not valid.
+        """
+        return await asyncio.to_thread(self.tombstones_sync, ids)
+
+    async def erase(self, erasure: GraphErasure) -> None:
+        """Remove objects, links and records and write tombstones in one SPARQL update (atomic).
+
+        See :meth:`charmem.ports.GraphStore.erase`. Runs under the store's writer lock; ids that
+        are already tombstones are skipped. A persistent store is then asked to compact
+        (``Store.optimize``), so erased statements leave RocksDB's data files.
+
+        Raises:
+            BackendError: Oxigraph failed; nothing was erased.
+        """
+        await asyncio.to_thread(self.erase_sync, erasure)
+
+    async def export_graph(self, out: BinaryIO) -> GraphExport:
+        """Write the collection's named graph as N-Quads (``application/n-quads``) to ``out``.
+
+        Holds the writer lock while writing, so the dump is one consistent state of this store.
+
+        Returns:
+            GraphExport: the media type and the number of quads written.
+
+        Raises:
+            BackendError: Oxigraph failed or ``out`` could not be written.
+        """
+        return await asyncio.to_thread(self.export_graph_sync, out)
+
+    async def import_graph(self, source: BinaryIO, media_type: str) -> int:
+        """Load an N-Quads dump of this collection into it while it is empty, in one transaction.
+
+        Every quad must be in this collection's named graph (the dump of a collection of the same
+        name); the parse, the check and the write happen in one ``Store.extend``, so a bad line
+        leaves nothing behind.
+
+        Returns:
+            int: quads loaded.
+
+        Raises:
+            CollectionNotEmptyError: the collection holds statements; nothing written.
+            BackupFormatError: another media type, invalid N-Quads, or another graph; nothing
+                written.
+            BackendError: Oxigraph failed; nothing written.
+        """
+        return await asyncio.to_thread(self.import_graph_sync, source, media_type)
+
     async def close(self) -> None:
         """Release this collection's use of the store; the last user flushes and unlocks it.
 
@@ -600,6 +765,24 @@ class PersistentOxigraphGraphStore(OxigraphGraphStore):
             BackendError: the store cannot be opened.
         """
         return cls.open(collection, path=settings.oxigraph_path)
+
+    @classmethod
+    def exists_from_settings(cls, settings: Settings, collection: str) -> bool:
+        """Whether a store exists at ``OXIGRAPH_PATH`` (opening would create an empty one).
+
+        Args:
+            settings: ``OXIGRAPH_PATH``.
+            collection: the collection name (checked; every collection shares the store).
+
+        Returns:
+            bool: the directory exists and is not empty.
+
+        Raises:
+            ConfigurationError: the collection name is not allowed.
+        """
+        validate_collection_name(collection)
+        path = Path(settings.oxigraph_path)
+        return path.is_dir() and any(path.iterdir())
 
 
 class InMemoryOxigraphGraphStore(OxigraphGraphStore):

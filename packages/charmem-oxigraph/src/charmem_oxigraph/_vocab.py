@@ -24,15 +24,19 @@ from charmem.domain.model import (
 from pyoxigraph import NamedNode
 
 __all__ = [
+    "DUMP_MEDIA_TYPE",
     "ITEM_CLASSES",
     "KIND_OF_CLASS",
     "NODE_KINDS",
     "OBJECT_KINDS",
+    "RELATION_IRIS",
+    "TOMBSTONE_CLASS",
     "VOCAB",
     "XSD",
     "assertion_iri",
     "collection_graph",
     "iri_ref",
+    "kind_of_iri",
     "memory_id_of",
     "node_iri",
     "prop",
@@ -81,6 +85,18 @@ NODE_KINDS: Final = (*OBJECT_KINDS, "link", "record", "object")
 
 #: ``BeliefAssertion`` nodes are typed with this class.
 ASSERTION_CLASS: Final = VOCAB + "BeliefAssertion"
+
+#: A purged object's node keeps only ``rdf:type`` this class and ``vocab:purgedAt`` (its IRI keeps
+#: the object's kind), so references to it resolve to "something was here, purged at T".
+TOMBSTONE_CLASS: Final = VOCAB + "Tombstone"
+#: The ``xsd:dateTime`` property of a tombstone.
+PURGED_AT: Final = "purgedAt"
+
+#: Every relation's property IRI: the predicates of links' direct edges ``<from> <rel> <to>``.
+RELATION_IRIS: Final = tuple(VOCAB + relation.value for relation in Relation)
+
+#: What ``export_graph`` writes: N-Quads, every quad in the collection's named graph.
+DUMP_MEDIA_TYPE: Final = "application/n-quads"
 
 _SAFE_IRI = re.compile(r"[A-Za-z0-9:#/_.-]+")
 _NODE_IRI = re.compile(r"urn:charmem:([a-z]+):([0-9a-f-]{36})")
@@ -134,16 +150,29 @@ def relation_of(iri: str) -> Relation:
     return Relation(iri[len(VOCAB) :])
 
 
+def _node_parts(iri: str) -> tuple[str, MemoryId]:
+    match = _NODE_IRI.fullmatch(iri)
+    if match is None:
+        raise ValueError(f"{iri!r} is not a charmem node IRI")
+    return match.group(1), MemoryId(uuid.UUID(match.group(2)))
+
+
 def memory_id_of(iri: str) -> MemoryId:
     """The id carried by a node IRI ``urn:charmem:<kind>:<uuid>``, whatever its kind.
 
     Raises:
         ValueError: the IRI is not a charmem node IRI.
     """
-    match = _NODE_IRI.fullmatch(iri)
-    if match is None:
-        raise ValueError(f"{iri!r} is not a charmem node IRI")
-    return MemoryId(uuid.UUID(match.group(2)))
+    return _node_parts(iri)[1]
+
+
+def kind_of_iri(iri: str) -> str:
+    """The ``<kind>`` segment of a node IRI ``urn:charmem:<kind>:<uuid>``.
+
+    Raises:
+        ValueError: the IRI is not a charmem node IRI.
+    """
+    return _node_parts(iri)[0]
 
 
 def iri_ref(iri: str) -> str:

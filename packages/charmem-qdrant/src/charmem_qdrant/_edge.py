@@ -407,6 +407,21 @@ class EdgeVectorIndex:
         """
         return cls.drop(settings.vector_store_path, collection)
 
+    @classmethod
+    def exists_from_settings(cls, settings: Settings, collection: str) -> bool:
+        """Whether the shard of ``collection`` exists under ``VECTOR_STORE_PATH``.
+
+        Opening would create a missing one; checks use this to report a lost shard instead.
+
+        Returns:
+            True if the shard directory holds shard data.
+
+        Raises:
+            ConfigurationError: bad collection name, or a path escaping the root.
+        """
+        _, path = _shard_path(settings.vector_store_path, collection)
+        return _holds_shard_data(path)
+
     def _config(self) -> qe.EdgeConfig:
         return qe.EdgeConfig(
             vectors={

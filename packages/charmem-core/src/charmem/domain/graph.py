@@ -9,9 +9,17 @@ import attrs
 from charmem.domain import _fields
 from charmem.domain._fields import ChoiceEnum, as_tuple, id_set, text_set
 from charmem.domain.ids import MemoryId, as_memory_id
-from charmem.domain.model import MemoryLink, MemoryObject
+from charmem.domain.model import MemoryLink, MemoryObject, ObjectType
 
-__all__ = ["GraphBatch", "GraphWriteResult", "LifecycleAction", "LifecycleRecord"]
+__all__ = [
+    "GraphBatch",
+    "GraphErasure",
+    "GraphExport",
+    "GraphWriteResult",
+    "LifecycleAction",
+    "LifecycleRecord",
+    "Tombstone",
+]
 
 
 class LifecycleAction(ChoiceEnum):
@@ -80,3 +88,55 @@ class GraphWriteResult:
 
     inserted_ids: tuple[MemoryId, ...] = ()
     existing_ids: tuple[MemoryId, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class Tombstone:
+    """What stays of a purged memory object: the fact that something was there, without content.
+
+    Written by :meth:`charmem.ports.GraphStore.erase` (``charmem.admin.purge``). References to the
+    id in other memories (a derived memory's sources, a record's ``related_ids``, the ``from`` of
+    a kept ``supersedes`` link) then resolve to the tombstone; the id can never be written again.
+
+    Attributes:
+        id: the purged object's id.
+        object_type: what kind of object it was (no field of it is kept).
+        purged_at: when it was purged (timezone-aware).
+    """
+
+    id: MemoryId = attrs.field(converter=as_memory_id)
+    object_type: ObjectType = attrs.field(converter=ObjectType)
+    purged_at: datetime = attrs.field(validator=_fields.aware)
+
+
+@attrs.frozen(kw_only=True)
+class GraphErasure:
+    """What one :meth:`charmem.ports.GraphStore.erase` removes, atomically (``charmem.admin.purge``).
+
+    Attributes:
+        tombstones: one per object to remove: the object's statements go, the tombstone stays.
+        link_ids: links to remove (with, in an RDF store, their direct edges).
+        record_ids: lifecycle records to remove.
+    """
+
+    tombstones: tuple[Tombstone, ...] = attrs.field(default=(), converter=as_tuple)
+    link_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
+    record_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
+
+    def __len__(self) -> int:
+        return len(self.tombstones) + len(self.link_ids) + len(self.record_ids)
+
+
+@attrs.frozen(kw_only=True)
+class GraphExport:
+    """What :meth:`charmem.ports.GraphStore.export_graph` wrote.
+
+    Attributes:
+        media_type: the format of the bytes, e.g. ``"application/n-quads"``; give it back to
+            :meth:`~charmem.ports.GraphStore.import_graph`.
+        statements: how many statements (triples, or items for a non-RDF store) were written; the
+            same number :meth:`~charmem.ports.GraphStore.statement_count` reported then.
+    """
+
+    media_type: str
+    statements: int

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import BinaryIO, Protocol, runtime_checkable
 
 import attrs
 
-from charmem.domain.graph import GraphBatch, GraphWriteResult, LifecycleRecord
+from charmem.domain.graph import (
+    GraphBatch,
+    GraphErasure,
+    GraphExport,
+    GraphWriteResult,
+    LifecycleRecord,
+    Tombstone,
+)
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus, VectorRecallCompleteness
@@ -102,8 +109,15 @@ class GraphStore(Protocol):
         * An id already stored (as an object, link or record, of any type) with equal content
           (:func:`charmem.domain.rules.content_equal`) is skipped; with different content the whole
           batch is refused with :class:`~charmem.errors.IdConflictError` and nothing is written.
+        * An id that was purged (it has a :class:`~charmem.domain.graph.Tombstone`) is refused
+          by ``write_batch`` with :class:`~charmem.errors.PurgedMemoryError` and nothing is
+          written: a purged memory never comes back, whatever is replayed.
         * Objects and links read back equal to what was written (text byte-identical).
-        * Nothing is ever deleted or rewritten.
+        * Nothing is ever deleted or rewritten by the memory operations. The one exception is
+          :meth:`erase`, the out-of-band purge of ``charmem.admin.purge`` (personal-data erasure,
+          spec "Memory permanence and data erasure").
+        * ``export_graph`` / ``import_graph`` copy a whole collection between stores of the same
+          adapter family (backup and restore, ``charmem.admin``).
         * Driver failures raise :class:`~charmem.errors.BackendError`.
     """
 
@@ -171,6 +185,71 @@ class GraphStore(Protocol):
 
     async def link_ids(self) -> list[MemoryId]:
         """Ids of every stored link, sorted (operational tools only)."""
+        ...
+
+    async def tombstones(self, ids: Sequence[MemoryId] | None = None) -> dict[MemoryId, Tombstone]:
+        """The tombstones of purged objects among ``ids`` (``None``: every tombstone), by id.
+
+        Ids that were never purged are missing from the dict. Write validation asks it so that a
+        replay cannot bring a purged memory back (DESIGN §5; ``charmem.admin.purge``).
+        """
+        ...
+
+    async def erase(self, erasure: GraphErasure) -> None:
+        """Remove objects, links and records for good and leave tombstones (out-of-band purge).
+
+        Contract: atomic (everything of ``erasure`` or nothing); for each tombstone, every
+        statement *describing* that object goes (its fields, its assertions) and the tombstone is
+        stored under its id; the listed links and records go entirely (for an RDF store also each
+        link's direct edge ``<from> <relation> <to>``). Statements of *other* items that merely
+        refer to an erased id (a surviving derived memory's source ids, a kept link's endpoint, a
+        kept record's ``related_ids``) are kept: they now refer to the tombstone. Ids that are
+        already tombstones and absent links or records are skipped, so an erasure can be applied
+        again. Afterwards ``get_objects``, ``currency``, ``object_ids`` and ``get_records`` no
+        longer see the erased items, ``get_links`` / ``links_of`` / ``link_ids`` no longer see the
+        erased links, and ``tombstones`` and ``write_batch`` see the tombstones.
+
+        Only ``charmem.admin.purge`` calls it; it is never a memory operation.
+
+        Raises:
+            BackendError: the store failed; nothing was erased.
+        """
+        ...
+
+    async def export_graph(self, out: BinaryIO) -> GraphExport:
+        """Write every statement of the collection (tombstones included) to ``out``.
+
+        The bytes are in the adapter's dump format (``GraphExport.media_type``; RDF stores write
+        N-Quads in the collection's named graph), read as one consistent view. Writing does not
+        close ``out``.
+
+        Returns:
+            GraphExport: the media type and how many statements were written.
+
+        Raises:
+            BackendError: the store failed or ``out`` could not be written.
+        """
+        ...
+
+    async def import_graph(self, source: BinaryIO, media_type: str) -> int:
+        """Load what :meth:`export_graph` wrote (for this same collection) into an empty collection.
+
+        Contract: atomic (everything or nothing); afterwards every read answers as the exported
+        store did (objects, links, records, currency, tombstones, ``statement_count``).
+
+        Args:
+            source: the exported bytes, read to the end (not closed).
+            media_type: ``GraphExport.media_type`` of the export.
+
+        Returns:
+            int: statements loaded.
+
+        Raises:
+            CollectionNotEmptyError: the collection already holds statements; nothing written.
+            BackupFormatError: the media type is not one this adapter reads, the bytes do not
+                parse, or they hold statements of another collection; nothing written.
+            BackendError: the store failed; nothing written.
+        """
         ...
 
     async def close(self) -> None:

@@ -74,6 +74,16 @@ class SQLiteRetrievalStatsStore:
         """Build from ``RETRIEVAL_STATS_PATH``."""
         return cls(settings.retrieval_stats_path, collection)
 
+    @classmethod
+    def exists_from_settings(cls, settings: Settings, collection: str) -> bool:
+        """Whether the stats file ``RETRIEVAL_STATS_PATH`` exists (opening would create it).
+
+        Raises:
+            ConfigurationError: the collection name is not allowed.
+        """
+        validate_collection_name(collection)
+        return Path(settings.retrieval_stats_path).is_file()
+
     def _run(self, sql: str, params: Sequence[Any] = (), *, many: bool = False) -> list[Any]:
         with self._lock:
             if self._db is None:

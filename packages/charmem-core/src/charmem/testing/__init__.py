@@ -3,15 +3,28 @@
 * :class:`ReferenceGraphStore` (``GRAPH_STORE_MODE=reference``) and :class:`ReferenceVectorIndex`
   (``VECTOR_STORE_MODE=in_memory``): the executable specification of their ports, in pure Python.
 * :class:`HashingEmbeddingProvider`: a deterministic embedder for tests (``EMBEDDING_PROVIDER=hashing``).
-* :mod:`charmem.testing.faults`: fault-injecting wrappers around any real adapter.
+* :mod:`charmem.testing.faults`: fault-injecting wrappers around any real adapter, and
+  :class:`CrashPoints` (kill the process at a named point of the write path, for crash trials).
 """
 
-from charmem.testing.faults import FaultInjected, FaultyGraphStore, FaultyStatsStore, FaultyVectorIndex
+from charmem.testing.faults import (
+    CRASH_SITES,
+    CrashPoint,
+    CrashPoints,
+    FaultInjected,
+    FaultyGraphStore,
+    FaultyStatsStore,
+    FaultyVectorIndex,
+    kill_this_process,
+)
 from charmem.testing.hashing import HashingEmbeddingProvider
 from charmem.testing.reference_graph import ReferenceGraphStore
 from charmem.testing.reference_vectors import ReferenceVectorIndex
 
 __all__ = [
+    "CRASH_SITES",
+    "CrashPoint",
+    "CrashPoints",
     "FaultInjected",
     "FaultyGraphStore",
     "FaultyStatsStore",
@@ -19,4 +32,5 @@ __all__ = [
     "HashingEmbeddingProvider",
     "ReferenceGraphStore",
     "ReferenceVectorIndex",
+    "kill_this_process",
 ]

@@ -1,29 +1,72 @@
-"""Fault-injecting wrappers around real adapters (DESIGN §9).
+"""Fault-injecting wrappers around real adapters (DESIGN §9), and named crash points.
 
 Each wrapper forwards every call to the adapter it wraps, except that a method can be armed to
-raise :class:`FaultInjected` on its N-th call (1-based) or on every call. Example::
+raise :class:`FaultInjected` on its N-th call (1-based) or on every call, or to run an action
+(by default: kill this process with ``SIGKILL``) just before or just after its N-th call::
 
     vectors = FaultyVectorIndex(real_index)
     vectors.fail("delete", on_call=1)   # the next delete fails, later ones pass
+    graph = FaultyGraphStore(real_graph)
+    graph.crash("write_batch", after=True)  # the process dies once the next batch is stored
+
+:class:`CrashPoints` names the points of the write path (DESIGN §5) where a crash leaves
+different states behind, so crash trials need no test hook in production code: the facade's use
+cases call the wrapped ports and the process dies between two of those calls.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+import os
+import signal
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
 
 from charmem.errors import BackendError
+from charmem.memory import CharacterMemory
 
-__all__ = ["FaultInjected", "FaultyGraphStore", "FaultyStatsStore", "FaultyVectorIndex"]
+__all__ = [
+    "CRASH_SITES",
+    "CrashPoint",
+    "CrashPoints",
+    "FaultInjected",
+    "FaultyGraphStore",
+    "FaultyStatsStore",
+    "FaultyVectorIndex",
+    "kill_this_process",
+]
+
+#: ``action(method)``: what an armed crash does (it may return, e.g. in a test of the wrapper).
+CrashAction = Callable[[str], None]
 
 
 class FaultInjected(BackendError):
     """The failure a fault-injecting wrapper raises."""
 
 
+def kill_this_process(method: str) -> None:
+    """Kill the current process with ``SIGKILL`` (no cleanup, no flush, no ``finally``).
+
+    Args:
+        method: the port method at which the crash happens (unused; for other actions' sake).
+    """
+    del method
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@attrs.frozen
+class _Arm:
+    on_call: int | None  # None: every call
+    after: bool
+    action: CrashAction
+
+
 class _Faulty:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self._armed: dict[str, int | None] = {}
+        self._armed: dict[str, _Arm] = {}
         self.calls: dict[str, int] = {}
 
     def fail(self, method: str, *, on_call: int | None = 1, always: bool = False) -> None:
@@ -34,8 +77,31 @@ class _Faulty:
             on_call: which later call fails (1 = the next one).
             always: fail every call until :meth:`heal`.
         """
+
+        def raise_fault(name: str) -> None:
+            raise FaultInjected(f"injected failure in {name} (call {self.calls[name]})")
+
         self.calls[method] = 0
-        self._armed[method] = None if always else on_call
+        self._armed[method] = _Arm(None if always else on_call, False, raise_fault)
+
+    def crash(
+        self,
+        method: str,
+        *,
+        after: bool = False,
+        on_call: int = 1,
+        action: CrashAction = kill_this_process,
+    ) -> None:
+        """Arm ``method`` to crash the process just before (or after) its ``on_call``-th call.
+
+        Args:
+            method: the port method name.
+            after: crash once the call has returned (its write is done) instead of before it.
+            on_call: which later call crashes (1 = the next one).
+            action: what the crash does, ``action(method)``; :func:`kill_this_process` by default.
+        """
+        self.calls[method] = 0
+        self._armed[method] = _Arm(on_call, after, action)
 
     def heal(self, method: str | None = None) -> None:
         """Disarm one method, or all."""
@@ -51,21 +117,110 @@ class _Faulty:
 
         async def wrapped(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] = self.calls.get(name, 0) + 1
-            when = self._armed.get(name)
-            if name in self._armed and (when is None or self.calls[name] == when):
-                raise FaultInjected(f"injected failure in {name} (call {self.calls[name]})")
-            return await target(*args, **kwargs)
+            arm = self._armed.get(name)
+            fires = arm is not None and arm.on_call in (None, self.calls[name])
+            if arm is not None and fires and not arm.after:
+                arm.action(name)
+            result = await target(*args, **kwargs)
+            if arm is not None and fires and arm.after:
+                arm.action(name)
+            return result
 
         return wrapped
 
 
 class FaultyGraphStore(_Faulty):
-    """Wraps a graph store; arm ``write_batch``, ``currency``... to fail."""
+    """Wraps a graph store; arm ``write_batch``, ``currency``... to fail or crash."""
 
 
 class FaultyVectorIndex(_Faulty):
-    """Wraps a vector index; arm ``upsert``, ``delete``, ``search``... to fail."""
+    """Wraps a vector index; arm ``upsert``, ``delete``, ``search``... to fail or crash."""
 
 
 class FaultyStatsStore(_Faulty):
-    """Wraps a retrieval-stats store; arm ``record``... to fail."""
+    """Wraps a retrieval-stats store; arm ``record``... to fail or crash."""
+
+
+class CrashPoint(enum.Enum):
+    """A named moment of a commit or lifecycle operation (DESIGN §5 write path).
+
+    Every operation writes its graph batch, then vectors (upserts, then deletes), then stats.
+    """
+
+    BEFORE_GRAPH_BATCH = "before_graph_batch"
+    """Nothing of the operation is written."""
+
+    AFTER_GRAPH_BATCH = "after_graph_batch"
+    """The graph batch is stored; vectors and stats are not."""
+
+    BEFORE_VECTOR_UPSERT = "before_vector_upsert"
+    """The batch is stored and the texts embedded; no point written."""
+
+    BEFORE_VECTOR_DELETE = "before_vector_delete"
+    """Upserts done; points of memories that stopped being current are still there."""
+
+    BEFORE_STATS_RECORD = "before_stats_record"
+    """Graph and vectors done; the stats rows are not written."""
+
+    AFTER_STATS_RECORD = "after_stats_record"
+    """Everything is written, but the caller never saw the call return (no acknowledgement)."""
+
+
+#: Where each crash point sits: (port: ``"graph"``, ``"vectors"`` or ``"stats"``, method, after).
+CRASH_SITES: Final[Mapping[CrashPoint, tuple[str, str, bool]]] = {
+    CrashPoint.BEFORE_GRAPH_BATCH: ("graph", "write_batch", False),
+    CrashPoint.AFTER_GRAPH_BATCH: ("graph", "write_batch", True),
+    CrashPoint.BEFORE_VECTOR_UPSERT: ("vectors", "upsert", False),
+    CrashPoint.BEFORE_VECTOR_DELETE: ("vectors", "delete", False),
+    CrashPoint.BEFORE_STATS_RECORD: ("stats", "record", False),
+    CrashPoint.AFTER_STATS_RECORD: ("stats", "record", True),
+}
+
+
+class CrashPoints:
+    """A memory whose ports can kill the process at a named :class:`CrashPoint`.
+
+    Wraps the real adapters of ``memory`` in :class:`FaultyGraphStore`, :class:`FaultyVectorIndex`
+    and :class:`FaultyStatsStore` and builds :attr:`memory`, a :class:`CharacterMemory` on them
+    (same embedder, clock, token counter and collection). Use that one (and close only it: it
+    closes the real adapters); production code paths are untouched::
+
+        points = CrashPoints(await CharacterMemory.open(settings, "trial"))
+        points.arm(CrashPoint.AFTER_GRAPH_BATCH)
+        await points.memory.remember(...)   # SIGKILL once the graph batch is stored
+
+    Args:
+        memory: an open memory (its adapters are taken over).
+        action: what a crash does, ``action(method)``; :func:`kill_this_process` by default.
+    """
+
+    def __init__(self, memory: CharacterMemory, *, action: CrashAction = kill_this_process) -> None:
+        self.graph = FaultyGraphStore(memory.graph)
+        self.vectors = FaultyVectorIndex(memory.vectors)
+        self.stats = FaultyStatsStore(memory.stats)
+        self.action = action
+        self.memory = CharacterMemory(
+            graph=self.graph,  # forwards every port method (__getattr__)
+            vectors=self.vectors,
+            embedder=memory.embedder,
+            stats=self.stats,
+            collection=memory.collection,
+            clock=memory.clock,
+            token_counter=memory.token_counter,
+        )
+
+    def arm(self, point: CrashPoint, *, on_call: int = 1) -> None:
+        """Crash at ``point`` on the ``on_call``-th time it is reached from now (1 = next).
+
+        Args:
+            point: the crash point.
+            on_call: which later call of the point's port method crashes.
+        """
+        port, method, after = CRASH_SITES[CrashPoint(point)]
+        wrapper: _Faulty = getattr(self, port)
+        wrapper.crash(method, after=after, on_call=on_call, action=self.action)
+
+    def disarm(self) -> None:
+        """Disarm every crash point."""
+        for wrapper in (self.graph, self.vectors, self.stats):
+            wrapper.heal()

@@ -2,18 +2,41 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any, BinaryIO, Final
 
-from charmem.domain.graph import GraphBatch, GraphWriteResult, LifecycleAction, LifecycleRecord
+import cattrs
+
+from charmem.domain.graph import (
+    GraphBatch,
+    GraphErasure,
+    GraphExport,
+    GraphWriteResult,
+    LifecycleAction,
+    LifecycleRecord,
+    Tombstone,
+)
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import content_equal, is_current
-from charmem.errors import IdConflictError
+from charmem.domain.serde import converter, structure_item, unstructure_item
+from charmem.errors import (
+    BackendError,
+    BackupFormatError,
+    CollectionNotEmptyError,
+    IdConflictError,
+    PurgedMemoryError,
+)
 from charmem.settings import Settings, validate_collection_name
 
-__all__ = ["ReferenceGraphStore"]
+__all__ = ["REFERENCE_DUMP_MEDIA_TYPE", "ReferenceGraphStore"]
+
+#: The reference graph's dump format: JSON lines, a header line ``{"kind": "collection", "name":
+#: ...}`` then one item per line (cattrs-unstructured, tagged with ``"kind"``), sorted by id.
+REFERENCE_DUMP_MEDIA_TYPE: Final = "application/vnd.charmem.reference+jsonl"
 
 Stored = MemoryObject | MemoryLink | LifecycleRecord
 
@@ -43,6 +66,7 @@ class ReferenceGraphStore:
         """Args: collection: the collection name (validated)."""
         self._collection = validate_collection_name(collection)
         self._items: dict[MemoryId, Stored] = {}
+        self._tombstones: dict[MemoryId, Tombstone] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings, collection: str) -> ReferenceGraphStore:
@@ -56,8 +80,15 @@ class ReferenceGraphStore:
         return self._collection
 
     async def write_batch(self, batch: GraphBatch) -> GraphWriteResult:
-        """Check every item, then store the new ones; any conflict writes nothing."""
+        """Check every item, then store the new ones; any conflict or purged id writes nothing."""
         items: list[Stored] = [*batch.objects, *batch.links, *batch.records]
+        purged = sorted({str(item.id) for item in items if item.id in self._tombstones})
+        if purged:
+            raise PurgedMemoryError(
+                f"{len(purged)} id(s) of the batch were purged and cannot be written again, e.g. "
+                f"{purged[0]}; nothing was written",
+                ids=purged,
+            )
         conflicts: dict[str, list[str]] = {}
         pending: dict[MemoryId, Stored] = {}
         inserted: list[MemoryId] = []
@@ -152,8 +183,8 @@ class ReferenceGraphStore:
         return result
 
     async def statement_count(self) -> int:
-        """Number of stored items (objects, links and records)."""
-        return len(self._items)
+        """Number of stored items (objects, links, records and tombstones)."""
+        return len(self._items) + len(self._tombstones)
 
     async def name_assertions(self) -> list[tuple[MemoryId, MemoryId, str]]:
         """Every ``KnownAs`` assertion as (belief id, subject id, name), sorted."""
@@ -179,5 +210,91 @@ class ReferenceGraphStore:
         """Ids of stored links, sorted."""
         return sorted(i for i, item in self._items.items() if isinstance(item, MemoryLink))
 
+    async def tombstones(self, ids: Sequence[MemoryId] | None = None) -> dict[MemoryId, Tombstone]:
+        """Tombstones among ``ids`` (``None``: all), in request order (all: by id)."""
+        if ids is None:
+            return {i: self._tombstones[i] for i in sorted(self._tombstones)}
+        return {i: t for i in ids if (t := self._tombstones.get(i)) is not None}
+
+    async def erase(self, erasure: GraphErasure) -> None:
+        """Drop the listed objects, links and records and keep the tombstones (one step)."""
+        for tombstone in erasure.tombstones:
+            if tombstone.id in self._tombstones:
+                continue
+            item = self._items.get(tombstone.id)
+            if isinstance(item, (MemoryLink, LifecycleRecord)):
+                raise BackendError(f"{tombstone.id} is a {_kind(item)}, not a memory object to erase")
+        for tombstone in erasure.tombstones:
+            if tombstone.id not in self._tombstones:
+                self._items.pop(tombstone.id, None)
+                self._tombstones[tombstone.id] = tombstone
+        for memory_id in (*erasure.link_ids, *erasure.record_ids):
+            if isinstance(self._items.get(memory_id), (MemoryLink, LifecycleRecord)):
+                del self._items[memory_id]
+
+    async def export_graph(self, out: BinaryIO) -> GraphExport:
+        """Write the header and every item and tombstone as JSON lines, sorted by id."""
+        lines = [{"kind": "collection", "name": self._collection}]
+        for memory_id in sorted({*self._items, *self._tombstones}):
+            lines.append(_dump_item(self._items.get(memory_id) or self._tombstones[memory_id]))
+        for line in lines:
+            out.write(json.dumps(line, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n")
+        return GraphExport(media_type=REFERENCE_DUMP_MEDIA_TYPE, statements=len(lines) - 1)
+
+    async def import_graph(self, source: BinaryIO, media_type: str) -> int:
+        """Load an :meth:`export_graph` dump of this collection into this empty store."""
+        if media_type != REFERENCE_DUMP_MEDIA_TYPE:
+            raise BackupFormatError(
+                f"the reference graph reads {REFERENCE_DUMP_MEDIA_TYPE!r} dumps, not {media_type!r}; "
+                "restore the backup into the kind of graph store that made it"
+            )
+        if self._items or self._tombstones:
+            raise CollectionNotEmptyError(
+                f"collection {self._collection!r} already holds {await self.statement_count()} "
+                "statements; restore into an empty collection",
+                collection=self._collection,
+                counts={"graph statements": await self.statement_count()},
+            )
+        items: dict[MemoryId, Stored] = {}
+        tombstones: dict[MemoryId, Tombstone] = {}
+        try:
+            # split on b"\n" only: str.splitlines would also split inside text at U+2028 and kin
+            lines = [json.loads(line) for line in source.read().split(b"\n") if line.strip()]
+            header = lines[0] if lines else {}
+            if header != {"kind": "collection", "name": self._collection}:
+                raise BackupFormatError(
+                    f"the dump is not of collection {self._collection!r} (header {header!r})"
+                )
+            for line in lines[1:]:
+                loaded = _load_item(line)
+                if isinstance(loaded, Tombstone):
+                    tombstones[loaded.id] = loaded
+                else:
+                    items[loaded.id] = loaded
+        except BackupFormatError:
+            raise
+        except (ValueError, KeyError, TypeError, cattrs.BaseValidationError) as exc:
+            raise BackupFormatError(f"the reference dump does not parse: {exc}") from exc
+        self._items, self._tombstones = items, tombstones
+        return len(items) + len(tombstones)
+
     async def close(self) -> None:
         """Nothing to release."""
+
+
+def _dump_item(item: Stored | Tombstone) -> dict[str, Any]:
+    if isinstance(item, LifecycleRecord | Tombstone):
+        data: dict[str, Any] = converter.unstructure(item)
+        data["kind"] = "record" if isinstance(item, LifecycleRecord) else "tombstone"
+        return data
+    return unstructure_item(item)
+
+
+def _load_item(data: dict[str, Any]) -> Stored | Tombstone:
+    kind = data.get("kind")
+    body = {key: value for key, value in data.items() if key != "kind"}
+    if kind == "record":
+        return converter.structure(body, LifecycleRecord)
+    if kind == "tombstone":
+        return converter.structure(body, Tombstone)
+    return structure_item(data)

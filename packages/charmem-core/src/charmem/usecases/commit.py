@@ -5,13 +5,12 @@ The graph first and atomically, then repairable vector and stats writes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 from charmem.domain.graph import GraphBatch
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, object_type_of
 from charmem.domain.plan import (
-    CandidateValidationStatus,
     CommitOptions,
     IndexEntry,
     RememberOutcome,
@@ -21,7 +20,7 @@ from charmem.domain.plan import (
     VectorOperation,
 )
 from charmem.domain.retrieval import CurrencyStatus
-from charmem.errors import IdConflictError, PlanValidationError
+from charmem.errors import PlanValidationError
 from charmem.log import get_logger
 from charmem.ports import (
     EmbeddingProvider,
@@ -33,9 +32,17 @@ from charmem.ports import (
 )
 from charmem.usecases.names import embedding_texts
 from charmem.usecases.planning import derive_links
-from charmem.usecases.validation import CONFLICT_PREFIX, validate
+from charmem.usecases.validation import raise_for_invalid, validate_against_graph
 
-__all__ = ["commit_plan", "maintain_stats", "maintain_vectors", "rebuild_stats"]
+__all__ = [
+    "commit_plan",
+    "graph_stats_rows",
+    "link_stats_row",
+    "maintain_stats",
+    "maintain_vectors",
+    "object_stats_row",
+    "rebuild_stats",
+]
 
 log = get_logger("charmem.commit")
 _REBUILD_BATCH = 512
@@ -43,6 +50,23 @@ _REBUILD_BATCH = 512
 
 def _cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def object_stats_row(obj: MemoryObject, currency: Mapping[MemoryId, CurrencyStatus]) -> StatsEntry:
+    """The stats row of a stored object: its type and whether ``currency`` says it is current."""
+    return StatsEntry(
+        id=obj.id,
+        kind="object",
+        key=object_type_of(obj).value,
+        current=currency.get(obj.id) is CurrencyStatus.CURRENT,
+    )
+
+
+def link_stats_row(link: MemoryLink) -> StatsEntry:
+    """The stats row of a stored link: its relation and endpoints (for degree counts)."""
+    return StatsEntry(
+        id=link.id, kind="link", key=link.relation.value, from_id=link.from_id, to_id=link.to_id
+    )
 
 
 async def maintain_vectors(
@@ -144,21 +168,8 @@ async def maintain_stats(
         extra = await graph.get_objects([i for i in also_check if i not in {o.id for o in objects}])
         every = [*objects, *extra.values()]
         currency = await graph.currency([o.id for o in every])
-        rows = [
-            StatsEntry(
-                id=o.id,
-                kind="object",
-                key=object_type_of(o).value,
-                current=currency.get(o.id) is CurrencyStatus.CURRENT,
-            )
-            for o in every
-        ]
-        rows += [
-            StatsEntry(
-                id=link.id, kind="link", key=link.relation.value, from_id=link.from_id, to_id=link.to_id
-            )
-            for link in links
-        ]
+        rows = [object_stats_row(o, currency) for o in every]
+        rows += [link_stats_row(link) for link in links]
         await stats.record(rows)
     except Exception as exc:  # noqa: BLE001 - repairable write
         log.warning("stats_update_failed", ids=len(ids), error=type(exc).__name__)
@@ -166,11 +177,34 @@ async def maintain_stats(
     return []
 
 
+async def graph_stats_rows(graph: GraphStore) -> AsyncIterator[list[StatsEntry]]:
+    """Every stats row the graph implies, in batches of 512 (objects first, then links).
+
+    One row per stored object (current or not, as the graph says) and per stored link: what
+    :func:`rebuild_stats` writes and what :func:`charmem.admin.check` compares the stats with.
+
+    Yields:
+        list[StatsEntry]: up to 512 rows.
+
+    Raises:
+        BackendError: the graph failed.
+    """
+    object_ids = await graph.object_ids()
+    link_ids = await graph.link_ids()
+    for start in range(0, len(object_ids), _REBUILD_BATCH):
+        chunk = object_ids[start : start + _REBUILD_BATCH]
+        objects = await graph.get_objects(chunk)
+        currency = await graph.currency(chunk)
+        yield [object_stats_row(o, currency) for o in objects.values()]
+    for start in range(0, len(link_ids), _REBUILD_BATCH):
+        links = await graph.get_links(link_ids[start : start + _REBUILD_BATCH])
+        yield [link_stats_row(link) for link in links.values()]
+
+
 async def rebuild_stats(graph: GraphStore, stats: RetrievalStatsStore) -> int:
     """Recompute every stats row of a collection from the graph (DESIGN §4.9).
 
-    Clears the collection's rows, then writes one row per stored object (current or not, as the
-    graph says) and per stored link, in batches.
+    Clears the collection's rows, then writes :func:`graph_stats_rows` in batches.
 
     Returns:
         int: rows written.
@@ -178,34 +212,11 @@ async def rebuild_stats(graph: GraphStore, stats: RetrievalStatsStore) -> int:
     Raises:
         BackendError: a store failed.
     """
-    object_ids = await graph.object_ids()
-    link_ids = await graph.link_ids()
     await stats.clear()
     written = 0
-    for start in range(0, len(object_ids), _REBUILD_BATCH):
-        chunk = object_ids[start : start + _REBUILD_BATCH]
-        objects = await graph.get_objects(chunk)
-        currency = await graph.currency(chunk)
-        rows = [
-            StatsEntry(
-                id=o.id,
-                kind="object",
-                key=object_type_of(o).value,
-                current=currency.get(o.id) is CurrencyStatus.CURRENT,
-            )
-            for o in objects.values()
-        ]
+    async for rows in graph_stats_rows(graph):
         await stats.record(rows)
         written += len(rows)
-    for start in range(0, len(link_ids), _REBUILD_BATCH):
-        links = await graph.get_links(link_ids[start : start + _REBUILD_BATCH])
-        await stats.record(
-            [
-                StatsEntry(id=k.id, kind="link", key=k.relation.value, from_id=k.from_id, to_id=k.to_id)
-                for k in links.values()
-            ]
-        )
-        written += len(links)
     return written
 
 
@@ -226,6 +237,8 @@ async def commit_plan(
 
     Raises:
         PlanValidationError: a candidate is invalid; nothing was written.
+        PurgedMemoryError: a candidate is, or newly refers to, a purged memory
+            (``charmem.admin.purge``); nothing was written.
         IdConflictError: an id is stored with different content; nothing was written.
         BackendError: the graph write failed; nothing was written.
     """
@@ -234,27 +247,16 @@ async def commit_plan(
             f"the plan was prepared for collection {plan.collection!r}, not {graph.collection!r}; "
             "prepare it with this memory"
         )
-    validations = await validate(plan, graph)
-    invalid = {
-        str(v.candidate_id): v.reasons for v in validations if v.status is CandidateValidationStatus.INVALID
-    }
-    if invalid:
-        conflicts = sorted(
-            key for key, reasons in invalid.items() if any(r.startswith(CONFLICT_PREFIX) for r in reasons)
-        )
-        first = next(iter(invalid.items()))
-        if conflicts:
-            raise IdConflictError(
-                f"{len(conflicts)} id(s) are already stored with different content, e.g. "
-                f"{conflicts[0]}: {invalid[conflicts[0]][0]}; nothing was written",
-                ids=conflicts,
-                reasons=invalid,
-            )
-        raise PlanValidationError(
-            f"{len(invalid)} candidate(s) are invalid, e.g. {first[0]}: {first[1][0]}; nothing was written",
-            reasons=invalid,
-        )
-    links = (*plan.links, *derive_links(plan.collection, plan.objects, plan.links))
+    validations, tombstones = await validate_against_graph(plan, graph)
+    raise_for_invalid(validations)
+    # A replayed memory that refers to a purged one is accepted as stored; its derived link to
+    # the purged memory was erased with it and is not written again.
+    derived = [
+        link
+        for link in derive_links(plan.collection, plan.objects, plan.links)
+        if link.from_id not in tombstones and link.to_id not in tombstones
+    ]
+    links = (*plan.links, *derived)
     result = await graph.write_batch(GraphBatch(objects=plan.objects, links=links))
     superseded = sorted({t for o in plan.objects if isinstance(o, DerivedMemory) for t in o.supersedes})
     markers = await maintain_vectors(

@@ -39,19 +39,19 @@ from charmem.domain.model import (
     Observation,
     Relation,
 )
-from charmem.domain.plan import CandidateValidationStatus, RememberWritePlan
+from charmem.domain.plan import RememberWritePlan
 from charmem.domain.rules import content_equal
 from charmem.errors import (
     IdConflictError,
     LifecycleErrorKind,
     LifecycleValidationError,
-    PlanValidationError,
+    PurgedMemoryError,
 )
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
 from charmem.usecases.commit import maintain_stats, maintain_vectors
 from charmem.usecases.planning import derive_links, index_entries
-from charmem.usecases.validation import CONFLICT_PREFIX, validate
+from charmem.usecases.validation import raise_for_invalid, validate
 
 __all__ = ["LifecycleStores", "correct_memory", "forget_memory", "link_memories"]
 
@@ -118,6 +118,18 @@ async def _stored_records(graph: GraphStore, targets: Sequence[MemoryId]) -> dic
     return {record.id: record for record in await graph.get_records(list(targets))}
 
 
+async def _refuse_purged(graph: GraphStore, ids: Sequence[MemoryId], what: str) -> None:
+    """Raise :class:`PurgedMemoryError` if any of ``ids`` was purged (``charmem.admin.purge``)."""
+    purged = await graph.tombstones(list(ids)) if ids else {}
+    if purged:
+        first = next(iter(purged.values()))
+        raise PurgedMemoryError(
+            f"{what} {first.id} was purged at {first.purged_at.isoformat()}; a purged memory cannot be "
+            "corrected, forgotten or used again, nothing was written",
+            ids=sorted(str(i) for i in purged),
+        )
+
+
 async def correct_memory(
     draft: CorrectMemoryDraft, *, collection: str, stores: LifecycleStores, now: datetime
 ) -> LifecycleMutationOutcome:
@@ -134,6 +146,8 @@ async def correct_memory(
 
     Raises:
         LifecycleValidationError: the draft breaks a rule (its ``kind`` names which).
+        PurgedMemoryError: the target, a named origin or the replacement id was purged
+            (``charmem.admin.purge``); purged ids the target refers to are simply not inherited.
         IdConflictError: a replacement id is stored with other content.
         BackendError: the graph failed; nothing was written.
     """
@@ -162,6 +176,7 @@ async def correct_memory(
                 LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
                 f"{target_id} is a link; links cannot be corrected",
             )
+        await _refuse_purged(graph, [target_id], "the correction target")
         raise _refuse(
             LifecycleErrorKind.MISSING_CORRECTION_TARGET,
             f"no memory {target_id} is stored in this collection",
@@ -184,6 +199,7 @@ async def correct_memory(
         replacement_draft.correction_origin_provenance if replacement_draft else None
     )
     if origin.source_ids:
+        await _refuse_purged(graph, origin.source_ids, "the correction origin")
         found = await graph.get_objects(list(origin.source_ids))
         for episode_id in origin.episode_ids:
             if not isinstance(found.get(episode_id), Episode):
@@ -240,6 +256,18 @@ async def correct_memory(
             inherited = (*target.mentioned_entity_ids, *speaker)
             thread_ids = extra_threads
         entity_ids = (*inherited, *extra_entities)
+    # What the replacement inherits from the target never includes purged memories: a new memory
+    # is not grounded on, about, or in a purged one (charmem.admin.purge).
+    inherited_refs = sorted({*episode_ids, *observation_ids, *entity_ids, *thread_ids} - {target.id})
+    purged = set(await graph.tombstones(inherited_refs)) if inherited_refs else set()
+    named = sorted(purged & {*extra_entities, *extra_threads})
+    if named:
+        await _refuse_purged(graph, named, "the replacement names")
+    if purged:
+        episode_ids = tuple(i for i in episode_ids if i not in purged)
+        observation_ids = tuple(i for i in observation_ids if i not in purged)
+        entity_ids = tuple(i for i in entity_ids if i not in purged)
+        thread_ids = tuple(i for i in thread_ids if i not in purged)
     has_sources = bool(episode_ids or observation_ids)
     if given and has_sources:
         raise _refuse(
@@ -247,8 +275,10 @@ async def correct_memory(
             "given_by_application cannot coexist with source experiences; drop one of them",
         )
     if not given and not has_sources:
+        hint = " (the target's sources were purged: give a correction_origin)" if purged else ""
         raise _refuse(
-            LifecycleErrorKind.MISSING_REPLACEMENT_SOURCE, "no grounding can be derived for the replacement"
+            LifecycleErrorKind.MISSING_REPLACEMENT_SOURCE,
+            f"no grounding can be derived for the replacement{hint}",
         )
     assertions = replacement_draft.assertions if replacement_draft else ()
     subjects = set(entity_ids)
@@ -360,6 +390,7 @@ async def forget_memory(
 
     Raises:
         LifecycleValidationError: blank rationale, unknown target, or a notion or link target.
+        PurgedMemoryError: the target was purged (``charmem.admin.purge``).
         IdConflictError: a record id is stored with other content.
         BackendError: the graph failed; nothing was written.
     """
@@ -374,6 +405,7 @@ async def forget_memory(
                 LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
                 f"{target_id} is a link; links cannot be forgotten",
             )
+        await _refuse_purged(graph, [target_id], "the forget target")
         raise _refuse(
             LifecycleErrorKind.MISSING_FORGET_TARGET, f"no memory {target_id} is stored in this collection"
         )
@@ -438,6 +470,7 @@ async def link_memories(
     Raises:
         PlanValidationError: a ``supersedes`` link, an endpoint that is not a stored object, or
             endpoint types the relation does not allow.
+        PurgedMemoryError: an endpoint was purged (``charmem.admin.purge``).
         IdConflictError: the id is stored with other content.
         BackendError: the graph failed; nothing was written.
     """
@@ -453,14 +486,7 @@ async def link_memories(
     )
     link = _adopt_link((await graph.get_links([link.id])).get(link.id), link)
     plan = RememberWritePlan(collection=collection, prepared_at=link.created_at, links=[link])
-    [verdict] = await validate(plan, graph)
-    if verdict.status is CandidateValidationStatus.INVALID:
-        reasons = {str(link.id): verdict.reasons}
-        if any(reason.startswith(CONFLICT_PREFIX) for reason in verdict.reasons):
-            raise IdConflictError(
-                f"link {link.id}: {verdict.reasons[0]}", ids=[str(link.id)], reasons=reasons
-            )
-        raise PlanValidationError(f"link refused: {verdict.reasons[0]}; nothing was written", reasons=reasons)
+    raise_for_invalid(await validate(plan, graph), what="link")
     await graph.write_batch(GraphBatch(links=[link]))
     markers = await maintain_stats([], [link], [], graph=graph, stats=stores.stats)
     return LinkOutcome(link=link, repair_markers=tuple(markers))

@@ -10,7 +10,7 @@ the old shard, the way to switch to an embedder of another model or size.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
@@ -26,7 +26,14 @@ from charmem.settings import Settings, validate_collection_name
 from charmem.usecases.names import embedding_texts
 from charmem.usecases.planning import index_entries
 
-__all__ = ["ProgressCallback", "VectorRebuildReport", "drop_vector_index", "rebuild_vector_index"]
+__all__ = [
+    "INDEXED_TYPES",
+    "ProgressCallback",
+    "VectorRebuildReport",
+    "current_index_entries",
+    "drop_vector_index",
+    "rebuild_vector_index",
+]
 
 log = get_logger("charmem.maintenance")
 
@@ -34,7 +41,7 @@ log = get_logger("charmem.maintenance")
 ProgressCallback = Callable[[int, int], object]
 
 #: Object types that can have a vector (notions never do).
-_INDEXED_TYPES = (ObjectType.EPISODE, ObjectType.OBSERVATION, ObjectType.DERIVED, ObjectType.THREAD)
+INDEXED_TYPES = (ObjectType.EPISODE, ObjectType.OBSERVATION, ObjectType.DERIVED, ObjectType.THREAD)
 _READ_BATCH = 512
 
 
@@ -56,15 +63,47 @@ class VectorRebuildReport:
     removed: int
 
 
-def _episode_entries(
-    episodes: Sequence[Episode], observation_texts: dict[MemoryId, set[str]]
-) -> list[IndexEntry]:
-    """Episode entries as a commit makes them: only a summary that no observation echoes."""
-    return [
+def current_index_entries(
+    objects: Iterable[MemoryObject], currency: Mapping[MemoryId, CurrencyStatus]
+) -> tuple[list[IndexEntry], int]:
+    """The index entries a collection's current objects should have, as a rebuild makes them.
+
+    Observations, derived memories and threads that ``currency`` says are current get an entry
+    (:func:`~charmem.usecases.planning.index_entries`); a current episode gets one only when its
+    summary differs from the text of every stored observation of it (the echo rule of commit,
+    checked against all observations, superseded or not); notions never do.
+
+    Args:
+        objects: every stored object of the collection (of any type; notions are skipped).
+        currency: the status of each of them (an absent id counts as not current).
+
+    Returns:
+        tuple: (entries sorted by id, number of objects of an indexable type left out because
+        they are superseded or suppressed).
+    """
+    current: list[MemoryObject] = []
+    episodes: list[Episode] = []
+    observation_texts: dict[MemoryId, set[str]] = {}
+    not_current = 0
+    for obj in objects:
+        if obj.object_type not in INDEXED_TYPES:
+            continue
+        if isinstance(obj, Observation):  # echo check uses every observation, as at commit
+            observation_texts.setdefault(obj.episode_id, set()).add(obj.text.strip())
+        if currency.get(obj.id) is not CurrencyStatus.CURRENT:
+            not_current += 1
+        elif isinstance(obj, Episode):
+            episodes.append(obj)
+        else:
+            current.append(obj)
+    entries = list(index_entries(current))
+    entries += [
         entry
         for entry in index_entries(episodes)
         if entry.text.strip() not in observation_texts.get(entry.id, set())
     ]
+    entries.sort(key=lambda entry: entry.id)
+    return entries, not_current
 
 
 async def rebuild_vector_index(
@@ -79,10 +118,10 @@ async def rebuild_vector_index(
 
     Reads every episode, observation, derived memory and thread id (``graph.object_ids``), their
     objects and currency in batches of 512, and builds their index entries with
-    :func:`~charmem.usecases.planning.index_entries` (an episode gets a vector only when its summary
-    differs from the text of each of its observations, as at commit). Superseded and suppressed
-    objects stay out. The entries are embedded and upserted ``batch_size`` at a time; then points
-    that no current object backs are deleted. Running it again is harmless (upserts replace).
+    :func:`current_index_entries` (an episode gets a vector only when its summary differs from the
+    text of each of its observations, as at commit). Superseded and suppressed objects stay out.
+    The entries are embedded and upserted ``batch_size`` at a time; then points that no current
+    object backs are deleted. Running it again is harmless (upserts replace).
 
     Args:
         graph: the collection's graph authority.
@@ -103,31 +142,14 @@ async def rebuild_vector_index(
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
-    ids = await graph.object_ids(_INDEXED_TYPES)
-    entries: list[IndexEntry] = []
-    episodes: list[Episode] = []
-    observation_texts: dict[MemoryId, set[str]] = {}
-    not_current = 0
+    ids = await graph.object_ids(INDEXED_TYPES)
+    objects: list[MemoryObject] = []
+    currency: dict[MemoryId, CurrencyStatus] = {}
     for start in range(0, len(ids), _READ_BATCH):
         chunk = ids[start : start + _READ_BATCH]
-        objects = await graph.get_objects(chunk)
-        currency = await graph.currency(chunk)
-        current: list[MemoryObject] = []
-        for memory_id in chunk:
-            obj = objects.get(memory_id)
-            if obj is None:
-                continue
-            if isinstance(obj, Observation):  # echo check uses every observation, as at commit
-                observation_texts.setdefault(obj.episode_id, set()).add(obj.text.strip())
-            if currency.get(memory_id) is not CurrencyStatus.CURRENT:
-                not_current += 1
-            elif isinstance(obj, Episode):
-                episodes.append(obj)
-            else:
-                current.append(obj)
-        entries += index_entries(current)
-    entries += _episode_entries(episodes, observation_texts)
-    entries.sort(key=lambda entry: entry.id)
+        objects += (await graph.get_objects(chunk)).values()
+        currency.update(await graph.currency(chunk))
+    entries, not_current = current_index_entries(objects, currency)
     total = len(entries)
     if on_progress is not None:
         on_progress(0, total)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from charmem.domain.graph import Tombstone
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import (
     DerivedMemory,
@@ -18,13 +19,23 @@ from charmem.domain.model import (
 from charmem.domain.plan import CandidateValidation, CandidateValidationStatus, RememberWritePlan
 from charmem.domain.rules import content_equal
 from charmem.domain.serde import unstructure_item
+from charmem.errors import IdConflictError, PlanValidationError, PurgedMemoryError
 from charmem.ports import GraphStore
 from charmem.usecases.planning import derive_links, index_entries
 
-__all__ = ["CONFLICT_PREFIX", "validate"]
+__all__ = [
+    "CONFLICT_PREFIX",
+    "PURGED_PREFIX",
+    "object_references",
+    "raise_for_invalid",
+    "validate",
+    "validate_against_graph",
+]
 
 #: Reasons that start with this prefix are id conflicts (commit raises ``IdConflictError``).
 CONFLICT_PREFIX = "id conflict"
+#: Reasons that start with this prefix name purged memories (commit raises ``PurgedMemoryError``).
+PURGED_PREFIX = "purged"
 
 _E, _O, _N, _T, _D = (
     ObjectType.EPISODE,
@@ -54,8 +65,9 @@ def _kind(item: MemoryObject | MemoryLink) -> str:
 async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[CandidateValidation]:
     """Validate every candidate of ``plan`` against the plan itself and the stored graph.
 
-    Checks: ids unique across the plan and the store unless the content is equal; every
-    referenced id resolves to an object of the right type; derived memories are grounded or
+    Checks: ids unique across the plan and the store unless the content is equal; no candidate
+    is a purged memory and no new candidate refers to one (tombstones, ``charmem.admin.purge``);
+    every referenced id resolves to an object of the right type; derived memories are grounded or
     given (given ones need a notion subject and no sources); assertions name a subject in
     ``entity_ids``; caller links are not ``supersedes``, join two objects and fit the relation's
     endpoint types; the derived links match the objects.
@@ -66,6 +78,24 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
 
     Returns:
         list[CandidateValidation]: one per object, then one per caller link, in plan order.
+
+    Raises:
+        BackendError: the graph could not be read.
+    """
+    validations, _tombstones = await validate_against_graph(plan, graph)
+    return validations
+
+
+async def validate_against_graph(
+    plan: RememberWritePlan, graph: GraphStore
+) -> tuple[list[CandidateValidation], dict[MemoryId, Tombstone]]:
+    """:func:`validate`, also returning the tombstones among the ids the plan names.
+
+    Commit uses them to leave out derived links to purged memories when an already-stored memory
+    that refers to one is replayed (its equal content is accepted; the link stays erased).
+
+    Returns:
+        tuple: the validations (as :func:`validate`) and the tombstones by id.
 
     Raises:
         BackendError: the graph could not be read.
@@ -87,19 +117,34 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
 
     referenced: set[MemoryId] = set(first_seen)
     for obj in plan.objects:
-        referenced.update(_references(obj))
+        referenced.update(object_references(obj))
     for link in plan.links:
         referenced.update((link.from_id, link.to_id))
     derived_links = derive_links(plan.collection, plan.objects, plan.links)
     stored = await graph.get_objects(sorted(referenced))
     stored_links = await graph.get_links(sorted({*first_seen, *(d.id for d in derived_links)}))
+    # A purged id has no object: only ids not stored as objects can be tombstones.
+    tombstones = await graph.tombstones(sorted(referenced - stored.keys()))
+    replayed: set[int] = set()
 
     def type_of(memory_id: MemoryId) -> ObjectType | None:
         obj = in_plan.get(memory_id) or stored.get(memory_id)
-        return None if obj is None else object_type_of(obj)
+        if obj is None:
+            tombstone = tombstones.get(memory_id)
+            return None if tombstone is None else tombstone.object_type
+        return object_type_of(obj)
+
+    def purged_reference(index: int, memory_id: MemoryId, what: str) -> None:
+        tombstone = tombstones.get(memory_id)
+        if tombstone is not None and index not in replayed:
+            reasons[index].append(
+                f"{PURGED_PREFIX}: {what} {memory_id} was purged at {tombstone.purged_at.isoformat()}; "
+                "a new memory cannot refer to it (leave it out)"
+            )
 
     def require(index: int, ids: Sequence[MemoryId], allowed: frozenset[ObjectType], what: str) -> None:
         for memory_id in ids:
+            purged_reference(index, memory_id, what)
             found = type_of(memory_id)
             if found is None:
                 reasons[index].append(f"{what} {memory_id} is neither in the plan nor stored")
@@ -109,9 +154,16 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
 
     for index, item in enumerate(candidates):
         previous = stored.get(item.id) or stored_links.get(item.id)
-        if previous is not None:
+        purged = tombstones.get(item.id)
+        if purged is not None:
+            reasons[index].append(
+                f"{PURGED_PREFIX}: {purged.object_type.value} {item.id} was purged at "
+                f"{purged.purged_at.isoformat()} and can never be written again (drop it from the plan)"
+            )
+        elif previous is not None:
             if type(previous) is type(item) and content_equal(previous, item):
                 warnings[index].append("already stored with equal content (replay)")
+                replayed.add(index)
             else:
                 reasons[index].append(f"{CONFLICT_PREFIX}: {_conflict_detail(previous, item)}")
         if isinstance(item, Episode):
@@ -130,6 +182,8 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
             require(index, item.thread_ids, frozenset({_T}), "thread")
             require(index, item.supersedes, frozenset({_D}), "superseded memory")
         elif isinstance(item, MemoryLink):
+            for end, memory_id in (("link source", item.from_id), ("link target", item.to_id)):
+                purged_reference(index, memory_id, end)
             _check_link(item, type_of, reasons[index])
 
     plan_derived = {link.id: link for link in plan.derived_links}
@@ -151,7 +205,7 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
     if tuple(plan.index_entries) != index_entries(plan.objects) and plan.objects and not reasons[0]:
         reasons[0].append("the plan's index entries do not match its objects; re-prepare the plan")
 
-    return [
+    validations = [
         CandidateValidation(
             candidate_id=item.id,
             kind=_kind(item),
@@ -161,6 +215,53 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
         )
         for i, item in enumerate(candidates)
     ]
+    return validations, tombstones
+
+
+def raise_for_invalid(validations: Sequence[CandidateValidation], *, what: str = "candidate") -> None:
+    """Raise the typed error for the invalid candidates among ``validations`` (none: return).
+
+    Purged memories first, then id conflicts, then any other reason.
+
+    Args:
+        validations: from :func:`validate`.
+        what: how the message names a candidate (``"candidate"``, ``"link"``).
+
+    Raises:
+        PurgedMemoryError: a candidate is, or newly refers to, a purged memory.
+        IdConflictError: an id is stored with different content.
+        PlanValidationError: any other invalid candidate.
+    """
+    invalid = {
+        str(v.candidate_id): v.reasons for v in validations if v.status is CandidateValidationStatus.INVALID
+    }
+    if not invalid:
+        return
+
+    def having(prefix: str) -> list[str]:
+        return sorted(key for key, reasons in invalid.items() if any(r.startswith(prefix) for r in reasons))
+
+    purged, conflicts = having(PURGED_PREFIX), having(CONFLICT_PREFIX)
+    if purged:
+        example = next(r for r in invalid[purged[0]] if r.startswith(PURGED_PREFIX))
+        raise PurgedMemoryError(
+            f"{len(purged)} {what}(s) are or refer to purged memories, e.g. {purged[0]}: {example}; "
+            "nothing was written",
+            ids=purged,
+            reasons=invalid,
+        )
+    if conflicts:
+        raise IdConflictError(
+            f"{len(conflicts)} id(s) are already stored with different content, e.g. "
+            f"{conflicts[0]}: {invalid[conflicts[0]][0]}; nothing was written",
+            ids=conflicts,
+            reasons=invalid,
+        )
+    first = next(iter(invalid.items()))
+    raise PlanValidationError(
+        f"{len(invalid)} {what}(s) are invalid, e.g. {first[0]}: {first[1][0]}; nothing was written",
+        reasons=invalid,
+    )
 
 
 def _article(word: str) -> str:
@@ -180,7 +281,8 @@ def _conflict_detail(stored: MemoryObject | MemoryLink, new: MemoryObject | Memo
     return f"id already stored as {_article(_kind(stored))} with different {', '.join(fields)}{hint}"
 
 
-def _references(obj: MemoryObject) -> set[MemoryId]:
+def object_references(obj: MemoryObject) -> set[MemoryId]:
+    """Every id a stored object names (sources, subjects, threads, episode, speaker, superseded)."""
     if isinstance(obj, Episode):
         return {*obj.participant_entity_ids, *obj.thread_ids}
     if isinstance(obj, Observation):

@@ -1,0 +1,79 @@
+"""``charmem export``, ``charmem import`` and ``charmem purge`` on the embedded default stores."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from charmem_cli.app import main
+
+TEXT = "My sister Ana is visiting from Porto next week."
+
+
+@pytest.fixture(autouse=True)
+def _hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "hashing")
+    monkeypatch.delenv("CHARMEM_COLLECTION", raising=False)
+
+
+def _recalled(store: Path, collection: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    assert main(["--store", str(store), "--collection", collection, "recall", "--json", "Ana visiting"]) == 0
+    return [item["text"] for item in json.loads(capsys.readouterr().out)["items"]]
+
+
+def test_export_then_import_into_new_stores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store, restored, backup = tmp_path / "store", tmp_path / "restored", tmp_path / "backup"
+    assert main(["--store", str(store), "--collection", "cli", "remember", TEXT]) == 0
+    capsys.readouterr()
+    assert main(["--store", str(store), "export", str(backup), "--collection", "cli"]) == 0
+    assert "exported collection 'cli'" in capsys.readouterr().out
+    assert sorted(p.name for p in backup.iterdir()) == ["graph.nq", "manifest.json"]
+    # no --collection: the backup's own
+    assert main(["--store", str(restored), "import", str(backup), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "restored collection 'cli'" in out and "check: consistent" in out
+    assert _recalled(restored, "cli", capsys) == _recalled(store, "cli", capsys)
+    assert main(["--store", str(restored), "import", str(backup), "--quiet"]) == 2
+    assert "CollectionNotEmptyError" in capsys.readouterr().err
+    assert main(["--store", str(tmp_path / "other"), "--collection", "other", "import", str(backup)]) == 2
+    assert "BackupFormatError" in capsys.readouterr().err
+    assert main(["--store", str(store), "--collection", "cli", "export", str(backup)]) == 2
+    assert "not an empty directory" in capsys.readouterr().err
+
+
+def test_purge_asks_first_and_erases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    assert main(["--store", str(store), "--collection", "cli", "remember", TEXT]) == 0
+    ids = json.loads(capsys.readouterr().out)["object_ids"]
+    assert TEXT in _recalled(store, "cli", capsys)
+
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: False)
+    assert main(["--store", str(store), "purge", *ids, "--collection", "cli"]) == 2
+    assert "pass --yes" in capsys.readouterr().err
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt: "not the name")
+    assert main(["--store", str(store), "purge", *ids, "--collection", "cli"]) == 2
+    assert "nothing was purged" in capsys.readouterr().err
+    assert TEXT in _recalled(store, "cli", capsys)
+
+    monkeypatch.setattr("builtins.input", lambda prompt: "cli")
+    assert main(["--store", str(store), "--collection", "cli", "purge", *ids]) == 0
+    out = capsys.readouterr().out
+    assert f"purged {len(ids)} memory object(s) from 'cli'" in out and "consistent" in out
+    assert TEXT not in _recalled(store, "cli", capsys)
+
+    assert main(["--store", str(store), "--collection", "cli", "purge", "--yes", "--json", *ids]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["purged_ids"] == [] and report["already_purged_ids"] == sorted(ids)
+    assert report["check"]["consistent"]
+
+    unknown = "00000000-0000-4000-8000-000000000000"
+    assert main(["--store", str(store), "--collection", "cli", "purge", "--yes", unknown]) == 2
+    assert "PurgeTargetError" in capsys.readouterr().err
+    assert main(["--store", str(store), "--collection", "cli", "purge", "--yes", "not-an-id"]) == 2
+    assert "not a UUID" in capsys.readouterr().err
