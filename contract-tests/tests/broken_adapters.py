@@ -46,9 +46,7 @@ class InsertionOrderTiesIndex(ReferenceVectorIndex):
     """Sorts hits by score only: ties keep insertion order (a stable sort), then cuts."""
 
     async def search(self, query: VectorQuery) -> VectorSearchResult:
-        result = await super().search(
-            VectorQuery(vector=query.vector, limit=10**6, object_types=query.object_types)
-        )
+        result = await super().search(attrs.evolve(query, limit=10**6))
         order = list(self._points)
         hits = sorted(result.hits, key=lambda hit: (-hit.score, order.index(hit.id)))[: query.limit]
         completeness = attrs.evolve(result.completeness, fetched=len(hits))
@@ -167,6 +165,7 @@ class TestInsertionOrderStack(CharacterMemoryContract):
 
     supports_reopen = False
     state_machine_derandomize = True
+    state_machine_examples = 40
 
     @pytest.fixture
     async def memory_factory(self) -> AsyncIterator[MemoryFactory]:
