@@ -33,6 +33,7 @@ from pyoxigraph import Literal, NamedNode, Quad
 from charmem_oxigraph import _vocab as v
 
 __all__ = [
+    "ENDPOINT_KINDS",
     "CorruptNodeError",
     "NodeTriples",
     "Resolver",
@@ -150,7 +151,7 @@ _FIELDS: Final[dict[type, tuple[_Field, ...]]] = {
 _CLASS_OF_KIND: Final[dict[str, type]] = {kind: cls for cls, kind in v.KIND_OF_CLASS.items()}
 
 #: The endpoint kinds a relation implies (DESIGN §3 table), used when an endpoint is not stored yet.
-_ENDPOINT_KINDS: Final[dict[Relation, tuple[str | None, str | None]]] = {
+ENDPOINT_KINDS: Final[dict[Relation, tuple[str | None, str | None]]] = {
     Relation.HAS_OBSERVATION: ("episode", "observation"),
     Relation.INVOLVES: ("episode", "entity"),
     Relation.MENTIONS: ("observation", "entity"),
@@ -185,7 +186,7 @@ def _literal(kind: _Kind, value: Any) -> Literal:  # noqa: ANN401 - any field va
 
 def _endpoint_kinds(item: StoredItem) -> tuple[str | None, str | None]:
     if isinstance(item, MemoryLink):
-        return _ENDPOINT_KINDS.get(item.relation, (None, None))
+        return ENDPOINT_KINDS.get(item.relation, (None, None))
     return (None, None)
 
 
