@@ -161,6 +161,12 @@ ENDPOINT_KINDS: Final[dict[Relation, tuple[str | None, str | None]]] = {
     Relation.SUPERSEDES: ("derived", None),
 }
 
+#: Term objects built once (encoding a batch creates hundreds of thousands of quads).
+_PREDICATES: Final[dict[str, NamedNode]] = {
+    field.prop: v.prop(field.prop) for fields in _FIELDS.values() for field in fields
+}
+_CLASS_NODES: Final[dict[str, NamedNode]] = {kind: v.prop(cls) for kind, cls in v.CLASS_OF_KIND.items()}
+
 # Properties of BeliefAssertion nodes and the link from their derived memory.
 ASSERTION = "assertion"
 _ASSERTION_SUBJECT = "assertionSubject"
@@ -204,11 +210,11 @@ def encode_item(item: StoredItem, graph: NamedNode, resolve: Resolver) -> list[Q
     """
     kind = v.KIND_OF_CLASS[type(item)]
     subject = NamedNode(v.node_iri(kind, item.id))
-    quads = [Quad(subject, _RDF_TYPE, v.prop(v.CLASS_OF_KIND[kind]), graph)]
+    quads = [Quad(subject, _RDF_TYPE, _CLASS_NODES[kind], graph)]
     from_kind, to_kind = _endpoint_kinds(item)
     for field in _FIELDS[type(item)]:
         value = getattr(item, field.attr)
-        predicate = v.prop(field.prop)
+        predicate = _PREDICATES[field.prop]
         if field.kind is _Kind.RELATION:
             quads.append(Quad(subject, predicate, NamedNode(v.relation_iri(value)), graph))
         elif field.kind in (_Kind.REF, _Kind.OPT_REF, _Kind.REFS):

@@ -307,10 +307,14 @@ def plan_write(
             reasons=reasons,
         )
     known = {memory_id: _kind(item) for memory_id, item in prepared.items.items()}
+    resolved: dict[tuple[MemoryId, str | None], str] = {}
 
     def resolve(memory_id: MemoryId, declared: str | None) -> str:
-        kind = known.get(memory_id) or stored_kinds.get(memory_id) or declared or "object"
-        return v.node_iri(kind, memory_id)
+        iri = resolved.get((memory_id, declared))
+        if iri is None:
+            kind = known.get(memory_id) or stored_kinds.get(memory_id) or declared or "object"
+            iri = resolved[memory_id, declared] = v.node_iri(kind, memory_id)
+        return iri
 
     quads = [
         quad for memory_id in inserted for quad in encode_item(prepared.items[memory_id], graph, resolve)
