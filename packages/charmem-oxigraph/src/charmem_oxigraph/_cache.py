@@ -39,7 +39,12 @@ __all__ = ["DEFAULT_MAX_ENTRIES", "CurrencyFacts", "GraphCache"]
 #: Entries kept per map of a collection's cache (items, kinds, absent ids, adjacency, currency).
 DEFAULT_MAX_ENTRIES: Final = 50_000
 
-_ALL_RELATIONS: Final = tuple(Relation)
+_ALL: Final = frozenset(Relation)
+
+
+def _relation_of(item: StoredItem | None) -> Relation | None:
+    return item.relation if isinstance(item, MemoryLink) else None
+
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -109,7 +114,10 @@ class GraphCache:
         self._items: _Bounded[MemoryId, StoredItem] = _Bounded(max_entries)
         self._kinds: _Bounded[MemoryId, str] = _Bounded(max_entries)
         self._absent: _Bounded[MemoryId, bool] = _Bounded(max_entries)
-        self._adjacency: _Bounded[MemoryId, dict[Relation, tuple[MemoryId, ...]]] = _Bounded(max_entries)
+        # id -> (relations whose links are all listed, ids of those links)
+        self._adjacency: _Bounded[MemoryId, tuple[frozenset[Relation], tuple[MemoryId, ...]]] = _Bounded(
+            max_entries
+        )
         self._facts: _Bounded[MemoryId, CurrencyFacts] = _Bounded(max_entries)
         self._names: tuple[tuple[MemoryId, MemoryId, str], ...] | None = None
 
@@ -171,33 +179,24 @@ class GraphCache:
         Returns:
             tuple: (links by link id; ids whose adjacency or some of whose links are not cached).
         """
-        wanted = _ALL_RELATIONS if relations is None else relations
+        wanted = _ALL if relations is None else frozenset(relations)
         found: dict[MemoryId, MemoryLink] = {}
         unknown: list[MemoryId] = []
         if not self.coherent:
             return found, list(ids)
+        items = self._items
         with self._lock:
             for memory_id in ids:
                 entry = self._adjacency.get(memory_id)
-                links: list[MemoryLink] = []
-                complete = entry is not None
-                for relation in wanted if entry is not None else ():
-                    link_ids = entry.get(relation) if entry is not None else None
-                    if link_ids is None:
-                        complete = False
-                        break
-                    for link_id in link_ids:
-                        link = self._items.get(link_id)
-                        if not isinstance(link, MemoryLink):
-                            complete = False
-                            break
-                        links.append(link)
-                    if not complete:
-                        break
-                if complete:
-                    found.update((link.id, link) for link in links)
-                else:
+                if entry is None or not wanted <= entry[0]:
                     unknown.append(memory_id)
+                    continue
+                links = [items.get(link_id) for link_id in entry[1]]
+                complete = [link for link in links if isinstance(link, MemoryLink)]
+                if len(complete) != len(links):
+                    unknown.append(memory_id)  # a link was forgotten: read the id again
+                    continue
+                found.update((link.id, link) for link in complete if link.relation in wanted)
         return found, unknown
 
     def remember_links_of(
@@ -215,25 +214,30 @@ class GraphCache:
             relations: the relations the read covered (``None``: all).
             links: every link of those relations touching any of ``ids``.
         """
-        covered = _ALL_RELATIONS if relations is None else tuple(dict.fromkeys(relations))
-        by_end: dict[MemoryId, dict[Relation, list[MemoryId]]] = {}
+        covered = _ALL if relations is None else frozenset(relations)
         link_list = list(links)
-        asked = set(ids)
-        for memory_id in asked:
-            by_end[memory_id] = {relation: [] for relation in covered}
+        by_end: dict[MemoryId, list[MemoryId]] = {memory_id: [] for memory_id in ids}
         for link in link_list:
-            for end in {link.from_id, link.to_id} & asked:
-                by_end[end].setdefault(link.relation, []).append(link.id)
+            for end in {link.from_id, link.to_id}:
+                if end in by_end:
+                    by_end[end].append(link.id)
         with self._lock:
             for link in link_list:
                 self._items.put(link.id, link)
                 self._kinds.put(link.id, "link")
             if not self._current(generation):
                 return
-            for memory_id, per_relation in by_end.items():
-                entry = dict(self._adjacency.get(memory_id) or {})
-                entry.update((relation, tuple(link_ids)) for relation, link_ids in per_relation.items())
-                self._adjacency.put(memory_id, entry)
+            for memory_id, link_ids in by_end.items():
+                entry = self._adjacency.get(memory_id)
+                relations_known = covered
+                if entry is not None:  # keep the links of the other relations already known
+                    others = [_relation_of(self._items.get(i)) for i in entry[1]]
+                    if None not in others:  # (else a link was forgotten: keep the new read only)
+                        relations_known = entry[0] | covered
+                        link_ids = [
+                            i for i, r in zip(entry[1], others, strict=True) if r not in covered
+                        ] + link_ids
+                self._adjacency.put(memory_id, (relations_known, tuple(link_ids)))
 
     # -- currency -----------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ check half of a check-then-write.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
@@ -39,6 +40,7 @@ from charmem_oxigraph._codec import (
 )
 
 __all__ = [
+    "BY_LINK_ID",
     "STORED_KINDS",
     "PreparedBatch",
     "check_as_of",
@@ -71,6 +73,10 @@ Row = Any
 #: Kinds an id of a batch item may already be stored as (ids are unique across all of them).
 STORED_KINDS: Final = (*v.OBJECT_KINDS, "link", "record")
 _OBJECT_CLASSES: Final = frozenset(iri for iri, kind in v.ITEM_CLASSES.items() if kind in v.OBJECT_KINDS)
+
+
+#: Sort key ordering links by id (a MemoryId orders as its UUID's integer), compared in C.
+BY_LINK_ID: Final = operator.attrgetter("id.value.int")
 
 
 def unique(ids: Iterable[MemoryId]) -> list[MemoryId]:
@@ -377,7 +383,7 @@ def links_from_rows(rows: Iterable[Row]) -> list[MemoryLink]:
     """
     items = [decode_item(node) for node in group_rows(rows)]
     links = [item for item in items if isinstance(item, MemoryLink)]
-    return sorted(links, key=lambda link: link.id)
+    return sorted(links, key=BY_LINK_ID)
 
 
 def facts_from_rows(wanted: Sequence[MemoryId], rows: Iterable[Row]) -> dict[MemoryId, CurrencyFacts]:
@@ -431,6 +437,10 @@ def currency_from_facts(
     for memory_id in wanted:
         found = facts.get(memory_id)
         if found is None or not found.stored:
+            continue
+        no_instants = not (found.suppressed_at or found.superseded_at)  # the common case
+        if no_instants and is_current(suppressed=False, superseded=False):
+            statuses[memory_id] = CurrencyStatus.CURRENT
             continue
         is_suppressed = any(as_of is None or at <= as_of for at in found.suppressed_at)
         is_superseded = any(as_of is None or at <= as_of for at in found.superseded_at)

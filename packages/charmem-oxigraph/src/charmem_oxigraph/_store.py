@@ -368,7 +368,7 @@ class OxigraphGraphStore:
                 )
                 cache.remember_links_of(generation, unknown, chosen, links)
                 found.update((link.id, link) for link in links)
-            return sorted(found.values(), key=lambda link: link.id)
+            return sorted(found.values(), key=lg.BY_LINK_ID)
 
     def currency_sync(
         self, ids: Sequence[MemoryId], *, as_of: datetime | None = None
@@ -557,7 +557,7 @@ class OxigraphGraphStore:
             chosen = None if relations is None else tuple(dict.fromkeys(Relation(r) for r in relations))
             found, unknown = self._cache().links_of(lg.unique(ids), chosen)
             if not unknown:
-                return sorted(found.values(), key=lambda link: link.id)
+                return sorted(found.values(), key=lg.BY_LINK_ID)
         return await asyncio.to_thread(self.links_of_sync, ids, relations=relations)
 
     async def currency(
