@@ -37,6 +37,13 @@ def bench_locomo(session: nox.Session) -> None:
     session.run("python", "benchmarks/locomo.py", *session.posargs, env=OFFLINE)
 
 
+@nox.session(name="bench-write")
+def bench_write(session: nox.Session) -> None:
+    """Commit throughput (bulk and per session) and the graph/vector/stats shares (args after --)."""
+    install_all(session)
+    session.run("python", "benchmarks/write_throughput.py", *session.posargs, env=OFFLINE)
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff (lint and format check) and mypy (strict for core) on every package."""
