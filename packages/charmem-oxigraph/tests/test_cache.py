@@ -195,3 +195,34 @@ def test_currency_facts_compare_instants() -> None:
     facts, _ = cache.currency_facts([target.id])
     assert facts[target.id].suppressed_at == (at(10),)
     assert all(isinstance(instant, datetime) for instant in facts[target.id].suppressed_at)
+
+
+async def test_only_small_warm_reads_run_on_the_event_loop(
+    store: OxigraphGraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm read of up to ON_LOOP_IDS ids skips the worker thread; a larger one uses it."""
+    from charmem_oxigraph import _store
+
+    people = [entity() for _ in range(4)]
+    await store.write_batch(GraphBatch(objects=people))
+    ids = [p.id for p in people]
+    await store.get_objects(ids)
+    await store.currency(ids)
+    await store.links_of(ids)
+    hops: list[str] = []
+    real = asyncio.to_thread
+
+    async def counting(func: object, /, *args: object, **kwargs: object) -> object:
+        hops.append(getattr(func, "__name__", "?"))
+        return await real(func, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_store.asyncio, "to_thread", counting)
+    monkeypatch.setattr(_store, "ON_LOOP_IDS", 3)
+    assert await store.get_objects(ids[:3]) == {p.id: p for p in people[:3]}
+    assert await store.currency(ids[:3]) == dict.fromkeys(ids[:3], C)
+    assert await store.links_of(ids[:3]) == []
+    assert hops == []
+    assert await store.get_objects(ids) == {p.id: p for p in people}
+    assert await store.currency(ids) == dict.fromkeys(ids, C)
+    assert await store.links_of(ids) == []
+    assert hops == ["get_objects_sync", "currency_sync", "links_of_sync"]

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
+from typing import Final
 
 from charmem.domain.graph import GraphBatch, GraphWriteResult, LifecycleRecord
 from charmem.domain.ids import MemoryId
@@ -25,7 +26,12 @@ from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._cache import GraphCache
 from charmem_oxigraph._codec import CorruptNodeError, StoredItem
 
-__all__ = ["InMemoryOxigraphGraphStore", "OxigraphGraphStore", "PersistentOxigraphGraphStore"]
+__all__ = ["ON_LOOP_IDS", "InMemoryOxigraphGraphStore", "OxigraphGraphStore", "PersistentOxigraphGraphStore"]
+
+#: A read the cache answers entirely runs on the event loop (no worker thread) for up to this
+#: many ids: a few milliseconds of dictionary work at most. Larger reads go to a worker thread,
+#: which uses the cache too, so the event loop is never blocked for long.
+ON_LOOP_IDS: Final = 2048
 
 
 class OxigraphGraphStore:
@@ -47,7 +53,8 @@ class OxigraphGraphStore:
     adjacency, currency facts and names, which the writer keeps in step with every write. A call
     the cache answers entirely returns without a worker thread or a query; otherwise only the
     missing ids are read. Writing to the pyoxigraph store behind this class's back (another
-    ``pyoxigraph.Store`` handle) is not supported.
+    ``pyoxigraph.Store`` handle) is not supported. Reads of more than :data:`ON_LOOP_IDS` ids
+    always run in a worker thread.
 
     Build with :meth:`from_settings`, :meth:`open` or :meth:`for_collection`.
     """
@@ -498,9 +505,10 @@ class OxigraphGraphStore:
             BackendError: Oxigraph failed or stored triples are not a valid object.
         """
         wanted = lg.unique(ids)
-        found, unknown = self._cache().items(wanted)
-        if not unknown:  # answered by the cache: no worker thread, no query
-            return lg.objects_only(wanted, found)
+        if len(wanted) <= ON_LOOP_IDS:
+            found, unknown = self._cache().items(wanted)
+            if not unknown:  # answered by the cache: no worker thread, no query
+                return lg.objects_only(wanted, found)
         return await asyncio.to_thread(self.get_objects_sync, wanted)
 
     async def get_links(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryLink]:
@@ -516,9 +524,10 @@ class OxigraphGraphStore:
             BackendError: Oxigraph failed or stored triples are not a valid link.
         """
         wanted = lg.unique(ids)
-        found, unknown = self._cache().items(wanted)
-        if not unknown:
-            return lg.links_only(wanted, found)
+        if len(wanted) <= ON_LOOP_IDS:
+            found, unknown = self._cache().items(wanted)
+            if not unknown:
+                return lg.links_only(wanted, found)
         return await asyncio.to_thread(self.get_links_sync, wanted)
 
     async def get_records(self, target_ids: Sequence[MemoryId]) -> list[LifecycleRecord]:
@@ -553,7 +562,7 @@ class OxigraphGraphStore:
         Raises:
             BackendError: Oxigraph failed or a stored link is not valid.
         """
-        if (ids and relations is None) or relations:
+        if ((ids and relations is None) or relations) and len(ids) <= ON_LOOP_IDS:
             chosen = None if relations is None else tuple(dict.fromkeys(Relation(r) for r in relations))
             found, unknown = self._cache().links_of(lg.unique(ids), chosen)
             if not unknown:
@@ -584,9 +593,10 @@ class OxigraphGraphStore:
         """
         lg.check_as_of(as_of)
         wanted = lg.unique(ids)
-        found, unknown = self._cache().currency_facts(wanted)
-        if not unknown:
-            return lg.currency_from_facts(wanted, found, as_of)
+        if len(wanted) <= ON_LOOP_IDS:
+            found, unknown = self._cache().currency_facts(wanted)
+            if not unknown:
+                return lg.currency_from_facts(wanted, found, as_of)
         return await asyncio.to_thread(self.currency_sync, wanted, as_of=as_of)
 
     async def statement_count(self) -> int:
