@@ -48,20 +48,10 @@ class TestEmbeddedLifecycle(LifecycleContract):
             yield memory
 
 
-async def test_warm_retrieval_sees_corrections_and_forgetting(tmp_path: Path) -> None:
+async def test_warm_retrieval_sees_corrections_and_forgetting(embedded_settings: Settings) -> None:
     """The embedded graph store's read cache never serves stale currency: a retrieval that
     warmed it, then a correction and a forget, then the same retrieval again."""
-    settings = Settings.from_mapping(
-        {
-            "GRAPH_STORE_MODE": "persistent",
-            "OXIGRAPH_PATH": str(tmp_path / "oxigraph"),
-            "VECTOR_STORE_MODE": "embedded",
-            "VECTOR_STORE_PATH": str(tmp_path / "vectors"),
-            "RETRIEVAL_STATS_STORE_MODE": "sqlite",
-            "RETRIEVAL_STATS_PATH": str(tmp_path / "stats.sqlite3"),
-            "EMBEDDING_PROVIDER": "hashing",
-        }
-    )
+    settings = embedded_settings
     when = datetime(2024, 5, 1, tzinfo=UTC)
     async with CharacterMemory.open(settings, "warm") as memory:
         first = await memory.remember(
