@@ -40,6 +40,13 @@ def bench_locomo(session: nox.Session) -> None:
     session.run("python", "benchmarks/locomo.py", *session.posargs, env=OFFLINE)
 
 
+@nox.session(name="bench-write")
+def bench_write(session: nox.Session) -> None:
+    """Commit throughput (bulk and per session) and the graph/vector/stats shares (args after --)."""
+    install_all(session)
+    session.run("python", "benchmarks/write_throughput.py", *session.posargs, env=OFFLINE)
+
+
 @nox.session
 def crash(session: nox.Session) -> None:
     """Crash trials: SIGKILL a writer on the embedded stores, check nothing acknowledged is lost."""

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from charmem import (
     BeliefAssertion,
@@ -35,6 +37,18 @@ def test_memory_id_accepts_uuid_and_string_and_is_canonical() -> None:
     assert str(MemoryId(raw)) == str(raw)
     with pytest.raises(DraftValidationError):
         MemoryId("not-a-uuid")
+
+
+@given(st.lists(st.uuids(), min_size=2, max_size=30))
+def test_memory_ids_order_by_their_canonical_string(raws: list[uuid.UUID]) -> None:
+    ids = [MemoryId(raw) for raw in raws]
+    assert [str(i) for i in sorted(ids)] == sorted(str(i) for i in ids)
+    a, b = ids[0], ids[1]
+    x, y = str(a), str(b)
+    assert (a < b, a <= b, a > b, a >= b) == (x < y, x <= y, x > y, x >= y)
+    assert hash(a) == hash(MemoryId(str(a).upper()))
+    with pytest.raises(TypeError):
+        _ = a < str(b)  # type: ignore[operator]
 
 
 def test_deterministic_ids_are_stable_and_distinct() -> None:

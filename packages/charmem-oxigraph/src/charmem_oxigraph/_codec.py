@@ -33,6 +33,7 @@ from pyoxigraph import Literal, NamedNode, Quad
 from charmem_oxigraph import _vocab as v
 
 __all__ = [
+    "ENDPOINT_KINDS",
     "CorruptNodeError",
     "NodeTriples",
     "Resolver",
@@ -150,7 +151,7 @@ _FIELDS: Final[dict[type, tuple[_Field, ...]]] = {
 _CLASS_OF_KIND: Final[dict[str, type]] = {kind: cls for cls, kind in v.KIND_OF_CLASS.items()}
 
 #: The endpoint kinds a relation implies (DESIGN §3 table), used when an endpoint is not stored yet.
-_ENDPOINT_KINDS: Final[dict[Relation, tuple[str | None, str | None]]] = {
+ENDPOINT_KINDS: Final[dict[Relation, tuple[str | None, str | None]]] = {
     Relation.HAS_OBSERVATION: ("episode", "observation"),
     Relation.INVOLVES: ("episode", "entity"),
     Relation.MENTIONS: ("observation", "entity"),
@@ -159,6 +160,12 @@ _ENDPOINT_KINDS: Final[dict[Relation, tuple[str | None, str | None]]] = {
     Relation.PART_OF_THREAD: (None, "thread"),
     Relation.SUPERSEDES: ("derived", None),
 }
+
+#: Term objects built once (encoding a batch creates hundreds of thousands of quads).
+_PREDICATES: Final[dict[str, NamedNode]] = {
+    field.prop: v.prop(field.prop) for fields in _FIELDS.values() for field in fields
+}
+_CLASS_NODES: Final[dict[str, NamedNode]] = {kind: v.prop(cls) for kind, cls in v.CLASS_OF_KIND.items()}
 
 # Properties of BeliefAssertion nodes and the link from their derived memory.
 ASSERTION = "assertion"
@@ -185,7 +192,7 @@ def _literal(kind: _Kind, value: Any) -> Literal:  # noqa: ANN401 - any field va
 
 def _endpoint_kinds(item: StoredItem) -> tuple[str | None, str | None]:
     if isinstance(item, MemoryLink):
-        return _ENDPOINT_KINDS.get(item.relation, (None, None))
+        return ENDPOINT_KINDS.get(item.relation, (None, None))
     return (None, None)
 
 
@@ -203,11 +210,11 @@ def encode_item(item: StoredItem, graph: NamedNode, resolve: Resolver) -> list[Q
     """
     kind = v.KIND_OF_CLASS[type(item)]
     subject = NamedNode(v.node_iri(kind, item.id))
-    quads = [Quad(subject, _RDF_TYPE, v.prop(v.CLASS_OF_KIND[kind]), graph)]
+    quads = [Quad(subject, _RDF_TYPE, _CLASS_NODES[kind], graph)]
     from_kind, to_kind = _endpoint_kinds(item)
     for field in _FIELDS[type(item)]:
         value = getattr(item, field.attr)
-        predicate = v.prop(field.prop)
+        predicate = _PREDICATES[field.prop]
         if field.kind is _Kind.RELATION:
             quads.append(Quad(subject, predicate, NamedNode(v.relation_iri(value)), graph))
         elif field.kind in (_Kind.REF, _Kind.OPT_REF, _Kind.REFS):

@@ -10,7 +10,8 @@ check half of a check-then-write.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import operator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -25,7 +26,9 @@ from pyoxigraph import Literal, NamedNode, Quad
 
 from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
+from charmem_oxigraph._cache import CurrencyFacts
 from charmem_oxigraph._codec import (
+    ENDPOINT_KINDS,
     CorruptNodeError,
     NodeTriples,
     StoredItem,
@@ -38,6 +41,7 @@ from charmem_oxigraph._codec import (
 )
 
 __all__ = [
+    "BY_LINK_ID",
     "STORED_KINDS",
     "PreparedBatch",
     "check_as_of",
@@ -45,16 +49,21 @@ __all__ = [
     "check_media_type",
     "class_iris",
     "count_from_rows",
-    "currency_from_rows",
+    "currency_from_facts",
+    "currency_iris",
+    "decode_nodes",
+    "endpoint_iris",
     "erase_update",
+    "facts_from_rows",
     "group_rows",
     "ids_from_rows",
     "iris",
-    "links_from_nodes",
     "links_from_rows",
+    "links_only",
     "names_from_rows",
+    "node_iris",
     "nodes_from_rows",
-    "objects_from_nodes",
+    "objects_only",
     "plan_write",
     "prepare_batch",
     "read_lookup",
@@ -72,6 +81,10 @@ STORED_KINDS: Final = (*v.OBJECT_KINDS, "link", "record")
 _OBJECT_CLASSES: Final = frozenset(iri for iri, kind in v.ITEM_CLASSES.items() if kind in v.OBJECT_KINDS)
 
 
+#: Sort key ordering links by id (a MemoryId orders as its UUID's integer), compared in C.
+BY_LINK_ID: Final = operator.attrgetter("id.value.int")
+
+
 def unique(ids: Iterable[MemoryId]) -> list[MemoryId]:
     """``ids`` without repeats, first occurrence order."""
     return list(dict.fromkeys(ids))
@@ -80,6 +93,69 @@ def unique(ids: Iterable[MemoryId]) -> list[MemoryId]:
 def iris(ids: Iterable[MemoryId], kinds: Sequence[str]) -> list[str]:
     """Every IRI ``urn:charmem:<kind>:<id>`` an id may be stored or referenced under."""
     return [v.node_iri(kind, memory_id) for memory_id in ids for kind in kinds]
+
+
+def node_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str], kinds: Sequence[str]) -> list[str]:
+    """The IRIs a stored node of each id may have: its own when its kind is known, else every kind.
+
+    A stored node's subject IRI always carries its stored kind, so one IRI per known id suffices.
+
+    Args:
+        ids: ids to look up.
+        known: stored kinds already known (:meth:`GraphCache.kinds`).
+        kinds: the kinds an id of unknown kind may be stored as.
+    """
+    return [
+        v.node_iri(kind, memory_id)
+        for memory_id in ids
+        for kind in ((known[memory_id],) if memory_id in known else kinds)
+    ]
+
+
+#: Kinds a reference declares for an endpoint (relation table) or a field; an id referenced before
+#: it was stored carries one of these, or ``object`` when nothing declares its kind.
+_DECLARED_ENDPOINT_KINDS: Final[dict[Relation, tuple[str, ...]]] = {
+    relation: tuple(dict.fromkeys(kind for kind in ENDPOINT_KINDS.get(relation, ()) if kind is not None))
+    for relation in Relation
+}
+
+
+def currency_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str]) -> list[str]:
+    """The IRIs under which currency facts about each id may be stored.
+
+    The ``rdf:type`` sits on the node's own IRI; a ``suppress`` record's target and a
+    ``supersedes`` link's ``to`` declare no kind, so a reference written before the id was stored
+    carries ``object``. An id of known kind therefore needs two IRIs; an unknown one every object
+    kind plus ``object`` (links and records have no currency).
+    """
+    return [
+        v.node_iri(kind, memory_id)
+        for memory_id in ids
+        for kind in ((known[memory_id], "object") if memory_id in known else (*v.OBJECT_KINDS, "object"))
+    ]
+
+
+def endpoint_iris(
+    ids: Iterable[MemoryId], known: Mapping[MemoryId, str], relations: Sequence[Relation] | None
+) -> list[str]:
+    """The IRIs a link of ``relations`` (``None``: any) may use for each endpoint id.
+
+    A link refers to an endpoint by the endpoint's stored kind when it was known at write time,
+    else by the kind its relation declares for that side, else ``object``; an id of unknown kind
+    may be any node kind.
+    """
+    declared: dict[str, None] = {}
+    for relation in Relation if relations is None else relations:
+        declared.update(dict.fromkeys(_DECLARED_ENDPOINT_KINDS[Relation(relation)]))
+    return [
+        v.node_iri(kind, memory_id)
+        for memory_id in ids
+        for kind in (
+            tuple(dict.fromkeys((known[memory_id], "object", *declared)))
+            if memory_id in known
+            else v.NODE_KINDS
+        )
+    ]
 
 
 def relation_iris(relations: Sequence[Relation] | None) -> list[str] | None:
@@ -208,15 +284,18 @@ def prepare_batch(batch: GraphBatch) -> PreparedBatch:
 
 def plan_write(
     prepared: PreparedBatch,
-    stored: dict[MemoryId, NodeTriples],
+    stored: Mapping[MemoryId, StoredItem],
+    stored_kinds: Mapping[MemoryId, str],
     graph: NamedNode,
     purged: set[MemoryId] | None = None,
 ) -> tuple[list[MemoryId], list[MemoryId], list[Quad]]:
-    """Compare a prepared batch with the stored nodes and build the quads of the new items.
+    """Compare a prepared batch with what is stored and build the quads of the new items.
 
     Args:
         prepared: from :func:`prepare_batch`.
-        stored: the stored nodes among ``prepared.lookup`` (:func:`read_lookup`).
+        stored: the stored items among the batch's ids (decoded, :func:`decode_nodes`).
+        stored_kinds: the stored kind of every id of ``prepared.lookup`` that is stored (ids
+            the batch references resolve to their stored node's IRI).
         graph: the collection's named graph.
         purged: the tombstoned ids among ``prepared.lookup`` (:func:`read_lookup`).
 
@@ -228,7 +307,6 @@ def plan_write(
         PurgedMemoryError: an id of the batch was purged; nothing may be written.
         IdConflictError: an id is stored (as any kind) or repeated in the batch with different
             content; nothing may be written.
-        CorruptNodeError: a stored node does not decode.
     """
     refused = sorted(str(memory_id) for memory_id in prepared.items if memory_id in (purged or ()))
     if refused:
@@ -238,16 +316,13 @@ def plan_write(
             ids=refused,
         )
     reasons = {key: list(value) for key, value in prepared.reasons.items()}
-    stored_kinds = {memory_id: kind_of_node(node) for memory_id, node in stored.items()}
     inserted: list[MemoryId] = []
     existing: list[MemoryId] = []
     for memory_id, item in prepared.items.items():
-        node = stored.get(memory_id)
-        if node is None:
+        old = stored.get(memory_id)
+        if old is None:
             inserted.append(memory_id)
-            continue
-        old = decode_item(node)
-        if _same_content(old, item):
+        elif _same_content(old, item):
             existing.append(memory_id)
         elif _kind(old) != _kind(item):
             reasons.setdefault(str(memory_id), []).append(
@@ -266,10 +341,14 @@ def plan_write(
             reasons=reasons,
         )
     known = {memory_id: _kind(item) for memory_id, item in prepared.items.items()}
+    resolved: dict[tuple[MemoryId, str | None], str] = {}
 
     def resolve(memory_id: MemoryId, declared: str | None) -> str:
-        kind = known.get(memory_id) or stored_kinds.get(memory_id) or declared or "object"
-        return v.node_iri(kind, memory_id)
+        iri = resolved.get((memory_id, declared))
+        if iri is None:
+            kind = known.get(memory_id) or stored_kinds.get(memory_id) or declared or "object"
+            iri = resolved[memory_id, declared] = v.node_iri(kind, memory_id)
+        return iri
 
     quads = [
         quad for memory_id in inserted for quad in encode_item(prepared.items[memory_id], graph, resolve)
@@ -277,32 +356,37 @@ def plan_write(
     return inserted, existing, quads
 
 
-def objects_from_nodes(
-    wanted: Sequence[MemoryId], nodes: dict[MemoryId, NodeTriples]
+def decode_nodes(nodes: Mapping[MemoryId, NodeTriples]) -> dict[MemoryId, StoredItem]:
+    """Decode stored nodes (:func:`nodes_from_rows`) into objects, links and records.
+
+    Raises:
+        CorruptNodeError: a node does not decode.
+    """
+    return {memory_id: decode_item(node) for memory_id, node in nodes.items()}
+
+
+def objects_only(
+    wanted: Sequence[MemoryId], items: Mapping[MemoryId, StoredItem]
 ) -> dict[MemoryId, MemoryObject]:
-    """Decode the objects among ``nodes`` in ``wanted`` order (links and records left out).
-
-    Raises:
-        CorruptNodeError: a node does not decode.
-    """
-    decoded = {memory_id: decode_item(nodes[memory_id]) for memory_id in wanted if memory_id in nodes}
-    return {
-        memory_id: item
-        for memory_id, item in decoded.items()
-        if not isinstance(item, (MemoryLink, LifecycleRecord))
-    }
+    """The memory objects among ``items``, in ``wanted`` order (links and records left out)."""
+    found: dict[MemoryId, MemoryObject] = {}
+    for memory_id in wanted:
+        item = items.get(memory_id)
+        if item is not None and not isinstance(item, (MemoryLink, LifecycleRecord)):
+            found[memory_id] = item
+    return found
 
 
-def links_from_nodes(
-    wanted: Sequence[MemoryId], nodes: dict[MemoryId, NodeTriples]
+def links_only(
+    wanted: Sequence[MemoryId], items: Mapping[MemoryId, StoredItem]
 ) -> dict[MemoryId, MemoryLink]:
-    """Decode the links among ``nodes`` in ``wanted`` order.
-
-    Raises:
-        CorruptNodeError: a node does not decode.
-    """
-    decoded = {memory_id: decode_item(nodes[memory_id]) for memory_id in wanted if memory_id in nodes}
-    return {memory_id: item for memory_id, item in decoded.items() if isinstance(item, MemoryLink)}
+    """The links among ``items``, in ``wanted`` order."""
+    found: dict[MemoryId, MemoryLink] = {}
+    for memory_id in wanted:
+        item = items.get(memory_id)
+        if isinstance(item, MemoryLink):
+            found[memory_id] = item
+    return found
 
 
 def records_from_rows(rows: Iterable[Row]) -> list[LifecycleRecord]:
@@ -327,26 +411,22 @@ def links_from_rows(rows: Iterable[Row]) -> list[MemoryLink]:
     """
     items = [decode_item(node) for node in group_rows(rows)]
     links = [item for item in items if isinstance(item, MemoryLink)]
-    return sorted(links, key=lambda link: link.id)
+    return sorted(links, key=BY_LINK_ID)
 
 
-def currency_from_rows(
-    wanted: Sequence[MemoryId], rows: Iterable[Row], as_of: datetime | None
-) -> dict[MemoryId, CurrencyStatus]:
-    """Currency (DESIGN §4.1) from :func:`charmem_oxigraph._queries.currency` rows.
+def facts_from_rows(wanted: Sequence[MemoryId], rows: Iterable[Row]) -> dict[MemoryId, CurrencyFacts]:
+    """Currency facts of every id of ``wanted`` from :func:`charmem_oxigraph._queries.currency` rows.
 
     Args:
-        wanted: the ids asked about, in request order.
+        wanted: the ids asked about (each gets facts, ``stored=False`` when it is no object).
         rows: rows binding ``?x`` and one of ``?c``, ``?rt``, ``?lt``.
-        as_of: record time of the view, or ``None``: every record and link counts.
 
-    Returns:
-        dict[MemoryId, CurrencyStatus]: one status per stored object among ``wanted``;
-        suppressed beats superseded.
+    Raises:
+        ValueError: a stored instant is not a valid ``xsd:dateTime``.
     """
     stored: set[MemoryId] = set()
-    suppressed: set[MemoryId] = set()
-    superseded: set[MemoryId] = set()
+    suppressed: dict[MemoryId, list[datetime]] = {}
+    superseded: dict[MemoryId, list[datetime]] = {}
     for row in rows:
         memory_id = v.memory_id_of(row["x"].value)
         cls, recorded, created = row["c"], row["rt"], row["lt"]
@@ -354,15 +434,44 @@ def currency_from_rows(
             if cls.value in _OBJECT_CLASSES:
                 stored.add(memory_id)
         elif recorded is not None:
-            if as_of is None or datetime.fromisoformat(recorded.value) <= as_of:
-                suppressed.add(memory_id)
-        elif created is not None and (as_of is None or datetime.fromisoformat(created.value) <= as_of):
-            superseded.add(memory_id)
+            suppressed.setdefault(memory_id, []).append(datetime.fromisoformat(recorded.value))
+        elif created is not None:
+            superseded.setdefault(memory_id, []).append(datetime.fromisoformat(created.value))
+    return {
+        memory_id: CurrencyFacts(
+            memory_id in stored,
+            tuple(suppressed.get(memory_id, ())),
+            tuple(superseded.get(memory_id, ())),
+        )
+        for memory_id in wanted
+    }
+
+
+def currency_from_facts(
+    wanted: Sequence[MemoryId], facts: Mapping[MemoryId, CurrencyFacts], as_of: datetime | None
+) -> dict[MemoryId, CurrencyStatus]:
+    """Currency (DESIGN §4.1) of the stored objects among ``wanted``, as of a record time.
+
+    Args:
+        wanted: the ids asked about, in request order.
+        facts: their currency facts (:func:`facts_from_rows`).
+        as_of: record time of the view, or ``None``: every record and link counts.
+
+    Returns:
+        dict[MemoryId, CurrencyStatus]: one status per stored object among ``wanted``;
+        suppressed beats superseded.
+    """
     statuses: dict[MemoryId, CurrencyStatus] = {}
     for memory_id in wanted:
-        if memory_id not in stored:
+        found = facts.get(memory_id)
+        if found is None or not found.stored:
             continue
-        is_suppressed, is_superseded = memory_id in suppressed, memory_id in superseded
+        no_instants = not (found.suppressed_at or found.superseded_at)  # the common case
+        if no_instants and is_current(suppressed=False, superseded=False):
+            statuses[memory_id] = CurrencyStatus.CURRENT
+            continue
+        is_suppressed = any(as_of is None or at <= as_of for at in found.suppressed_at)
+        is_superseded = any(as_of is None or at <= as_of for at in found.superseded_at)
         if is_current(suppressed=is_suppressed, superseded=is_superseded):
             statuses[memory_id] = CurrencyStatus.CURRENT
         elif is_suppressed:  # suppressed beats superseded

@@ -10,9 +10,11 @@ faster than a ``VALUES`` outside the graph group).
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterable, Sequence
 
 from charmem.domain.graph import LifecycleAction
+from charmem.domain.ids import MemoryId
 from pyoxigraph import Quad
 
 from charmem_oxigraph import _vocab as v
@@ -44,12 +46,22 @@ def nodes(graph: str, iris: Iterable[str]) -> str:
     """Every triple of the nodes ``iris`` plus those of their ``BeliefAssertion`` nodes.
 
     Rows: ``?root ?p ?o`` for the node itself (``?a`` unbound), ``?root ?a ?p ?o`` for a triple of
-    its assertion node ``?a``.
+    its assertion node ``?a``. Only derived memories have assertion nodes, so that branch binds
+    only the ``urn:charmem:derived:`` IRIs (each binding costs a lookup, also for absent ids).
     """
-    return (
-        f"SELECT ?root ?a ?p ?o WHERE {{ GRAPH {v.iri_ref(graph)} {{ {_values('root', iris)} "
-        f"{{ ?root ?p ?o }} UNION {{ ?root {_p('assertion')} ?a . ?a ?p ?o }} }} }}"
+    every = list(iris)
+    derived = [iri for iri in every if iri.startswith(_DERIVED_PREFIX)]
+    assertions = (
+        f"UNION {{ {_values('root', derived)} ?root {_p('assertion')} ?a . ?a ?p ?o }} " if derived else ""
     )
+    return (
+        f"SELECT ?root ?a ?p ?o WHERE {{ GRAPH {v.iri_ref(graph)} {{ "
+        f"{{ {_values('root', every)} ?root ?p ?o }} {assertions}}} }}"
+    )
+
+
+#: ``urn:charmem:derived:``, the start of every derived memory's IRI.
+_DERIVED_PREFIX = v.node_iri("derived", MemoryId(uuid.UUID(int=0))).removesuffix(str(uuid.UUID(int=0)))
 
 
 def records_about(graph: str, target_iris: Iterable[str]) -> str:

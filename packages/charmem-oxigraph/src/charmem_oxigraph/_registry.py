@@ -15,6 +15,8 @@ import tenacity
 from charmem.errors import BackendError, StoreLockedError
 from pyoxigraph import Store
 
+from charmem_oxigraph._cache import GraphCache
+
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "SharedStore", "acquire", "is_lock_error", "release", "share"]
 
 #: Seconds an opener keeps retrying a store locked by another process before giving up.
@@ -38,6 +40,21 @@ class SharedStore:
         self.path = path
         self.write_lock = threading.Lock()
         self.users = 1
+        self._caches: dict[str, GraphCache] = {}
+        self._caches_lock = threading.Lock()
+
+    def cache(self, graph_iri: str) -> GraphCache:
+        """The cache of one collection (named graph) of this store, shared by its graph stores.
+
+        Coherent: every write to this store in this process goes through this handle's writers
+        (:meth:`GraphCache.apply_write` under :attr:`write_lock`), and RocksDB's lock keeps other
+        processes out of a persistent store.
+        """
+        with self._caches_lock:
+            cache = self._caches.get(graph_iri)
+            if cache is None:
+                cache = self._caches[graph_iri] = GraphCache(coherent=True)
+            return cache
 
     @property
     def store(self) -> Store:
@@ -57,6 +74,7 @@ class SharedStore:
 
     def _drop(self) -> Store | None:
         store, self._store = self._store, None
+        self._caches.clear()
         return store
 
 

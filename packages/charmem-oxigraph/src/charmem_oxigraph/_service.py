@@ -42,7 +42,8 @@ from pyoxigraph import (
 from charmem_oxigraph import _logic as lg
 from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
-from charmem_oxigraph._codec import CorruptNodeError, NodeTriples
+from charmem_oxigraph._cache import GraphCache
+from charmem_oxigraph._codec import CorruptNodeError, StoredItem
 
 __all__ = [
     "BEARER_TOKEN_KEY",
@@ -224,6 +225,8 @@ class SparqlServiceGraphStore:
         )
         self._graph_iri = v.collection_graph(collection)
         self._graph = NamedNode(self._graph_iri)
+        # Only immutable knowledge (decoded items, stored kinds): other processes may write.
+        self._cache = GraphCache(coherent=False)
 
     # -- construction -------------------------------------------------------------------------
 
@@ -419,16 +422,21 @@ class SparqlServiceGraphStore:
             f"charmem graph ({exc}); check the store with charmem's admin tools"
         )
 
-    async def _fetch_nodes(
+    async def _read_items(
         self, ids: Sequence[MemoryId], kinds: Sequence[str], action: str
-    ) -> dict[MemoryId, NodeTriples]:
-        if not ids:
-            return {}
-        rows = await self._select(q.nodes(self._graph_iri, lg.iris(ids, kinds)), action)
-        try:
-            return lg.nodes_from_rows(rows)
-        except CorruptNodeError as exc:
-            raise self._corrupt(exc) from exc
+    ) -> dict[MemoryId, StoredItem]:
+        """The stored items among ``ids`` (stored as one of ``kinds``): cached, the rest in one query."""
+        found, unknown = self._cache.items(ids)
+        if unknown:
+            iris = lg.node_iris(unknown, self._cache.kinds(unknown), kinds)
+            rows = await self._select(q.nodes(self._graph_iri, iris), action)
+            try:
+                read = lg.decode_nodes(lg.nodes_from_rows(rows))
+            except CorruptNodeError as exc:
+                raise self._corrupt(exc) from exc
+            self._cache.remember_items(self._cache.generation(), read)
+            found.update(read)
+        return found
 
     # -- the GraphStore port ------------------------------------------------------------------
 
@@ -460,13 +468,11 @@ class SparqlServiceGraphStore:
             return GraphWriteResult()
         prepared = lg.prepare_batch(batch)
         async with _write_lock(self._update_endpoint, self._graph_iri):
-            query = q.nodes(self._graph_iri, lg.iris(prepared.lookup, lg.STORED_KINDS))
-            rows = await self._select(query, "write a batch")
-            try:
-                stored, purged = lg.read_lookup(rows)
-                inserted, existing, quads = lg.plan_write(prepared, stored, self._graph, purged)
-            except CorruptNodeError as exc:
-                raise self._corrupt(exc) from exc
+            found = await self._read_items(prepared.lookup, lg.STORED_KINDS, "write a batch")
+            stored = {i: found[i] for i in prepared.items if i in found}
+            kinds = {i: v.KIND_OF_CLASS[type(item)] for i, item in found.items()}
+            purged = set(await self.tombstones(list(prepared.items)))
+            inserted, existing, quads = lg.plan_write(prepared, stored, kinds, self._graph, purged)
             if quads:
                 await self._insert(quads)
         _log.debug(
@@ -490,11 +496,7 @@ class SparqlServiceGraphStore:
             BackendError: the server failed or stored triples are not a valid object.
         """
         wanted = lg.unique(ids)
-        nodes = await self._fetch_nodes(wanted, v.OBJECT_KINDS, "read objects")
-        try:
-            return lg.objects_from_nodes(wanted, nodes)
-        except CorruptNodeError as exc:
-            raise self._corrupt(exc) from exc
+        return lg.objects_only(wanted, await self._read_items(wanted, v.OBJECT_KINDS, "read objects"))
 
     async def get_links(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryLink]:
         """Links stored under ``ids``; absent ids are missing from the dict.
@@ -503,11 +505,7 @@ class SparqlServiceGraphStore:
             BackendError: the server failed or stored triples are not a valid link.
         """
         wanted = lg.unique(ids)
-        nodes = await self._fetch_nodes(wanted, ("link",), "read links")
-        try:
-            return lg.links_from_nodes(wanted, nodes)
-        except CorruptNodeError as exc:
-            raise self._corrupt(exc) from exc
+        return lg.links_only(wanted, await self._read_items(wanted, ("link",), "read links"))
 
     async def get_records(self, target_ids: Sequence[MemoryId]) -> list[LifecycleRecord]:
         """Lifecycle records about ``target_ids``, ordered by (``recorded_at``, ``id``).
@@ -542,12 +540,15 @@ class SparqlServiceGraphStore:
         wanted = lg.unique(ids)
         if not wanted or (relations is not None and not relations):
             return []
-        query = q.links_of(self._graph_iri, lg.iris(wanted, v.NODE_KINDS), lg.relation_iris(relations))
-        rows = await self._select(query, "read links")
+        chosen = None if relations is None else tuple(dict.fromkeys(Relation(r) for r in relations))
+        iris = lg.endpoint_iris(wanted, self._cache.kinds(wanted), chosen)
+        rows = await self._select(q.links_of(self._graph_iri, iris, lg.relation_iris(chosen)), "read links")
         try:
-            return lg.links_from_rows(rows)
+            links = lg.links_from_rows(rows)
         except CorruptNodeError as exc:
             raise self._corrupt(exc) from exc
+        self._cache.remember_items(self._cache.generation(), {link.id: link for link in links})
+        return links
 
     async def currency(
         self, ids: Sequence[MemoryId], *, as_of: datetime | None = None
@@ -569,9 +570,10 @@ class SparqlServiceGraphStore:
         wanted = lg.unique(ids)
         if not wanted:
             return {}
-        rows = await self._select(q.currency(self._graph_iri, lg.iris(wanted, v.NODE_KINDS)), "read currency")
+        iris = lg.currency_iris(wanted, self._cache.kinds(wanted))
+        rows = await self._select(q.currency(self._graph_iri, iris), "read currency")
         try:
-            return lg.currency_from_rows(wanted, rows, as_of)
+            return lg.currency_from_facts(wanted, lg.facts_from_rows(wanted, rows), as_of)
         except ValueError as exc:
             raise BackendError(
                 f"a stored instant of collection {self._collection!r} is not valid: {exc}"
@@ -651,6 +653,9 @@ class SparqlServiceGraphStore:
             update = lg.erase_update(self._graph, erasure, already)
             if update is not None:
                 await self._update(update, "erase purged memories")
+                # cached items are assumed never to change: an erasure breaks that. Another
+                # process's cache of this graph keeps them until it reopens (see the README).
+                self._cache.clear()
         _log.info("sparql_erased", collection=self._collection, items=len(erasure))
 
     async def export_graph(self, out: BinaryIO) -> GraphExport:
@@ -725,6 +730,7 @@ class SparqlServiceGraphStore:
                 )
             if quads:
                 await self._insert(quads, "import the graph")
+                self._cache.clear()  # ids cached as absent may be stored now
         return len(quads)
 
     async def ping(self) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Final
 
 from charmem.domain.graph import (
     GraphBatch,
@@ -37,9 +37,15 @@ from charmem_oxigraph import _logic as lg
 from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _registry
 from charmem_oxigraph import _vocab as v
-from charmem_oxigraph._codec import CorruptNodeError, NodeTriples
+from charmem_oxigraph._cache import GraphCache
+from charmem_oxigraph._codec import CorruptNodeError, StoredItem
 
-__all__ = ["InMemoryOxigraphGraphStore", "OxigraphGraphStore", "PersistentOxigraphGraphStore"]
+__all__ = ["ON_LOOP_IDS", "InMemoryOxigraphGraphStore", "OxigraphGraphStore", "PersistentOxigraphGraphStore"]
+
+#: A read the cache answers entirely runs on the event loop (no worker thread) for up to this
+#: many ids: a few milliseconds of dictionary work at most. Larger reads go to a worker thread,
+#: which uses the cache too, so the event loop is never blocked for long.
+ON_LOOP_IDS: Final = 2048
 
 _log = get_logger("charmem_oxigraph.store")
 
@@ -55,7 +61,16 @@ class OxigraphGraphStore:
 
     Every port method is ``async`` and runs its pyoxigraph work in a worker thread
     (:func:`asyncio.to_thread`); each has a blocking twin ending in ``_sync`` for scripts and
-    tools. Each call runs one SPARQL query (ids bound with ``VALUES``), never one per id.
+    tools. Each call runs at most one SPARQL query per kind of fact (ids bound with ``VALUES``),
+    never one per id.
+
+    Reads go through the collection's :class:`~charmem_oxigraph._cache.GraphCache` (one per
+    named graph of the shared handle): decoded objects and links (immutable), ids known absent,
+    adjacency, currency facts and names, which the writer keeps in step with every write. A call
+    the cache answers entirely returns without a worker thread or a query; otherwise only the
+    missing ids are read. Writing to the pyoxigraph store behind this class's back (another
+    ``pyoxigraph.Store`` handle) is not supported. Reads of more than :data:`ON_LOOP_IDS` ids
+    always run in a worker thread.
 
     Build with :meth:`from_settings`, :meth:`open` or :meth:`for_collection`.
     """
@@ -236,11 +251,29 @@ class OxigraphGraphStore:
             raise TypeError("expected SELECT solutions")
         return list(solutions)
 
-    def _fetch_nodes(self, ids: Sequence[MemoryId], kinds: Sequence[str]) -> dict[MemoryId, NodeTriples]:
-        """The stored nodes among ``ids`` (under any of ``kinds``), one query."""
-        if not ids:
-            return {}
-        return lg.nodes_from_rows(self._select(q.nodes(self._graph_iri, lg.iris(ids, kinds))))
+    def _cache(self) -> GraphCache:
+        return self._handle().cache(self._graph_iri)
+
+    def _read_items(self, cache: GraphCache, ids: Sequence[MemoryId]) -> dict[MemoryId, StoredItem]:
+        """The stored items among ``ids``: cached ones, the rest in one query (then cached)."""
+        found, unknown = cache.items(ids)
+        if unknown:
+            generation = cache.generation()
+            iris = lg.node_iris(unknown, cache.kinds(unknown), lg.STORED_KINDS)
+            read = lg.decode_nodes(lg.nodes_from_rows(self._select(q.nodes(self._graph_iri, iris))))
+            cache.remember_items(generation, read, absent=[i for i in unknown if i not in read])
+            found.update(read)
+        return found
+
+    def _read_kinds(self, cache: GraphCache, ids: Sequence[MemoryId]) -> dict[MemoryId, str]:
+        """The stored kinds among ``ids`` (absent ids are missing)."""
+        kinds = cache.kinds(ids)
+        rest = [i for i in ids if i not in kinds]
+        if rest:
+            kinds.update(
+                (i, v.KIND_OF_CLASS[type(item)]) for i, item in self._read_items(cache, rest).items()
+            )
+        return kinds
 
     # -- blocking implementation --------------------------------------------------------------
 
@@ -265,11 +298,15 @@ class OxigraphGraphStore:
         prepared = lg.prepare_batch(batch)
         shared = self._handle()
         with self._backend_errors("write a batch"), shared.write_lock:
-            rows = self._select(q.nodes(self._graph_iri, lg.iris(prepared.lookup, lg.STORED_KINDS)))
-            stored, purged = lg.read_lookup(rows)
-            inserted, existing, quads = lg.plan_write(prepared, stored, self._graph, purged)
+            cache = shared.cache(self._graph_iri)
+            stored = self._read_items(cache, list(prepared.items))
+            kinds = {i: v.KIND_OF_CLASS[type(item)] for i, item in stored.items()}
+            kinds.update(self._read_kinds(cache, prepared.lookup[len(prepared.items) :]))
+            purged = set(self.tombstones_sync(list(prepared.items)))
+            inserted, existing, quads = lg.plan_write(prepared, stored, kinds, self._graph, purged)
             if quads:
                 shared.store.extend(quads)  # transactional: all quads or none
+            cache.apply_write([prepared.items[i] for i in inserted])
         return GraphWriteResult(inserted_ids=tuple(inserted), existing_ids=tuple(existing))
 
     def get_objects_sync(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryObject]:
@@ -287,7 +324,7 @@ class OxigraphGraphStore:
         """
         wanted = lg.unique(ids)
         with self._backend_errors("read objects"):
-            return lg.objects_from_nodes(wanted, self._fetch_nodes(wanted, v.OBJECT_KINDS))
+            return lg.objects_only(wanted, self._read_items(self._cache(), wanted))
 
     def get_links_sync(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryLink]:
         """Blocking :meth:`get_links`.
@@ -304,7 +341,7 @@ class OxigraphGraphStore:
         """
         wanted = lg.unique(ids)
         with self._backend_errors("read links"):
-            return lg.links_from_nodes(wanted, self._fetch_nodes(wanted, ("link",)))
+            return lg.links_only(wanted, self._read_items(self._cache(), wanted))
 
     def get_records_sync(self, target_ids: Sequence[MemoryId]) -> list[LifecycleRecord]:
         """Blocking :meth:`get_records`.
@@ -344,9 +381,19 @@ class OxigraphGraphStore:
         wanted = lg.unique(ids)
         if not wanted or (relations is not None and not relations):
             return []
-        query = q.links_of(self._graph_iri, lg.iris(wanted, v.NODE_KINDS), lg.relation_iris(relations))
+        chosen = None if relations is None else tuple(dict.fromkeys(Relation(r) for r in relations))
         with self._backend_errors("read links"):
-            return lg.links_from_rows(self._select(query))
+            cache = self._cache()
+            found, unknown = cache.links_of(wanted, chosen)
+            if unknown:
+                generation = cache.generation()
+                iris = lg.endpoint_iris(unknown, cache.kinds(unknown), chosen)
+                links = lg.links_from_rows(
+                    self._select(q.links_of(self._graph_iri, iris, lg.relation_iris(chosen)))
+                )
+                cache.remember_links_of(generation, unknown, chosen, links)
+                found.update((link.id, link) for link in links)
+            return sorted(found.values(), key=lg.BY_LINK_ID)
 
     def currency_sync(
         self, ids: Sequence[MemoryId], *, as_of: datetime | None = None
@@ -370,8 +417,15 @@ class OxigraphGraphStore:
         if not wanted:
             return {}
         with self._backend_errors("read currency"):
-            rows = self._select(q.currency(self._graph_iri, lg.iris(wanted, v.NODE_KINDS)))
-            return lg.currency_from_rows(wanted, rows, as_of)
+            cache = self._cache()
+            found, unknown = cache.currency_facts(wanted)
+            if unknown:
+                generation = cache.generation()
+                iris = lg.currency_iris(unknown, cache.kinds(unknown))
+                facts = lg.facts_from_rows(unknown, self._select(q.currency(self._graph_iri, iris)))
+                cache.remember_currency_facts(generation, facts)
+                found.update(facts)
+            return lg.currency_from_facts(wanted, found, as_of)
 
     def statement_count_sync(self) -> int:
         """Blocking :meth:`statement_count`.
@@ -405,8 +459,13 @@ class OxigraphGraphStore:
             BackendError: Oxigraph failed.
         """
         with self._backend_errors("read names"):
-            rows = self._select(q.name_assertions(self._graph_iri))
-            return lg.names_from_rows(rows)
+            cache = self._cache()
+            names = cache.names()
+            if names is None:
+                generation = cache.generation()
+                names = lg.names_from_rows(self._select(q.name_assertions(self._graph_iri)))
+                cache.remember_names(generation, names)
+            return names
 
     def link_ids_sync(self) -> list[MemoryId]:
         """Blocking :meth:`link_ids`.
@@ -445,6 +504,8 @@ class OxigraphGraphStore:
             update = lg.erase_update(self._graph, erasure, already)
             if update is not None:
                 shared.store.update(update)  # one transaction: all of it or nothing
+                # the read cache assumes stored items never change: an erasure breaks that
+                shared.cache(self._graph_iri).clear()
         if shared.path is not None:
             # Ask RocksDB to compact now, so the erased statements leave the data files rather than
             # waiting for a later compaction (best effort: the erasure is already committed).
@@ -501,6 +562,7 @@ class OxigraphGraphStore:
                 )
             try:
                 shared.store.extend(counted())  # transactional: all quads or none
+                shared.cache(self._graph_iri).clear()  # absent ids may be stored now
             except SyntaxError as exc:
                 raise BackupFormatError(f"the graph dump is not valid N-Quads: {exc}") from exc
         return count
@@ -552,7 +614,12 @@ class OxigraphGraphStore:
         Raises:
             BackendError: Oxigraph failed or stored triples are not a valid object.
         """
-        return await asyncio.to_thread(self.get_objects_sync, ids)
+        wanted = lg.unique(ids)
+        if len(wanted) <= ON_LOOP_IDS:
+            found, unknown = self._cache().items(wanted)
+            if not unknown:  # answered by the cache: no worker thread, no query
+                return lg.objects_only(wanted, found)
+        return await asyncio.to_thread(self.get_objects_sync, wanted)
 
     async def get_links(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryLink]:
         """Links stored under ``ids``; absent ids are missing from the dict.
@@ -566,7 +633,12 @@ class OxigraphGraphStore:
         Raises:
             BackendError: Oxigraph failed or stored triples are not a valid link.
         """
-        return await asyncio.to_thread(self.get_links_sync, ids)
+        wanted = lg.unique(ids)
+        if len(wanted) <= ON_LOOP_IDS:
+            found, unknown = self._cache().items(wanted)
+            if not unknown:
+                return lg.links_only(wanted, found)
+        return await asyncio.to_thread(self.get_links_sync, wanted)
 
     async def get_records(self, target_ids: Sequence[MemoryId]) -> list[LifecycleRecord]:
         """Lifecycle records about ``target_ids``, ordered by (``recorded_at``, ``id``).
@@ -600,6 +672,11 @@ class OxigraphGraphStore:
         Raises:
             BackendError: Oxigraph failed or a stored link is not valid.
         """
+        if ((ids and relations is None) or relations) and len(ids) <= ON_LOOP_IDS:
+            chosen = None if relations is None else tuple(dict.fromkeys(Relation(r) for r in relations))
+            found, unknown = self._cache().links_of(lg.unique(ids), chosen)
+            if not unknown:
+                return sorted(found.values(), key=lg.BY_LINK_ID)
         return await asyncio.to_thread(self.links_of_sync, ids, relations=relations)
 
     async def currency(
@@ -624,7 +701,13 @@ class OxigraphGraphStore:
             ValueError: ``as_of`` is naive.
             BackendError: Oxigraph failed.
         """
-        return await asyncio.to_thread(self.currency_sync, ids, as_of=as_of)
+        lg.check_as_of(as_of)
+        wanted = lg.unique(ids)
+        if len(wanted) <= ON_LOOP_IDS:
+            found, unknown = self._cache().currency_facts(wanted)
+            if not unknown:
+                return lg.currency_from_facts(wanted, found, as_of)
+        return await asyncio.to_thread(self.currency_sync, wanted, as_of=as_of)
 
     async def statement_count(self) -> int:
         """Number of triples in the collection's named graph.
@@ -653,6 +736,9 @@ class OxigraphGraphStore:
         Raises:
             BackendError: Oxigraph failed.
         """
+        names = self._cache().names()
+        if names is not None:
+            return names
         return await asyncio.to_thread(self.name_assertions_sync)
 
     async def link_ids(self) -> list[MemoryId]:

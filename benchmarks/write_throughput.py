@@ -1,0 +1,391 @@
+"""Commit throughput and where write (and retrieve) time goes: graph vs vectors vs stats.
+
+Builds a LoCoMo-shaped synthetic history (conversations of two speakers, each a notion with a
+given ``KnownAs`` name; sessions of ``--turns`` observations plus ``--facts`` derived claims
+grounded on them) of about ``--memories`` memories, and commits it on the embedded default stores
+(persistent Oxigraph, Qdrant Edge, SQLite stats) in one of two ways:
+
+* ``bulk``: one plan holding everything (a bulk ingest);
+* ``session``: one plan per session (how an assistant remembers as it goes).
+
+Embedding is excluded: vectors come from the hashing embedder (``--dim`` dimensions) and are
+computed before the clock starts, so the numbers are charmem's own work. Every store call is
+timed; the table shows the seconds spent awaiting each store and the rest (planning and
+validation in Python), wall time and the process's CPU time (all threads: on a loaded machine
+wall time grows, CPU time much less).
+
+Then ``--queries`` cue texts are retrieved twice: the first pass meets a cold read cache, the
+second a warm one (a long-running process). The query vector is cached, so embedding is excluded
+here too; the warm pass is split into CPU spent in vector search, graph store calls, stats and
+the rest (ranking, expansion and the pack in Python).
+
+    python benchmarks/write_throughput.py                       # 5,000 memories, both modes
+    python benchmarks/write_throughput.py --mode bulk --memories 20000 --queries 0
+    nox -s bench-write -- --mode session
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from charmem import (
+    BeliefAssertion,
+    CharacterMemory,
+    DerivedMemoryDraft,
+    DerivedType,
+    EntityDraft,
+    EpisodeDraft,
+    KnownAs,
+    MemoryId,
+    ObservationDraft,
+    RememberDrafts,
+    Settings,
+)
+from charmem.testing import HashingEmbeddingProvider
+
+WORDS = [
+    "coffee",
+    "garden",
+    "music",
+    "painting",
+    "hiking",
+    "dog",
+    "cat",
+    "school",
+    "work",
+    "travel",
+    "beach",
+    "mountain",
+    "book",
+    "movie",
+    "family",
+    "friend",
+    "dinner",
+    "camping",
+    "guitar",
+    "piano",
+    "soccer",
+    "yoga",
+    "recipe",
+    "city",
+    "river",
+    "festival",
+    "concert",
+    "museum",
+    "project",
+    "support",
+    "group",
+    "adoption",
+    "career",
+    "counseling",
+    "pottery",
+    "photography",
+    "volunteer",
+]
+NAMES = ("Ana", "Bo", "Caro", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea")
+
+
+class MemoisedEmbedder:
+    """The hashing embedder, remembering every vector: warm it, then embedding costs nothing."""
+
+    def __init__(self, dim: int) -> None:
+        self.inner = HashingEmbeddingProvider(dim, model_id="bench-hashing")
+        self.vectors: dict[str, list[float]] = {}
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def vector_size(self) -> int:
+        return self.inner.vector_size
+
+    def _one(self, text: str) -> list[float]:
+        vector = self.vectors.get(text)
+        if vector is None:
+            vector = self.vectors[text] = self.inner.embed(text)
+        return vector
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self._one(text) for text in texts]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return self._one(text)
+
+
+class Timed:
+    """Wraps a store: each awaited method call adds its seconds to ``spent[label]`` (wall time)
+    and to ``cpu[label]`` (the process's CPU time meanwhile)."""
+
+    def __init__(self, inner: Any, label: str, spent: Counter[str], cpu: Counter[str] | None = None) -> None:
+        self._inner, self._label, self._spent = inner, label, spent
+        self._cpu: Counter[str] = Counter() if cpu is None else cpu
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._inner, name)
+        if not asyncio.iscoroutinefunction(attribute):
+            return attribute
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            start, cpu = time.perf_counter(), time.process_time()
+            try:
+                return await attribute(*args, **kwargs)
+            finally:
+                self._spent[f"{self._label}.{name}"] += time.perf_counter() - start
+                self._cpu[f"{self._label}.{name}"] += time.process_time() - cpu
+
+        return timed
+
+
+def _id(*parts: object) -> MemoryId:
+    return MemoryId(uuid.uuid5(uuid.NAMESPACE_URL, "charmem-bench:" + ":".join(map(str, parts))))
+
+
+def _sentence(rng: random.Random, names: Sequence[str]) -> str:
+    words = rng.sample(WORDS, 6)
+    if rng.random() < 0.3:
+        words.insert(2, rng.choice(names))
+    return "I " + " ".join(words) + "."
+
+
+def history(memories: int, turns: int, facts: int, seed: int = 7) -> list[RememberDrafts]:
+    """Drafts of about ``memories`` memories: per conversation its notions, then its sessions."""
+    rng = random.Random(seed)
+    start = datetime(2023, 1, 1, tzinfo=UTC)
+    batches: list[RememberDrafts] = []
+    count = conversation = 0
+    while count < memories:
+        pair = [f"{NAMES[(2 * conversation + k) % len(NAMES)]}{conversation}" for k in (0, 1)]
+        people = {name: _id(conversation, "person", name) for name in pair}
+        batches.append(
+            RememberDrafts(
+                entities=[EntityDraft(id=i, entity_type="person", created_at=start) for i in people.values()],
+                derived=[
+                    DerivedMemoryDraft(
+                        DerivedType.REFLECTION,
+                        f"I know this person as {name}.",
+                        id=_id(conversation, "name", name),
+                        entity_ids=[person],
+                        assertions=[BeliefAssertion(person, KnownAs(name))],
+                        given_by_application=True,
+                        created_at=start,
+                    )
+                    for name, person in people.items()
+                ],
+            )
+        )
+        count += 4
+        for session in range(25):
+            if count >= memories:
+                break
+            when = start + timedelta(days=session, hours=conversation)
+            episode = _id(conversation, session, "episode")
+            said = [
+                ObservationDraft(
+                    id=_id(conversation, session, "turn", n),
+                    text=_sentence(rng, pair),
+                    episode_id=episode,
+                    observed_at=when + timedelta(seconds=n),
+                    speaker_entity_id=people[pair[n % 2]],
+                    created_at=when,
+                )
+                for n in range(turns)
+            ]
+            claims = [
+                DerivedMemoryDraft(
+                    DerivedType.CLAIM,
+                    f"{pair[n % 2]} {_sentence(rng, pair)}",
+                    id=_id(conversation, session, "fact", n),
+                    entity_ids=[people[pair[n % 2]]],
+                    observation_ids=[said[rng.randrange(turns)].id],
+                    created_at=when,
+                )
+                for n in range(facts)
+            ]
+            batches.append(
+                RememberDrafts(
+                    episodes=[
+                        EpisodeDraft(
+                            id=episode,
+                            occurred_at=when,
+                            participant_entity_ids=list(people.values()),
+                            created_at=when,
+                        )
+                    ],
+                    observations=said,
+                    derived=claims,
+                )
+            )
+            count += 1 + turns + facts
+        conversation += 1
+    return batches
+
+
+def merged(batches: Sequence[RememberDrafts]) -> RememberDrafts:
+    return RememberDrafts(
+        episodes=[d for b in batches for d in b.episodes],
+        observations=[d for b in batches for d in b.observations],
+        entities=[d for b in batches for d in b.entities],
+        derived=[d for b in batches for d in b.derived],
+    )
+
+
+def _settings(root: Path) -> Settings:
+    return Settings.from_mapping(
+        {
+            "GRAPH_STORE_MODE": "persistent",
+            "VECTOR_STORE_MODE": "embedded",
+            "RETRIEVAL_STATS_STORE_MODE": "sqlite",
+            "EMBEDDING_PROVIDER": "hashing",
+        }
+    ).with_store_root(root)
+
+
+def _aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+    return [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+        )
+        for line in (header, *rows)
+    ]
+
+
+async def ingest(mode: str, args: argparse.Namespace, root: Path) -> tuple[list[str], Path]:
+    """Commit the history in ``mode``; returns a table row and the store directory."""
+    batches = history(args.memories, args.turns, args.facts)
+    embedder = MemoisedEmbedder(args.dim)
+    store = root / mode
+    spent: Counter[str] = Counter()
+    async with CharacterMemory.open(_settings(store), "bench", embedding_provider=embedder) as memory:
+        plans = [await memory.prepare(b) for b in ([merged(batches)] if mode == "bulk" else batches)]
+        for plan in plans:  # embedding excluded: every vector is computed before the clock starts
+            await embedder.embed_documents([entry.text for entry in plan.index_entries])
+        memory.graph = Timed(memory.graph, "graph", spent)
+        memory.vectors = Timed(memory.vectors, "vectors", spent)
+        memory.stats = Timed(memory.stats, "stats", spent)
+        cpu, wall = time.process_time(), time.perf_counter()
+        for plan in plans:
+            outcome = await memory.commit(plan)
+            if outcome.repair_markers:
+                raise SystemExit(f"commit left repair markers: {outcome.repair_markers}")
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        spent = Counter(spent)  # the commits' calls only, not the closing ones
+    objects = sum(len(p.objects) for p in plans)
+    links = sum(len(p.links) + len(p.derived_links) for p in plans)
+
+    def share(prefix: str) -> str:
+        seconds = sum(v for k, v in spent.items() if k.startswith(prefix))
+        return f"{seconds:.2f} ({seconds / wall:.0%})"
+
+    rest = wall - sum(spent.values())
+    row = [
+        mode,
+        str(len(plans)),
+        str(objects),
+        str(links),
+        f"{wall:.2f}",
+        f"{cpu:.2f}",
+        f"{objects / wall:.0f}",
+        f"{objects / cpu:.0f}",
+        share("graph.write_batch"),
+        share("graph."),
+        share("vectors."),
+        share("stats."),
+        f"{rest:.2f} ({rest / wall:.0%})",
+    ]
+    return row, store
+
+
+async def retrieve(args: argparse.Namespace, store: Path) -> list[str]:
+    """Retrieve ``--queries`` cues twice (cold, then warm read cache); a table of both passes."""
+    rng = random.Random(11)
+    cues = [
+        f"{_sentence(rng, NAMES)} What did {NAMES[n % len(NAMES)]}{n % 5} say?" for n in range(args.queries)
+    ]
+    embedder = MemoisedEmbedder(args.dim)
+    for cue in cues:
+        await embedder.embed_query(cue)
+    lines: list[str] = []
+    async with CharacterMemory.open(_settings(store), "bench", embedding_provider=embedder) as memory:
+        rows = []
+        cpu: Counter[str] = Counter()
+        for label in ("cold", "warm"):
+            if label == "warm":
+                spent: Counter[str] = Counter()
+                memory.graph = Timed(memory.graph, "graph", spent, cpu)
+                memory.vectors = Timed(memory.vectors, "vectors", spent, cpu)
+                memory.stats = Timed(memory.stats, "stats", spent, cpu)
+            walls, cpus = [], []
+            for cue in cues:
+                started, wall = time.process_time(), time.perf_counter()
+                pack = await memory.retrieve(cue)
+                walls.append(time.perf_counter() - wall)
+                cpus.append(time.process_time() - started)
+                if not pack.items:
+                    raise SystemExit(f"empty pack for {cue!r}")
+            rows.append(
+                [
+                    label,
+                    str(len(cues)),
+                    f"{statistics.median(walls) * 1000:.1f}",
+                    f"{sorted(walls)[int(len(walls) * 0.9)] * 1000:.1f}",
+                    f"{statistics.median(cpus) * 1000:.1f}",
+                    f"{statistics.mean(cpus) * 1000:.1f}",
+                ]
+            )
+        warm_cpu = Counter(cpu)  # the calls of the warm pass, not the closing ones
+        lines += _aligned(["pass", "queries", "p50_ms", "p90_ms", "cpu_p50_ms", "cpu_mean_ms"], rows)
+        in_stores = sum(warm_cpu.values()) / len(cues) * 1000
+        split = ", ".join(f"{k} {v / len(cues) * 1000:.1f}" for k, v in warm_cpu.most_common())
+        rest = statistics.mean(cpus) * 1000 - in_stores
+        lines.append(f"warm pass, CPU ms per retrieve: {split}; the rest (retrieval in Python) {rest:.1f}")
+    return lines
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memories", type=int, default=5000, help="about this many memories (default 5000)")
+    parser.add_argument("--mode", choices=("bulk", "session", "both"), default="both")
+    parser.add_argument("--dim", type=int, default=1536, help="vector dimensions (default 1536)")
+    parser.add_argument("--turns", type=int, default=20, help="observations per session")
+    parser.add_argument("--facts", type=int, default=4, help="derived claims per session")
+    parser.add_argument(
+        "--queries", type=int, default=40, help="cues retrieved after the bulk ingest (0: none)"
+    )
+    parser.add_argument(
+        "--store", type=Path, help="keep the stores in this directory (default: a temporary one)"
+    )
+    args = parser.parse_args()
+    modes = ("bulk", "session") if args.mode == "both" else (args.mode,)
+    with tempfile.TemporaryDirectory(prefix="charmem-bench-") as scratch:
+        root = args.store or Path(scratch)
+        rows, stores = [], {}
+        for mode in modes:
+            row, stores[mode] = await ingest(mode, args, root)
+            rows.append(row)
+        header = [
+            "mode", "commits", "objects", "links", "wall_s", "cpu_s", "obj/s", "obj/s_cpu",
+            "graph_write_s", "graph_s", "vectors_s", "stats_s", "rest_s",
+        ]  # fmt: skip
+        print(f"commit throughput, {args.memories} memories x {args.dim}-d, embedding excluded")
+        print("\n".join(_aligned(header, rows)))
+        if args.queries:
+            print(f"\nretrieve after the {modes[0]} ingest, query embedding excluded")
+            print("\n".join(await retrieve(args, stores[modes[0]])))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

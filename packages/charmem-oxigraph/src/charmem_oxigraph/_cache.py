@@ -1,0 +1,337 @@
+"""What a process already knows about one collection's graph, so hot reads skip Oxigraph.
+
+Reading a node back from RocksDB costs ~10-25 µs per triple (term decoding), so a retrieval that
+meets a few hundred memories spent most of its time re-reading and re-decoding the same immutable
+objects. :class:`GraphCache` keeps, per collection:
+
+* **items**: decoded objects, links and lifecycle records by id, and the stored **kind** of ids.
+  Both are immutable once written (nothing is rewritten or deleted, DESIGN §4), so they are
+  always safe to keep, even when another process writes to the same SPARQL server.
+* **coherent** knowledge that changes as the graph grows, kept only when every write of the
+  collection passes through this process's writer (the embedded store holds RocksDB's lock, so
+  it does): ids known to be **absent**, the **adjacency** of an id (its link ids per relation),
+  its **currency facts** (suppression and supersession instants) and the ``KnownAs`` **names**.
+  The writer updates them after each successful write (:meth:`GraphCache.apply_write`) and bumps a
+  generation counter; a reader only stores what it read if no write happened since it started
+  reading (:meth:`GraphCache.generation`), so a slow reader never puts stale knowledge back.
+
+Every map is bounded (``max_entries`` per map, oldest entries forgotten first). All methods are
+thread-safe and fast enough (dictionary work under one lock) to run on the event loop.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Final, Generic, TypeVar
+
+import attrs
+from charmem.domain.graph import LifecycleAction, LifecycleRecord
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import MemoryLink, Relation
+
+from charmem_oxigraph import _vocab as v
+from charmem_oxigraph._codec import StoredItem
+
+__all__ = ["DEFAULT_MAX_ENTRIES", "CurrencyFacts", "GraphCache"]
+
+#: Entries kept per map of a collection's cache (items, kinds, absent ids, adjacency, currency).
+DEFAULT_MAX_ENTRIES: Final = 50_000
+
+_ALL: Final = frozenset(Relation)
+
+
+def _relation_of(item: StoredItem | None) -> Relation | None:
+    return item.relation if isinstance(item, MemoryLink) else None
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Bounded(Generic[K, V]):
+    """A map that forgets its oldest entry beyond ``capacity`` (callers hold the cache lock).
+
+    First in, first out: a hit does not reorder entries, which keeps hits at one dictionary
+    lookup (the hot path does thousands per retrieval); a forgotten entry is just read again.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self._data: dict[K, V] = {}
+        self._capacity = capacity
+
+    def get(self, key: K) -> V | None:
+        return self._data.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        self._data[key] = value
+        if len(self._data) > self._capacity:
+            del self._data[next(iter(self._data))]
+
+    def pop(self, key: K) -> None:
+        self._data.pop(key, None)
+
+    def clear(self) -> None:
+        self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+@attrs.frozen
+class CurrencyFacts:
+    """What currency (DESIGN §4.1) needs about one id, whatever the ``as_of`` view.
+
+    Attributes:
+        stored: the id is stored as a memory object (not absent, not a link or record).
+        suppressed_at: ``recorded_at`` of every ``suppress`` record targeting it.
+        superseded_at: ``created_at`` of every ``supersedes`` link pointing at it.
+    """
+
+    stored: bool
+    suppressed_at: tuple[datetime, ...] = ()
+    superseded_at: tuple[datetime, ...] = ()
+
+
+class GraphCache:
+    """Knowledge of one collection's graph held in this process (module docstring).
+
+    Args:
+        max_entries: entries kept per map (the oldest are forgotten first).
+        coherent: whether every write of the collection goes through :meth:`apply_write` of this
+            cache (embedded store), which makes absent ids, adjacency, currency and names safe to
+            keep. ``False`` (a SPARQL server other processes may write to) keeps only immutable
+            items and kinds.
+    """
+
+    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES, *, coherent: bool = True) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self.coherent = coherent
+        self._lock = threading.Lock()
+        self._generation = 0
+        self._items: _Bounded[MemoryId, StoredItem] = _Bounded(max_entries)
+        self._kinds: _Bounded[MemoryId, str] = _Bounded(max_entries)
+        self._absent: _Bounded[MemoryId, bool] = _Bounded(max_entries)
+        # id -> (relations whose links are all listed, ids of those links)
+        self._adjacency: _Bounded[MemoryId, tuple[frozenset[Relation], tuple[MemoryId, ...]]] = _Bounded(
+            max_entries
+        )
+        self._facts: _Bounded[MemoryId, CurrencyFacts] = _Bounded(max_entries)
+        self._names: tuple[tuple[MemoryId, MemoryId, str], ...] | None = None
+
+    # -- generation ---------------------------------------------------------------------------
+
+    def generation(self) -> int:
+        """The write count; take it before reading the store and hand it to a ``remember_*``."""
+        with self._lock:
+            return self._generation
+
+    def _current(self, generation: int) -> bool:
+        return self.coherent and generation == self._generation
+
+    # -- items and kinds (immutable) ----------------------------------------------------------
+
+    def items(self, ids: Iterable[MemoryId]) -> tuple[dict[MemoryId, StoredItem], list[MemoryId]]:
+        """Cached items among ``ids`` and the ids to read from the store.
+
+        Ids known to be absent are in neither.
+
+        Returns:
+            tuple: (items by id, in ``ids`` order; ids whose state is unknown, in ``ids`` order).
+        """
+        found: dict[MemoryId, StoredItem] = {}
+        unknown: list[MemoryId] = []
+        with self._lock:
+            for memory_id in ids:
+                item = self._items.get(memory_id)
+                if item is not None:
+                    found[memory_id] = item
+                elif not (self.coherent and self._absent.get(memory_id)):
+                    unknown.append(memory_id)
+        return found, unknown
+
+    def kinds(self, ids: Iterable[MemoryId]) -> dict[MemoryId, str]:
+        """The stored kinds (``urn:charmem:<kind>:`` segment) known for ``ids``."""
+        with self._lock:
+            return {memory_id: kind for memory_id in ids if (kind := self._kinds.get(memory_id)) is not None}
+
+    def remember_items(
+        self, generation: int, items: Mapping[MemoryId, StoredItem], absent: Iterable[MemoryId] = ()
+    ) -> None:
+        """Keep items read from the store, and ids it did not hold (if no write happened since)."""
+        with self._lock:
+            for memory_id, item in items.items():
+                self._items.put(memory_id, item)
+                self._kinds.put(memory_id, v.KIND_OF_CLASS[type(item)])
+            if self._current(generation):
+                for memory_id in absent:
+                    self._absent.put(memory_id, True)
+
+    # -- adjacency ----------------------------------------------------------------------------
+
+    def links_of(
+        self, ids: Sequence[MemoryId], relations: Sequence[Relation] | None
+    ) -> tuple[dict[MemoryId, MemoryLink], list[MemoryId]]:
+        """Cached links touching ``ids`` (of ``relations``; ``None``: all) and the ids to read.
+
+        Returns:
+            tuple: (links by link id; ids whose adjacency or some of whose links are not cached).
+        """
+        wanted = _ALL if relations is None else frozenset(relations)
+        found: dict[MemoryId, MemoryLink] = {}
+        unknown: list[MemoryId] = []
+        if not self.coherent:
+            return found, list(ids)
+        items = self._items
+        with self._lock:
+            for memory_id in ids:
+                entry = self._adjacency.get(memory_id)
+                if entry is None or not wanted <= entry[0]:
+                    unknown.append(memory_id)
+                    continue
+                links = [items.get(link_id) for link_id in entry[1]]
+                complete = [link for link in links if isinstance(link, MemoryLink)]
+                if len(complete) != len(links):
+                    unknown.append(memory_id)  # a link was forgotten: read the id again
+                    continue
+                found.update((link.id, link) for link in complete if link.relation in wanted)
+        return found, unknown
+
+    def remember_links_of(
+        self,
+        generation: int,
+        ids: Iterable[MemoryId],
+        relations: Sequence[Relation] | None,
+        links: Iterable[MemoryLink],
+    ) -> None:
+        """Keep the complete adjacency of ``ids`` for ``relations`` read from the store.
+
+        Args:
+            generation: :meth:`generation` taken before the read.
+            ids: the endpoints that were asked about.
+            relations: the relations the read covered (``None``: all).
+            links: every link of those relations touching any of ``ids``.
+        """
+        covered = _ALL if relations is None else frozenset(relations)
+        link_list = list(links)
+        by_end: dict[MemoryId, list[MemoryId]] = {memory_id: [] for memory_id in ids}
+        for link in link_list:
+            for end in {link.from_id, link.to_id}:
+                if end in by_end:
+                    by_end[end].append(link.id)
+        with self._lock:
+            for link in link_list:
+                self._items.put(link.id, link)
+                self._kinds.put(link.id, "link")
+            if not self._current(generation):
+                return
+            for memory_id, link_ids in by_end.items():
+                entry = self._adjacency.get(memory_id)
+                relations_known = covered
+                if entry is not None:  # keep the links of the other relations already known
+                    others = [_relation_of(self._items.get(i)) for i in entry[1]]
+                    if None not in others:  # (else a link was forgotten: keep the new read only)
+                        relations_known = entry[0] | covered
+                        link_ids = [
+                            i for i, r in zip(entry[1], others, strict=True) if r not in covered
+                        ] + link_ids
+                self._adjacency.put(memory_id, (relations_known, tuple(link_ids)))
+
+    # -- currency -----------------------------------------------------------------------------
+
+    def currency_facts(self, ids: Iterable[MemoryId]) -> tuple[dict[MemoryId, CurrencyFacts], list[MemoryId]]:
+        """Cached currency facts among ``ids`` and the ids to read from the store."""
+        found: dict[MemoryId, CurrencyFacts] = {}
+        unknown: list[MemoryId] = []
+        if not self.coherent:
+            return found, list(ids)
+        with self._lock:
+            for memory_id in ids:
+                facts = self._facts.get(memory_id)
+                if facts is None:
+                    unknown.append(memory_id)
+                else:
+                    found[memory_id] = facts
+        return found, unknown
+
+    def remember_currency_facts(self, generation: int, facts: Mapping[MemoryId, CurrencyFacts]) -> None:
+        """Keep currency facts read from the store (if no write happened since ``generation``)."""
+        with self._lock:
+            if self._current(generation):
+                for memory_id, value in facts.items():
+                    self._facts.put(memory_id, value)
+
+    # -- names --------------------------------------------------------------------------------
+
+    def names(self) -> list[tuple[MemoryId, MemoryId, str]] | None:
+        """Every ``KnownAs`` assertion, if cached."""
+        with self._lock:
+            return None if self._names is None or not self.coherent else list(self._names)
+
+    def remember_names(self, generation: int, names: Sequence[tuple[MemoryId, MemoryId, str]]) -> None:
+        """Keep the ``KnownAs`` assertions read from the store (if no write happened since)."""
+        with self._lock:
+            if self._current(generation):
+                self._names = tuple(names)
+
+    # -- the writer ---------------------------------------------------------------------------
+
+    def apply_write(self, inserted: Sequence[StoredItem]) -> None:
+        """Bring coherent knowledge in step with items just written, and start a new generation.
+
+        Called by the collection's writer (under its write lock) after the store accepted
+        ``inserted``. Kinds are recorded; the ids stop being absent; a new link's endpoints forget
+        their adjacency (read again on next use, so only decoded links are served); a
+        ``suppress`` record or a ``supersedes`` link adds its instant to the currency facts of its
+        target; a new object becomes stored in its facts; names are forgotten when a derived
+        memory is written (they are read again on the next use).
+
+        Args:
+            inserted: the objects, links and records the write stored (not those already stored).
+        """
+        with self._lock:
+            self._generation += 1
+            for item in inserted:
+                kind = v.KIND_OF_CLASS[type(item)]
+                self._kinds.put(item.id, kind)
+                self._absent.pop(item.id)
+                if isinstance(item, MemoryLink):
+                    self._add_link(item)
+                elif isinstance(item, LifecycleRecord):
+                    if item.action is LifecycleAction.SUPPRESS:
+                        self._add_fact(item.target_id, suppressed=item.recorded_at)
+                else:
+                    facts = self._facts.get(item.id)
+                    if facts is not None:
+                        self._facts.put(item.id, attrs.evolve(facts, stored=True))
+                    if kind == "derived":
+                        self._names = None
+
+    def _add_link(self, link: MemoryLink) -> None:
+        # The endpoints' adjacency is read again on next use: only decoded links are cached.
+        self._adjacency.pop(link.from_id)
+        self._adjacency.pop(link.to_id)
+        if link.relation is Relation.SUPERSEDES:
+            self._add_fact(link.to_id, superseded=link.created_at)
+
+    def _add_fact(
+        self, memory_id: MemoryId, *, suppressed: datetime | None = None, superseded: datetime | None = None
+    ) -> None:
+        facts = self._facts.get(memory_id)
+        if facts is None:
+            return
+        if suppressed is not None:
+            facts = attrs.evolve(facts, suppressed_at=(*facts.suppressed_at, suppressed))
+        if superseded is not None:
+            facts = attrs.evolve(facts, superseded_at=(*facts.superseded_at, superseded))
+        self._facts.put(memory_id, facts)
+
+    def clear(self) -> None:
+        """Forget everything (a new generation starts)."""
+        with self._lock:
+            self._generation += 1
+            for lru in (self._items, self._kinds, self._absent, self._adjacency, self._facts):
+                lru.clear()
+            self._names = None

@@ -1,0 +1,228 @@
+"""The read cache of the embedded store never serves stale knowledge, and answers without queries.
+
+Each test warms the cache with a read, changes the graph through a write, and reads again: the
+second read must see the write (currency after a suppression or a supersession, a new link, a
+new name, an id that was absent). Warm reads are checked to run no query at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from pathlib import Path
+
+import attrs
+import pytest
+from charmem.domain.graph import GraphBatch
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import Relation
+from charmem.domain.retrieval import CurrencyStatus
+from charmem.errors import IdConflictError
+
+from charmem_oxigraph import OxigraphGraphStore
+from charmem_oxigraph._cache import CurrencyFacts, GraphCache
+
+from oxigraph_builders import at, derived, entity, episode, known_as, link, observation, record
+
+C, S, E = CurrencyStatus.CURRENT, CurrencyStatus.SUPERSEDED, CurrencyStatus.SUPPRESSED
+
+
+class _NoQueries:
+    """Stands in for the pyoxigraph store: any query or write fails the test."""
+
+    def query(self, *_args: object, **_kwargs: object) -> object:
+        raise AssertionError("a warm read ran a query")
+
+    def extend(self, *_args: object) -> None:
+        raise AssertionError("unexpected write")
+
+
+async def test_warm_reads_run_no_query(store: OxigraphGraphStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    person = entity()
+    ep = episode(participant_entity_ids=[person.id])
+    obs = observation(ep.id, speaker_entity_id=person.id)
+    name = derived(given_by_application=True, entity_ids=[person.id], assertions=[known_as(person.id, "Ana")])
+    links = [link(ep.id, Relation.HAS_OBSERVATION, obs.id), link(name.id, Relation.ABOUT, person.id)]
+    await store.write_batch(GraphBatch(objects=[person, ep, obs, name], links=links))
+    ids = [person.id, ep.id, obs.id, name.id]
+    cold = (
+        await store.get_objects(ids),
+        await store.get_links([lk.id for lk in links]),
+        await store.links_of([ep.id, person.id], relations=[Relation.HAS_OBSERVATION, Relation.ABOUT]),
+        await store.currency(ids),
+        await store.name_assertions(),
+    )
+    assert store._shared is not None
+    monkeypatch.setattr(store._shared, "_store", _NoQueries())
+    warm = (
+        await store.get_objects(ids),
+        await store.get_links([lk.id for lk in links]),
+        await store.links_of([ep.id, person.id], relations=[Relation.HAS_OBSERVATION, Relation.ABOUT]),
+        await store.currency(ids),
+        await store.name_assertions(),
+    )
+    assert warm == cold
+    assert warm[2] == sorted(links, key=lambda lk: lk.id)
+    assert warm[4] == [(name.id, person.id, "Ana")]
+    # the blocking twins answer from the cache too
+    assert store.get_objects_sync(ids) == cold[0]
+    assert store.currency_sync(ids, as_of=at(0)) == dict.fromkeys(ids, C)
+
+
+async def test_currency_is_never_stale_after_suppression_or_supersession(store: OxigraphGraphStore) -> None:
+    old, new = derived(created_at=at(0)), derived(created_at=at(0))
+    await store.write_batch(GraphBatch(objects=[old, new]))
+    assert await store.currency([old.id, new.id]) == {old.id: C, new.id: C}  # warm
+    await store.write_batch(GraphBatch(links=[link(new.id, Relation.SUPERSEDES, old.id, created_at=at(5))]))
+    assert await store.currency([old.id, new.id]) == {old.id: S, new.id: C}
+    assert await store.currency([old.id], as_of=at(4)) == {old.id: C}
+    await store.write_batch(GraphBatch(records=[record(old.id, recorded_at=at(8))]))
+    assert await store.currency([old.id]) == {old.id: E}
+    assert await store.currency([old.id], as_of=at(6)) == {old.id: S}
+
+
+async def test_an_id_read_before_it_was_stored_is_found_once_written(store: OxigraphGraphStore) -> None:
+    """Absent ids, adjacency and currency read before a write are brought up to date by it."""
+    old, new = derived(created_at=at(0)), derived(created_at=at(0))
+    assert await store.get_objects([old.id, new.id]) == {}
+    assert await store.currency([old.id, new.id]) == {}
+    assert await store.links_of([old.id]) == []
+    early = link(new.id, Relation.SUPERSEDES, old.id)
+    await store.write_batch(GraphBatch(links=[early], records=[record(new.id)]))
+    assert await store.get_links([early.id]) == {early.id: early}
+    assert await store.links_of([old.id]) == [early]
+    await store.write_batch(GraphBatch(objects=[old, new]))
+    assert await store.get_objects([old.id, new.id]) == {old.id: old, new.id: new}
+    assert await store.currency([old.id, new.id]) == {old.id: S, new.id: E}
+
+
+async def test_new_links_and_names_are_seen_after_a_warm_read(store: OxigraphGraphStore) -> None:
+    person, ep = entity(), episode()
+    first = observation(ep.id)
+    await store.write_batch(
+        GraphBatch(objects=[person, ep, first], links=[link(ep.id, Relation.HAS_OBSERVATION, first.id)])
+    )
+    assert len(await store.links_of([ep.id], relations=[Relation.HAS_OBSERVATION])) == 1
+    assert await store.name_assertions() == []
+    second = observation(ep.id)
+    name = derived(given_by_application=True, entity_ids=[person.id], assertions=[known_as(person.id, "Bo")])
+    await store.write_batch(
+        GraphBatch(objects=[second, name], links=[link(ep.id, Relation.HAS_OBSERVATION, second.id)])
+    )
+    turns = await store.links_of([ep.id], relations=[Relation.HAS_OBSERVATION])
+    assert {lk.to_id for lk in turns} == {first.id, second.id}
+    assert await store.name_assertions() == [(name.id, person.id, "Bo")]
+
+
+async def test_handles_of_one_path_share_the_cache_and_the_writer(tmp_path: Path) -> None:
+    """Two graph stores opened on one path: a write through one is seen through the other, and
+    racing writers of one id with different content are serialised (exactly one wins)."""
+    path = tmp_path / "shared"
+    first = await OxigraphGraphStore.open_async("test", path=path)
+    second = await OxigraphGraphStore.open_async("test", path=path)
+    try:
+        old, new = derived(created_at=at(0)), derived(created_at=at(0))
+        await first.write_batch(GraphBatch(objects=[old, new]))
+        assert await second.currency([old.id]) == {old.id: C}
+        await first.write_batch(GraphBatch(records=[record(old.id)]))
+        assert await second.currency([old.id]) == {old.id: E}
+        shared_id = MemoryId.new()
+        racing = [attrs.evolve(entity(), id=shared_id, entity_type=f"type {n}") for n in range(6)]
+        outcomes = await asyncio.gather(
+            *(
+                (first if n % 2 else second).write_batch(GraphBatch(objects=[item]))
+                for n, item in enumerate(racing)
+            ),
+            return_exceptions=True,
+        )
+        assert sum(isinstance(outcome, IdConflictError) for outcome in outcomes) == len(racing) - 1
+        stored = await first.get_objects([shared_id])
+        assert stored == await second.get_objects([shared_id])
+        assert len(stored) == 1
+    finally:
+        await first.close()
+        await second.close()
+
+
+def test_a_reader_that_started_before_a_write_does_not_store_what_it_read() -> None:
+    """The generation guard: knowledge read before a write is not kept after it."""
+    cache = GraphCache()
+    target = derived()
+    before = cache.generation()
+    cache.apply_write([record(target.id)])  # a write lands while the reader was reading
+    cache.remember_currency_facts(before, {target.id: CurrencyFacts(stored=True)})
+    cache.remember_items(before, {}, absent=[target.id])
+    cache.remember_names(before, [])
+    cache.remember_links_of(before, [target.id], None, [])
+    assert cache.currency_facts([target.id]) == ({}, [target.id])
+    assert cache.items([target.id]) == ({}, [target.id])
+    assert cache.names() is None
+    assert cache.links_of([target.id], None) == ({}, [target.id])
+    now = cache.generation()
+    cache.remember_currency_facts(now, {target.id: CurrencyFacts(stored=True)})
+    assert cache.currency_facts([target.id])[0] == {target.id: CurrencyFacts(stored=True)}
+
+
+def test_a_cache_of_a_shared_server_keeps_only_immutable_items() -> None:
+    cache = GraphCache(coherent=False)
+    person = entity()
+    cache.remember_items(cache.generation(), {person.id: person}, absent=[MemoryId.new()])
+    cache.remember_currency_facts(cache.generation(), {person.id: CurrencyFacts(stored=True)})
+    cache.remember_names(cache.generation(), [])
+    assert cache.items([person.id]) == ({person.id: person}, [])
+    assert cache.kinds([person.id]) == {person.id: "entity"}
+    assert cache.currency_facts([person.id]) == ({}, [person.id])
+    assert cache.names() is None
+
+
+def test_the_cache_is_bounded() -> None:
+    cache = GraphCache(max_entries=3)
+    people = [entity() for _ in range(5)]
+    cache.remember_items(cache.generation(), {p.id: p for p in people})
+    found, unknown = cache.items([p.id for p in people])
+    assert list(found) == [p.id for p in people[2:]]
+    assert unknown == [p.id for p in people[:2]]
+    with pytest.raises(ValueError, match="max_entries"):
+        GraphCache(max_entries=0)
+
+
+def test_currency_facts_compare_instants() -> None:
+    """``as_of`` views from cached facts count what was recorded by then (inclusive)."""
+    cache = GraphCache()
+    target = derived()
+    cache.remember_currency_facts(cache.generation(), {target.id: CurrencyFacts(stored=True)})
+    cache.apply_write([record(target.id, recorded_at=at(10))])
+    facts, _ = cache.currency_facts([target.id])
+    assert facts[target.id].suppressed_at == (at(10),)
+    assert all(isinstance(instant, datetime) for instant in facts[target.id].suppressed_at)
+
+
+async def test_only_small_warm_reads_run_on_the_event_loop(
+    store: OxigraphGraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm read of up to ON_LOOP_IDS ids skips the worker thread; a larger one uses it."""
+    from charmem_oxigraph import _store
+
+    people = [entity() for _ in range(4)]
+    await store.write_batch(GraphBatch(objects=people))
+    ids = [p.id for p in people]
+    await store.get_objects(ids)
+    await store.currency(ids)
+    await store.links_of(ids)
+    hops: list[str] = []
+    real = asyncio.to_thread
+
+    async def counting(func: object, /, *args: object, **kwargs: object) -> object:
+        hops.append(getattr(func, "__name__", "?"))
+        return await real(func, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_store.asyncio, "to_thread", counting)
+    monkeypatch.setattr(_store, "ON_LOOP_IDS", 3)
+    assert await store.get_objects(ids[:3]) == {p.id: p for p in people[:3]}
+    assert await store.currency(ids[:3]) == dict.fromkeys(ids[:3], C)
+    assert await store.links_of(ids[:3]) == []
+    assert hops == []
+    assert await store.get_objects(ids) == {p.id: p for p in people}
+    assert await store.currency(ids) == dict.fromkeys(ids, C)
+    assert await store.links_of(ids) == []
+    assert hops == ["get_objects_sync", "currency_sync", "links_of_sync"]
