@@ -132,20 +132,27 @@ class ShelfVectorIndex:
         await asyncio.to_thread(self._save)
 
     async def search(self, query: VectorQuery) -> VectorSearchResult:
-        """Exact cosine scan: score descending, ties by id ascending."""
+        """Exact cosine scan: score descending, ties by id ascending.
+
+        Honours the type scope, ``within`` (only those ids) and ``min_score`` (a cosine floor),
+        all applied before the limit.
+        """
         vector = self._check(query.vector)
         scope = set(query.object_types)
+        within = None if query.within is None else set(query.within)
+        in_scope = [
+            VectorHit(memory_id, kind, sum(a * b for a, b in zip(vector, stored, strict=True)))
+            for memory_id, (kind, stored) in self._points.items()
+            if (not scope or kind in scope) and (within is None or memory_id in within)
+        ]
+        floor = query.min_score
         hits = sorted(
-            (
-                VectorHit(memory_id, kind, sum(a * b for a, b in zip(vector, stored, strict=True)))
-                for memory_id, (kind, stored) in self._points.items()
-                if not scope or kind in scope
-            ),
+            (hit for hit in in_scope if floor is None or hit.score >= floor),
             key=lambda hit: (-hit.score, hit.id),
         )
         kept = tuple(hits[: max(query.limit, 0)])
         completeness = VectorRecallCompleteness(
-            CompletenessKind.EXHAUSTIVE, scanned=len(hits), fetched=len(kept)
+            CompletenessKind.EXHAUSTIVE, scanned=len(in_scope), fetched=len(kept)
         )
         return VectorSearchResult(hits=kept, completeness=completeness)
 

@@ -14,7 +14,8 @@ from charmem import MemoryId, ObjectType, Settings
 from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness
 from charmem.errors import BackendError, ConfigurationError, DimensionMismatchError
 from charmem.ports import VectorIndex, VectorPoint, VectorQuery, VectorSearchResult
-from charmem_qdrant import EdgeVectorIndex
+from charmem_qdrant import DEFAULT_FUSION_WEIGHTS, EdgeVectorIndex
+from charmem_qdrant._fusion import rrf_contribution
 
 # the embedder fingerprint of the conftest fixtures (tests run with --import-mode=importlib,
 # so conftest is not importable)
@@ -255,9 +256,11 @@ async def test_lexical_cue_puts_the_exact_word_match_first(
 
     fused = await lexical_index.search(VectorQuery(vector=vector, limit=3, text="Biscuit?"))
     assert ids_of(fused) == [biscuit.id, weather.id, train.id]
-    # RRF with k=60 and 0-based ranks: biscuit is 3rd by dense and 1st by BM25
-    assert fused.hits[0].score == pytest.approx(1 / 62 + 1 / 60, rel=1e-5)
-    assert fused.hits[1].score == pytest.approx(1 / 60, rel=1e-5)
+    # RRF with k=60 and 0-based ranks, dense weighted: biscuit is 3rd by dense and 1st by BM25
+    dense_weight = DEFAULT_FUSION_WEIGHTS[0]
+    biscuit_score = rrf_contribution(2, dense_weight) + 1 / 60
+    assert fused.hits[0].score == pytest.approx(biscuit_score, rel=1e-5)
+    assert fused.hits[1].score == pytest.approx(rrf_contribution(0, dense_weight), rel=1e-5)
     assert fused.completeness == VectorRecallCompleteness(
         CompletenessKind.EXHAUSTIVE, scanned=3, fetched=3
     )
@@ -349,7 +352,7 @@ def test_from_settings_reads_the_lexical_weight(
         _settings(root, **extra), "weight", model_id=MODEL, vector_size=SIZE
     )
     try:
-        assert index.fusion_weights == (1.0, expected)
+        assert index.fusion_weights == (DEFAULT_FUSION_WEIGHTS[0], expected)
     finally:
         index.close_sync()
 

@@ -32,7 +32,13 @@ from charmem.errors import (
     EmbedderMismatchError,
 )
 from charmem.ports import VectorIndex, VectorPoint, VectorQuery, VectorSearchResult
-from charmem_qdrant import EdgeVectorIndex, QdrantServiceVectorIndex, service_collection_name
+from charmem_qdrant import (
+    DEFAULT_FUSION_WEIGHTS,
+    EdgeVectorIndex,
+    QdrantServiceVectorIndex,
+    service_collection_name,
+)
+from charmem_qdrant._fusion import rrf_contribution
 
 MODEL = "test-model"
 SIZE = 3
@@ -231,8 +237,8 @@ async def test_lexical_cue_fuses_bm25_with_rrf(lexical_index: QdrantServiceVecto
     fused = await lexical_index.search(VectorQuery(vector=vector, limit=3, text="Biscuit?"))
     assert ids_of(fused) == [biscuit.id, weather.id, train.id]
     assert fused.hits[0].score == pytest.approx(
-        1 / 62 + 1 / 60, rel=1e-5
-    )  # RRF k=60, 0-based ranks
+        rrf_contribution(2, DEFAULT_FUSION_WEIGHTS[0]) + 1 / 60, rel=1e-5
+    )  # RRF k=60, 0-based ranks, the dense stage weighted
     scoped = await lexical_index.search(
         VectorQuery(vector=vector, limit=3, text="Biscuit", object_types=(ObjectType.EPISODE,))
     )
@@ -292,13 +298,13 @@ async def test_fusion_weights_are_read_and_applied() -> None:
         await open_local("weighted", fusion_weights=(1.0, 0.0))
     assert caught.value.key == "fusion_weights"
     default = await open_local("default-weights")
-    assert default.fusion_weights == (1.0, 1.0)
+    assert default.fusion_weights == DEFAULT_FUSION_WEIGHTS
     await default.close()
     # from_settings_async reads VECTOR_LEXICAL_WEIGHT with the embedded index's parser
     from charmem_qdrant._edge import _weights_from_settings
 
     settings = _service_settings("http://127.0.0.1:6334", VECTOR_LEXICAL_WEIGHT="2")
-    assert _weights_from_settings(settings) == (1.0, 2.0)
+    assert _weights_from_settings(settings) == (DEFAULT_FUSION_WEIGHTS[0], 2.0)
 
 
 async def test_lexical_cue_is_off_unless_asked(index: QdrantServiceVectorIndex) -> None:

@@ -60,7 +60,7 @@ LEXICAL_VECTOR: Final = "lexical"
 #: ``true`` (the default, DESIGN §6.1) or ``false``.
 LEXICAL_CUE_KEY: Final = "VECTOR_LEXICAL_CUE"
 #: Settings key (read from ``Settings.extra``): the RRF weight of the lexical stage, a finite
-#: number > 0 (default 1.0; the dense stage weighs 1.0).
+#: number > 0 (default 1.0; the dense stage weighs 1.5).
 LEXICAL_WEIGHT_KEY: Final = "VECTOR_LEXICAL_WEIGHT"
 
 _PAYLOAD_TYPE: Final = "object_type"
@@ -99,7 +99,7 @@ def _parse_bool(settings: Settings, key: str, default: bool) -> bool:
 
 
 def _weights_from_settings(settings: Settings) -> tuple[float, float]:
-    """The fusion weights (dense 1.0, lexical ``VECTOR_LEXICAL_WEIGHT`` or 1.0).
+    """The fusion weights (dense 1.5, lexical ``VECTOR_LEXICAL_WEIGHT`` or 1.0).
 
     Raises:
         ConfigurationError: ``VECTOR_LEXICAL_WEIGHT`` is not a finite number > 0.
@@ -256,8 +256,8 @@ class EdgeVectorIndex:
         vector_size: the dense vector dimension (recorded in the marker), >= 1.
         lexical: fuse a BM25 lexical cue into :meth:`search` when the query has text.
         lock_timeout: seconds to keep retrying a shard held by another opener.
-        fusion_weights: the RRF weights of the (dense, lexical) stages, finite and > 0; (1.0,
-            1.0), Qdrant's unweighted RRF, by default. A stage at rank ``r`` adds
+        fusion_weights: the RRF weights of the (dense, lexical) stages, finite and > 0;
+            :data:`DEFAULT_FUSION_WEIGHTS` (1.5, 1.0) by default. A stage at rank ``r`` adds
             ``1 / ((r + 1) / weight + k - 1)``, i.e. ``1 / (k + r)`` at weight 1.0.
 
     Raises:

@@ -38,8 +38,11 @@ P = TypeVar("P")
 
 #: The ``k`` of reciprocal rank fusion: a point at 0-based rank ``r`` of a stage gets ``1/(k+r)``.
 RRF_K: Final = 60
-#: The stage weights (dense, lexical) unless configured otherwise: Qdrant's unweighted RRF.
-DEFAULT_FUSION_WEIGHTS: Final[tuple[float, float]] = (1.0, 1.0)
+#: The stage weights (dense, lexical) unless configured otherwise. The dense stage weighs 1.5:
+#: with utterances indexed with their speaker's name, dense recall carries more of the meaning;
+#: on LoCoMo (turns and facts, 1,033 questions) turn recall@10 goes from 0.759 at (1.0, 1.0) to
+#: 0.762 at (1.5, 1.0) and 0.761 at (2.0, 1.0), context window 2 (benchmarks/locomo.py).
+DEFAULT_FUSION_WEIGHTS: Final[tuple[float, float]] = (1.5, 1.0)
 #: Points fetched beyond the wanted count, to see whether the boundary is tied.
 TIE_MARGIN: Final = 8
 #: The smallest number of points each stage of a fused search contributes.

@@ -246,8 +246,9 @@ class QdrantServiceVectorIndex:
         endpoint: how to name the server in messages (never holding credentials).
         owns_client: close ``client`` on :meth:`close`.
         api_key: a secret to scrub from error messages (the client's API key).
-        fusion_weights: the RRF weights of the (dense, lexical) stages, finite and > 0; (1.0,
-            1.0) by default (as :class:`~charmem_qdrant.EdgeVectorIndex`).
+        fusion_weights: the RRF weights of the (dense, lexical) stages, finite and > 0;
+            ``DEFAULT_FUSION_WEIGHTS`` (1.5, 1.0) by default (as
+            :class:`~charmem_qdrant.EdgeVectorIndex`).
     """
 
     def __init__(

@@ -338,8 +338,10 @@ HUB_FANOUT_DIVISOR = 4
 THREAD_RECENT_MEMBERS = 3
 
 
-#: Score factor of a memory that happened in a period an absolute date of the query names.
-TIME_CUE_WEIGHT = 1.5
+#: Score factor of a memory that happened in a period an absolute date of the query names. On
+#: LoCoMo (turns and facts, 129 of 1,033 questions carry a date) turn recall@10 is 0.719 without
+#: the cue, 0.762 at 1.5 and 0.766 at 2.0.
+TIME_CUE_WEIGHT = 2.0
 
 #: The lowest factor the ``recency`` preference applies, however old a memory is.
 RECENCY_FLOOR = 0.8
