@@ -268,7 +268,8 @@ class CharacterMemory:
             raise CharmemError(f"memory {self.collection!r} is closed; open it again")
         if expected is not None and not isinstance(argument, expected):
             names = " or ".join(
-                t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,))
+                "None" if t is type(None) else t.__name__
+                for t in (expected if isinstance(expected, tuple) else (expected,))
             )
             raise DraftValidationError(f"expected a {names}, not {type(argument).__name__}")
 
@@ -285,13 +286,15 @@ class CharacterMemory:
             RememberWritePlan: objects, caller links, derived links and index entries.
 
         Raises:
-            DraftValidationError: ``item`` is not a RememberInput or RememberDrafts.
+            DraftValidationError: ``item`` is not a RememberInput or RememberDrafts, or
+                ``options`` not a PrepareOptions.
         """
         self._check_open()
         if not isinstance(item, RememberInput | RememberDrafts):
             raise DraftValidationError(
                 f"prepare takes a RememberInput or RememberDrafts, not {type(item).__name__}"
             )
+        self._check_open(options, (PrepareOptions, type(None)))
         options = options or PrepareOptions()
         return build_plan(self.collection, item, options.now or self.clock.now())
 
@@ -314,11 +317,13 @@ class CharacterMemory:
             RememberOutcome: stored ids and any repair markers.
 
         Raises:
+            DraftValidationError: ``plan`` or ``options`` is of the wrong type.
             PlanValidationError: an invalid candidate; nothing was written.
             IdConflictError: an id stored with different content; nothing was written.
             BackendError: the graph write failed; nothing was written.
         """
         self._check_open(plan, RememberWritePlan)
+        self._check_open(options, (CommitOptions, type(None)))
         async with self._write_lock:
             return await commit_plan(
                 plan,
@@ -335,8 +340,10 @@ class CharacterMemory:
         """``prepare`` + ``validate_plan`` + ``commit`` in one call.
 
         Raises:
+            DraftValidationError: ``item`` or ``options`` is of the wrong type.
             PlanValidationError, IdConflictError, BackendError: as :meth:`commit`.
         """
+        self._check_open(options, (RememberOptions, type(None)))
         options = options or RememberOptions()
         plan = await self.prepare(item, options.prepare)
         # commit validates the plan against the graph before writing (validate_plan's checks)
@@ -429,7 +436,7 @@ class CharacterMemory:
             ``not_current`` objects left out, stale points ``removed``.
 
         Raises:
-            ValueError: ``batch_size`` is below 1.
+            DraftValidationError: ``batch_size`` is not an int >= 1 (also a ``ValueError``).
             BackendError: a store or the embedder failed; the index may be partial: run it again.
         """
         self._check_open()

@@ -3,16 +3,26 @@
 * :class:`ReferenceGraphStore` (``GRAPH_STORE_MODE=reference``) and :class:`ReferenceVectorIndex`
   (``VECTOR_STORE_MODE=in_memory``): the executable specification of their ports, in pure Python.
 * :class:`HashingEmbeddingProvider`: a deterministic embedder for tests (``EMBEDDING_PROVIDER=hashing``).
-* :mod:`charmem.testing.faults`: fault-injecting wrappers around any real adapter.
+* :mod:`charmem.testing.faults`: fault-injecting wrappers around any real adapter, and
+  :class:`FaultyEmbeddingProvider`, which answers NaN, wrong-length or missing rows on demand.
 """
 
-from charmem.testing.faults import FaultInjected, FaultyGraphStore, FaultyStatsStore, FaultyVectorIndex
+from charmem.testing.faults import (
+    EmbeddingFault,
+    FaultInjected,
+    FaultyEmbeddingProvider,
+    FaultyGraphStore,
+    FaultyStatsStore,
+    FaultyVectorIndex,
+)
 from charmem.testing.hashing import HashingEmbeddingProvider
 from charmem.testing.reference_graph import ReferenceGraphStore
 from charmem.testing.reference_vectors import ReferenceVectorIndex
 
 __all__ = [
+    "EmbeddingFault",
     "FaultInjected",
+    "FaultyEmbeddingProvider",
     "FaultyGraphStore",
     "FaultyStatsStore",
     "FaultyVectorIndex",

@@ -31,6 +31,7 @@ from charmem.ports import (
     VectorIndex,
     VectorPoint,
 )
+from charmem.usecases.embedding import embed_texts
 from charmem.usecases.planning import derive_links
 from charmem.usecases.validation import CONFLICT_PREFIX, validate
 
@@ -80,9 +81,7 @@ async def maintain_vectors(
     for start in range(0, len(upserts), batch_size):
         chunk = upserts[start : start + batch_size]
         try:
-            rows = await embedder.embed_documents([e.text for e in chunk])
-            if len(rows) != len(chunk):
-                raise ValueError(f"the embedding provider returned {len(rows)} rows for {len(chunk)} texts")
+            rows = await embed_texts(embedder, [e.text for e in chunk])
             await vectors.upsert(
                 [
                     VectorPoint(id=e.id, object_type=e.object_type, vector=row, text=e.text)

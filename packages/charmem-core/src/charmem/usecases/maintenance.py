@@ -19,10 +19,11 @@ from charmem.domain.ids import MemoryId
 from charmem.domain.model import Episode, MemoryObject, ObjectType, Observation
 from charmem.domain.plan import IndexEntry
 from charmem.domain.retrieval import CurrencyStatus
-from charmem.errors import BackendError
+from charmem.errors import DraftValidationError
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, VectorIndex, VectorPoint
 from charmem.settings import Settings, validate_collection_name
+from charmem.usecases.embedding import embed_texts
 from charmem.usecases.planning import index_entries
 
 __all__ = ["ProgressCallback", "VectorRebuildReport", "drop_vector_index", "rebuild_vector_index"]
@@ -96,12 +97,12 @@ async def rebuild_vector_index(
         stale points removed.
 
     Raises:
-        ValueError: ``batch_size`` is below 1.
+        DraftValidationError: ``batch_size`` is not an int >= 1 (also a ``ValueError``).
         BackendError: a store or the embedder failed (the index may then be partial: run it
             again).
     """
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise DraftValidationError(f"batch_size must be an int >= 1, not {batch_size!r}", field="batch_size")
     ids = await graph.object_ids(_INDEXED_TYPES)
     entries: list[IndexEntry] = []
     episodes: list[Episode] = []
@@ -132,12 +133,7 @@ async def rebuild_vector_index(
         on_progress(0, total)
     for start in range(0, total, batch_size):
         chunk_entries = entries[start : start + batch_size]
-        rows = await embedder.embed_documents([entry.text for entry in chunk_entries])
-        if len(rows) != len(chunk_entries):
-            raise BackendError(
-                f"the embedding provider {embedder.model_id!r} returned {len(rows)} rows for "
-                f"{len(chunk_entries)} texts"
-            )
+        rows = await embed_texts(embedder, [entry.text for entry in chunk_entries])
         await vectors.upsert(
             [
                 VectorPoint(id=entry.id, object_type=entry.object_type, vector=row, text=entry.text)

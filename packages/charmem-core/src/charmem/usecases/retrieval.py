@@ -68,6 +68,7 @@ from charmem.ports import (
     VectorIndex,
     VectorQuery,
 )
+from charmem.usecases.embedding import embed_cue
 
 __all__ = ["EXPANSION_DECAY", "retrieve_pack"]
 
@@ -190,7 +191,7 @@ async def retrieve_pack(
     """
     recall = _Recall(context, graph)
     limits = context.graph_limits
-    query_vector = await embedder.embed_query(context.query)
+    query_vector = await embed_cue(embedder, context.query)
     found = await vectors.search(
         VectorQuery(
             vector=query_vector,
