@@ -17,6 +17,7 @@ import json
 import traceback
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -49,6 +50,7 @@ from charmem import (
     RememberWritePlan,
     ReplacementDerivedMemoryDraft,
     RetrievalContext,
+    Settings,
     SourceProvenanceReference,
     ThreadDraft,
 )
@@ -374,3 +376,43 @@ def test_prepared_plans_round_trip_through_json_exactly(
 )
 def test_plan_json_from_anywhere_raises_only_typed_errors(text: Any) -> None:
     _typed_or_fail(lambda: RememberWritePlan.from_json(text))
+
+
+_SETTING_KEYS = (
+    "VECTOR_STORE_MODE",
+    "VECTOR_STORE_PATH",
+    "QDRANT_CONNECTION_STRING",
+    "GRAPH_STORE_MODE",
+    "OXIGRAPH_PATH",
+    "SPARQL_QUERY_ENDPOINT",
+    "RETRIEVAL_STATS_STORE_MODE",
+    "RETRIEVAL_STATS_PATH",
+    "EMBEDDING_PROVIDER",
+    "EMBEDDING_DIMENSIONS",
+    "LOG_MEMORY_TEXT",
+)
+_MODE_VALUES = ("embedded", "service", "in_memory", "persistent", "reference", "sqlite", "openai", "local")
+_SETTING_VALUES = st.sampled_from(
+    [*_MODE_VALUES, "hashing", "true", "0", "-3", "12", "http://127.0.0.1:1/q", "./data/x", "a\x00b", " "]
+)
+
+
+@fuzz_settings(100)
+@given(
+    mapping=st.dictionaries(
+        st.sampled_from(_SETTING_KEYS) | st.text(max_size=4),
+        _SETTING_VALUES | raw_texts() | any_value(),
+        max_size=6,
+    )
+    | any_value(),
+    root=st.text(max_size=6),
+)
+@example(mapping={"OXIGRAPH_PATH": "a\x00b"}, root="x")  # was a bare ValueError when opened
+@example(mapping={"GRAPH_STORE_MODE": 5}, root="x")  # was an AttributeError
+def test_settings_from_any_mapping_raise_only_configuration_errors(mapping: Any, root: str) -> None:
+    settings = _typed_or_fail(lambda: Settings.from_mapping(mapping))
+    if settings is not None:
+        for path in (settings.oxigraph_path, settings.vector_store_path, settings.retrieval_stats_path):
+            assert "\x00" not in str(path)
+        _typed_or_fail(settings.require_embedding_keys)
+        _typed_or_fail(lambda: settings.with_store_root(Path(root)))

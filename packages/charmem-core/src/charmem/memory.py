@@ -119,6 +119,8 @@ class CharacterMemory:
         collection: the collection name.
         clock: source of defaulted timestamps (default: UTC wall clock).
         token_counter: counts tokens in :meth:`ContinuityContextPack.render` (default: whitespace).
+        log_memory_text: add memory texts, queries and rationales to charmem's debug log events
+            (default False: events carry ids and counts only; ``LOG_MEMORY_TEXT`` in settings).
 
     Raises:
         ConfigurationError: the collection name is not allowed, or an adapter is bound to another
@@ -135,6 +137,7 @@ class CharacterMemory:
         collection: str,
         clock: Clock | None = None,
         token_counter: TokenCounter | None = None,
+        log_memory_text: bool = False,
     ) -> None:
         self.collection = validate_collection_name(collection)
         if graph.collection != collection:
@@ -148,6 +151,7 @@ class CharacterMemory:
         self.stats = stats
         self.clock: Clock = clock or SystemClock()
         self.token_counter: TokenCounter = token_counter or WhitespaceTokenCounter()
+        self.log_memory_text = bool(log_memory_text)
         self._write_lock = asyncio.Lock()
         self._closed = False
 
@@ -252,6 +256,7 @@ class CharacterMemory:
                 collection=collection,
                 clock=clock,
                 token_counter=token_counter,
+                log_memory_text=settings.log_memory_text,
             )
             if rebuild_vectors:
                 try:
@@ -325,7 +330,7 @@ class CharacterMemory:
         self._check_open(plan, RememberWritePlan)
         self._check_open(options, (CommitOptions, type(None)))
         async with self._write_lock:
-            return await commit_plan(
+            outcome = await commit_plan(
                 plan,
                 options or CommitOptions(),
                 graph=self.graph,
@@ -333,6 +338,10 @@ class CharacterMemory:
                 embedder=self.embedder,
                 stats=self.stats,
             )
+        self._log_texts(
+            "memory_texts_committed", texts={str(entry.id): entry.text for entry in plan.index_entries}
+        )
+        return outcome
 
     async def remember(
         self, item: RememberInput | RememberDrafts, options: RememberOptions | None = None
@@ -348,6 +357,11 @@ class CharacterMemory:
         plan = await self.prepare(item, options.prepare)
         # commit validates the plan against the graph before writing (validate_plan's checks)
         return await self.commit(plan, options.commit)
+
+    def _log_texts(self, event: str, **fields: object) -> None:
+        """A debug event carrying memory text, only when the user opted in (``LOG_MEMORY_TEXT``)."""
+        if self.log_memory_text:
+            log.debug(event, collection=self.collection, **fields)
 
     def _lifecycle_stores(self) -> LifecycleStores:
         return LifecycleStores(self.graph, self.vectors, self.embedder, self.stats)
@@ -369,9 +383,11 @@ class CharacterMemory:
         """
         self._check_open(draft, CorrectMemoryDraft)
         async with self._write_lock:
-            return await correct_memory(
+            outcome = await correct_memory(
                 draft, collection=self.collection, stores=self._lifecycle_stores(), now=self.clock.now()
             )
+        self._log_texts("memory_correction_texts", target=str(draft.target.id), rationale=draft.rationale)
+        return outcome
 
     async def forget(self, draft: ForgetMemoryDraft) -> LifecycleMutationOutcome:
         """Forget by suppression (DESIGN §4.6): nothing is deleted; influence is removed.
@@ -382,9 +398,11 @@ class CharacterMemory:
         """
         self._check_open(draft, ForgetMemoryDraft)
         async with self._write_lock:
-            return await forget_memory(
+            outcome = await forget_memory(
                 draft, collection=self.collection, stores=self._lifecycle_stores(), now=self.clock.now()
             )
+        self._log_texts("memory_forget_texts", target=str(draft.target_id), rationale=draft.rationale)
+        return outcome
 
     async def link(self, draft: LinkDraft) -> LinkOutcome:
         """Add a caller-authored link between two stored memories.
@@ -397,9 +415,12 @@ class CharacterMemory:
         """
         self._check_open(draft, LinkDraft)
         async with self._write_lock:
-            return await link_memories(
+            outcome = await link_memories(
                 draft, collection=self.collection, stores=self._lifecycle_stores(), now=self.clock.now()
             )
+        if draft.rationale is not None:
+            self._log_texts("memory_link_texts", link=str(outcome.link.id), rationale=draft.rationale)
+        return outcome
 
     async def rebuild_stats(self) -> int:
         """Recompute the retrieval statistics of the collection from the graph (DESIGN §4.9).
@@ -465,7 +486,7 @@ class CharacterMemory:
         self._check_open(context, (RetrievalContext, str))
         if isinstance(context, str):
             context = RetrievalContext(query=context)
-        return await retrieve_pack(
+        pack = await retrieve_pack(
             context,
             graph=self.graph,
             vectors=self.vectors,
@@ -473,6 +494,14 @@ class CharacterMemory:
             stats=self.stats,
             token_counter=self.token_counter,
         )
+        log.debug(
+            "memory_retrieved",
+            collection=self.collection,
+            items=len(pack.items),
+            omissions=len(pack.omissions),
+            **({"query": context.query} if self.log_memory_text else {}),
+        )
+        return pack
 
     async def close(self) -> None:
         """Release every store (idempotent). Acknowledged writes are already durable."""
