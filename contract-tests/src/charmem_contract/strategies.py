@@ -39,6 +39,7 @@ __all__ = [
     "memory_texts",
     "pooled_ids",
     "raw_texts",
+    "valid_instants",
 ]
 
 #: Environment variable holding the number of examples of a long fuzzing run.
@@ -122,14 +123,15 @@ def memory_texts(*, huge: bool = True) -> st.SearchStrategy[str]:
         huge: also draw (rarely) texts of :data:`MiB` characters.
     """
     pieces = st.sampled_from(METACHARACTERS) | st.text(characters_of_every_plane(), max_size=6)
-    options: list[st.SearchStrategy[str]] = [
-        st.text(characters_of_every_plane(), min_size=1, max_size=30),
-        st.lists(pieces, min_size=1, max_size=8).map("".join),
-        st.sampled_from(HOSTILE_STRINGS),
-    ]
+    plane_text = st.text(characters_of_every_plane(), min_size=1, max_size=30)
+    fragments = st.lists(pieces, min_size=1, max_size=8).map("".join)
+    # repeated options weigh more: a huge text is about one draw in twelve
+    options: list[st.SearchStrategy[str]] = (
+        [plane_text] * 5 + [fragments] * 5 + [st.sampled_from(HOSTILE_STRINGS)]
+    )
     if huge:
         options.append(st.sampled_from(METACHARACTERS[:12]).map(lambda s: _huge(f"word {s} ")))
-    return st.one_of(*options).filter(lambda text: bool(text.strip()))
+    return st.one_of(*options).map(lambda text: text if text.strip() else f"{text}x")
 
 
 @functools.cache
@@ -189,6 +191,22 @@ def instants(*, naive: bool = True) -> st.SearchStrategy[datetime]:
     if naive:
         options.append(st.datetimes())
     return st.one_of(*options)
+
+
+@functools.cache
+def valid_instants() -> st.SearchStrategy[datetime]:
+    """Aware datetimes every store keeps exactly: UTC, whole-minute offsets within ±14:00 and IANA
+    zones, years 2 to 9998 (so the UTC instant exists too).
+    """
+    offsets = st.integers(min_value=-14 * 60, max_value=14 * 60).map(
+        lambda minutes: timezone(timedelta(minutes=minutes))
+    )
+    span = {"min_value": datetime(2, 1, 1), "max_value": datetime(9998, 12, 31)}
+    return st.one_of(
+        st.datetimes(timezones=st.just(UTC), **span),
+        st.datetimes(timezones=offsets, **span),
+        st.datetimes(timezones=st.timezones(), **span),
+    )
 
 
 @functools.cache
