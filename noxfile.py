@@ -1,4 +1,4 @@
-"""nox sessions: tests, demo, lint, bench-locomo (plain pip: uv does not see the local CPU torch wheel)."""
+"""nox sessions: tests, demo, lint, bench-locomo, fuzz (plain pip: uv misses the local CPU torch wheel)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,13 @@ def bench_locomo(session: nox.Session) -> None:
     """LoCoMo recall: charmem retrieve vs plain dense and BM25 (args after -- go to the script)."""
     install_all(session)
     session.run("python", "benchmarks/locomo.py", *session.posargs, env=OFFLINE)
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Long fuzzing run of the fuzz tests (args after -- go to benchmarks/fuzz.py, e.g. --examples 2000)."""
+    install_all(session)
+    session.run("python", "benchmarks/fuzz.py", *session.posargs, env=OFFLINE)
 
 
 @nox.session
