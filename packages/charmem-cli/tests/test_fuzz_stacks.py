@@ -354,7 +354,7 @@ def embedded_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     handle is not reopened by every example (collections are named graphs of that one store).
     """
     root = tmp_path_factory.mktemp("fuzz-stores")
-    keeper = OxigraphGraphStore.open("keeper", path=root / "oxigraph")
+    keeper = OxigraphGraphStore.open("keeper", path=embedded_settings(root).oxigraph_path)
     try:
         yield root
     finally:
@@ -362,16 +362,8 @@ def embedded_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def embedded_settings(root: Path) -> Settings:
-    return Settings.from_mapping(
-        {
-            "GRAPH_STORE_MODE": "persistent",
-            "OXIGRAPH_PATH": str(root / "oxigraph"),
-            "VECTOR_STORE_MODE": "embedded",
-            "VECTOR_STORE_PATH": str(root / "vectors"),
-            "RETRIEVAL_STATS_STORE_MODE": "sqlite",
-            "RETRIEVAL_STATS_PATH": str(root / "retrieval-stats.sqlite3"),
-        }
-    )
+    """The embedded defaults (persistent Oxigraph, Qdrant Edge, SQLite stats) under ``root``."""
+    return Settings.from_mapping({}).with_store_root(root)
 
 
 async def snapshot(memory: CharacterMemory) -> tuple[int, frozenset[MemoryId], int]:

@@ -86,17 +86,8 @@ def _tree(root: Path) -> set[str]:
 
 
 def _settings(root: Path, **more: str) -> Settings:
-    return Settings.from_mapping(
-        {
-            "GRAPH_STORE_MODE": "persistent",
-            "OXIGRAPH_PATH": str(root / "oxigraph"),
-            "VECTOR_STORE_MODE": "embedded",
-            "VECTOR_STORE_PATH": str(root / "vectors"),
-            "RETRIEVAL_STATS_STORE_MODE": "sqlite",
-            "RETRIEVAL_STATS_PATH": str(root / "retrieval-stats.sqlite3"),
-            **more,
-        }
-    )
+    """The embedded defaults (persistent Oxigraph, Qdrant Edge, SQLite stats) under ``root``."""
+    return Settings.from_mapping(more).with_store_root(root)
 
 
 async def _open_memory(root: Path, name: object) -> CharacterMemory:
@@ -106,11 +97,13 @@ async def _open_memory(root: Path, name: object) -> CharacterMemory:
 def _every_store_refuses(root: Path, name: object) -> None:
     """Each embedded store and the facade raise ConfigurationError for ``name``; no file appears."""
     before = _tree(root)
+    paths = _settings(root)
+    vectors = paths.vector_store_path
     openers = {
-        "oxigraph": lambda: OxigraphGraphStore.open(name, path=root / "oxigraph"),  # type: ignore[arg-type]
-        "qdrant edge": lambda: EdgeVectorIndex(root / "vectors", name, model_id="m", vector_size=4),  # type: ignore[arg-type]
-        "qdrant edge drop": lambda: EdgeVectorIndex.drop(root / "vectors", name),  # type: ignore[arg-type]
-        "sqlite stats": lambda: SQLiteRetrievalStatsStore(root / "retrieval-stats.sqlite3", name),  # type: ignore[arg-type]
+        "oxigraph": lambda: OxigraphGraphStore.open(name, path=paths.oxigraph_path),  # type: ignore[arg-type]
+        "qdrant edge": lambda: EdgeVectorIndex(vectors, name, model_id="m", vector_size=4),  # type: ignore[arg-type]
+        "qdrant edge drop": lambda: EdgeVectorIndex.drop(vectors, name),  # type: ignore[arg-type]
+        "sqlite stats": lambda: SQLiteRetrievalStatsStore(paths.retrieval_stats_path, name),  # type: ignore[arg-type]
         "facade": lambda: asyncio.run(_open_memory(root, name)),
     }
     for store, opener in openers.items():
@@ -122,7 +115,7 @@ def _every_store_refuses(root: Path, name: object) -> None:
 
 @pytest.mark.parametrize("name", HOSTILE_NAMES, ids=range(len(HOSTILE_NAMES)))
 def test_hostile_collection_names_touch_nothing(tmp_path: Path, name: str) -> None:
-    (tmp_path / "vectors").mkdir()
+    _settings(tmp_path).vector_store_path.mkdir()
     _every_store_refuses(tmp_path, name)
 
 
