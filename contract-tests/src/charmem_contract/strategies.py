@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import os
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -94,6 +94,7 @@ METACHARACTERS: Final[tuple[str, ...]] = (
 )
 
 _PLANE: Final = 0x10000
+_SURROGATE: Final[tuple[Literal["Cs"]]] = ("Cs",)  # the Unicode category of surrogate code points
 
 
 @functools.cache
@@ -106,7 +107,7 @@ def characters_of_every_plane() -> st.SearchStrategy[str]:
         lambda plane: st.characters(
             min_codepoint=plane * _PLANE,
             max_codepoint=plane * _PLANE + _PLANE - 1,
-            exclude_categories=("Cs",),
+            exclude_categories=_SURROGATE,
         )
     )
 
@@ -140,7 +141,7 @@ def lone_surrogate_texts() -> st.SearchStrategy[str]:
     return st.builds(
         lambda before, surrogate, after: before + surrogate + after,
         st.text(max_size=5),
-        st.characters(categories=("Cs",)),
+        st.characters(categories=_SURROGATE),
         st.text(max_size=5),
     )
 
@@ -201,11 +202,11 @@ def valid_instants() -> st.SearchStrategy[datetime]:
     offsets = st.integers(min_value=-14 * 60, max_value=14 * 60).map(
         lambda minutes: timezone(timedelta(minutes=minutes))
     )
-    span = {"min_value": datetime(2, 1, 1), "max_value": datetime(9998, 12, 31)}
+    low, high = datetime(2, 1, 1), datetime(9998, 12, 31)
     return st.one_of(
-        st.datetimes(timezones=st.just(UTC), **span),
-        st.datetimes(timezones=offsets, **span),
-        st.datetimes(timezones=st.timezones(), **span),
+        st.datetimes(low, high, timezones=st.just(UTC)),
+        st.datetimes(low, high, timezones=offsets),
+        st.datetimes(low, high, timezones=st.timezones()),
     )
 
 
