@@ -162,7 +162,7 @@ def test_injection_attempts_stay_data(opener: Any) -> None:
     asyncio.run(every_attempt())
 
 
-@fuzz_settings(8)
+@fuzz_settings(6)
 @given(text=memory_texts(huge=False))
 @example(text=('"""} ; DROP ALL ; #\x00\u2028' * (MiB // 16 + 1))[:MiB])  # 1 MiB through one update
 def test_fuzzed_text_stays_data(opener: Any, text: str) -> None:
