@@ -1,4 +1,4 @@
-"""nox sessions: tests, demo, lint, bench-locomo, crash.
+"""nox sessions: tests, demo, lint, bench-locomo, crash, fuzz.
 
 Plain pip: uv does not see the local CPU torch wheel.
 """
@@ -52,6 +52,13 @@ def crash(session: nox.Session) -> None:
     """Crash trials: SIGKILL a writer on the embedded stores, check nothing acknowledged is lost."""
     install_all(session)
     session.run("python", "benchmarks/crash_trials.py", *session.posargs, env=OFFLINE)
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Long fuzzing run of the fuzz tests (args after -- go to benchmarks/fuzz.py, e.g. --examples 2000)."""
+    install_all(session)
+    session.run("python", "benchmarks/fuzz.py", *session.posargs, env=OFFLINE)
 
 
 @nox.session

@@ -194,3 +194,32 @@ async def test_open_uses_the_token_counter_setting_and_names_a_missing_adapter(
     assert info.value.key == "TOKEN_COUNTER"
     assert "charmem-local-embed" in str(info.value)
     assert "charmem.token_counters" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["con", "nul", "aux", "prn", "com1", "lpt9"])
+def test_windows_device_names_are_rejected(name: str) -> None:
+    with pytest.raises(ConfigurationError, match="device") as caught:
+        validate_collection_name(name)
+    assert caught.value.key == "collection"
+    assert validate_collection_name(f"{name}-memory") == f"{name}-memory"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(None, False), ("", False), ("true", True), ("TRUE", True), ("1", True), ("on", True), ("no", False)],
+)
+def test_log_memory_text_is_an_opt_in_flag(raw: str | None, expected: bool) -> None:
+    mapping = {} if raw is None else {"LOG_MEMORY_TEXT": raw}
+    assert Settings.from_mapping(mapping).log_memory_text is expected
+
+
+def test_a_malformed_log_memory_text_names_the_key() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Settings.from_mapping({"LOG_MEMORY_TEXT": "verbose"})
+    assert caught.value.key == "LOG_MEMORY_TEXT"
+
+
+@pytest.mark.parametrize("mapping", [{"GRAPH_STORE_MODE": 5}, {"OXIGRAPH_PATH": None}, {3: "x"}])
+def test_values_that_are_not_strings_are_a_configuration_error(mapping: dict[object, object]) -> None:
+    with pytest.raises(ConfigurationError, match="str to str"):
+        Settings.from_mapping(mapping)  # type: ignore[arg-type]

@@ -242,6 +242,32 @@ async def test_api_errors_are_backend_errors_without_the_key(
     assert getattr(error.__cause__, "status_code", None) == status
 
 
+@pytest.mark.parametrize(
+    "base_url",
+    [f"https://user:{KEY}@proxy.test/v1", f"http://{KEY}@proxy.test/v1", "http://a:b@[::1]:8080/v1"],
+)
+def test_a_base_url_with_credentials_is_refused_without_echoing_it(base_url: str) -> None:
+    """User-info would show in the repr, every error and httpx's request log lines."""
+    with pytest.raises(ConfigurationError) as caught:
+        OpenAIEmbeddingProvider(model="text-embedding-3-small", api_key=KEY, base_url=base_url)
+    assert caught.value.key == "OPENAI_BASE_URL"
+    assert KEY not in str(caught.value)
+    assert "a:b@" not in str(caught.value)
+
+
+async def test_memory_text_and_the_key_never_reach_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    """With every logger at DEBUG (the SDK's and httpx's too) only ids, counts and URLs are logged."""
+    caplog.set_level(logging.DEBUG)
+    secret_text = "my diary: the secret recipe is 7 spoons of salt"
+    rows = await provider(FakeAPI(size=8), vector_size=8).embed_documents([secret_text, "tea"])
+    assert len(rows) == 2
+    with pytest.raises(BackendError):
+        await provider(error_handler(400, "bad input", "invalid")).embed_query(secret_text)
+    assert "HTTP Request: POST" in caplog.text  # httpx did log the requests
+    assert "secret recipe" not in caplog.text
+    assert KEY not in caplog.text
+
+
 async def test_an_error_without_the_key_chains_the_sdk_exception() -> None:
     import openai
 

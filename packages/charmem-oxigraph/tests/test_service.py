@@ -158,6 +158,34 @@ async def test_credentials_never_show_in_repr_errors_or_logs(
     assert f"127.0.0.1:{port}" in str(caught.value)
 
 
+async def test_user_info_of_an_endpoint_never_reaches_a_log_line(
+    sparql_server: OxigraphServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """httpx logs every request URL at INFO: user-info must be sent as basic auth, not in the URL."""
+    seen: list[httpx.Request] = []
+
+    async def remember(request: httpx.Request) -> None:
+        seen.append(request)
+
+    caplog.set_level(logging.DEBUG)
+    with_user = {
+        "SPARQL_QUERY_ENDPOINT": sparql_server.query_endpoint.replace("http://", f"http://ada:{SECRET}@"),
+        "SPARQL_UPDATE_ENDPOINT": sparql_server.update_endpoint.replace("http://", f"http://ada:{SECRET}@"),
+    }
+    store = SparqlServiceGraphStore.from_settings(_settings(**with_user), "user-info")
+    store._http().event_hooks["request"].append(remember)
+    try:
+        await store.write_batch(GraphBatch(objects=[entity()]))
+        assert await store.statement_count() > 0
+    finally:
+        await store.close()
+    assert "HTTP Request: POST http://127.0.0.1" in caplog.text  # the line that leaked it before
+    assert SECRET not in caplog.text
+    assert seen
+    assert all(SECRET not in str(request.url) for request in seen)
+    assert all(request.headers["Authorization"].startswith("Basic ") for request in seen)
+
+
 async def test_authentication_headers_are_sent(sparql_server: OxigraphServer) -> None:
     seen: list[httpx.Request] = []
 

@@ -1,7 +1,10 @@
 """Library logging: structlog bound loggers routed through the standard ``logging`` module.
 
 A library must not print: charmem's events go to the stdlib logger ``charmem.<area>``, silent
-unless the application configures logging. Events carry ids and counts, never memory text.
+unless the application configures logging. Events carry ids and counts, never memory text (texts,
+names, rationales, queries), unless the user sets ``LOG_MEMORY_TEXT=true``
+(:attr:`charmem.Settings.log_memory_text`, ``CharacterMemory(log_memory_text=True)``): the facade
+then adds them to its debug events. Adapters never log memory text.
 """
 
 from __future__ import annotations

@@ -121,6 +121,8 @@ class CharacterMemory:
         clock: source of defaulted timestamps (default: UTC wall clock).
         token_counter: counts tokens in :meth:`ContinuityContextPack.render` (default: whitespace
             here; :meth:`open` uses the ``TOKEN_COUNTER`` setting).
+        log_memory_text: add memory texts, queries and rationales to charmem's debug log events
+            (default False: events carry ids and counts only; ``LOG_MEMORY_TEXT`` in settings).
 
     Raises:
         ConfigurationError: the collection name is not allowed, or an adapter is bound to another
@@ -137,6 +139,7 @@ class CharacterMemory:
         collection: str,
         clock: Clock | None = None,
         token_counter: TokenCounter | None = None,
+        log_memory_text: bool = False,
     ) -> None:
         self.collection = validate_collection_name(collection)
         if graph.collection != collection:
@@ -150,6 +153,7 @@ class CharacterMemory:
         self.stats = stats
         self.clock: Clock = clock or SystemClock()
         self.token_counter: TokenCounter = token_counter or WhitespaceTokenCounter()
+        self.log_memory_text = bool(log_memory_text)
         self._write_lock = asyncio.Lock()
         self._closed = False
 
@@ -259,6 +263,7 @@ class CharacterMemory:
                 collection=collection,
                 clock=clock,
                 token_counter=counter,
+                log_memory_text=settings.log_memory_text,
             )
             if rebuild_vectors:
                 try:
@@ -275,7 +280,8 @@ class CharacterMemory:
             raise CharmemError(f"memory {self.collection!r} is closed; open it again")
         if expected is not None and not isinstance(argument, expected):
             names = " or ".join(
-                t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,))
+                "None" if t is type(None) else t.__name__
+                for t in (expected if isinstance(expected, tuple) else (expected,))
             )
             raise DraftValidationError(f"expected a {names}, not {type(argument).__name__}")
 
@@ -292,13 +298,15 @@ class CharacterMemory:
             RememberWritePlan: objects, caller links, derived links and index entries.
 
         Raises:
-            DraftValidationError: ``item`` is not a RememberInput or RememberDrafts.
+            DraftValidationError: ``item`` is not a RememberInput or RememberDrafts, or
+                ``options`` not a PrepareOptions.
         """
         self._check_open()
         if not isinstance(item, RememberInput | RememberDrafts):
             raise DraftValidationError(
                 f"prepare takes a RememberInput or RememberDrafts, not {type(item).__name__}"
             )
+        self._check_open(options, (PrepareOptions, type(None)))
         options = options or PrepareOptions()
         return build_plan(self.collection, item, options.now or self.clock.now())
 
@@ -321,13 +329,15 @@ class CharacterMemory:
             RememberOutcome: stored ids and any repair markers.
 
         Raises:
+            DraftValidationError: ``plan`` or ``options`` is of the wrong type.
             PlanValidationError: an invalid candidate; nothing was written.
             IdConflictError: an id stored with different content; nothing was written.
             BackendError: the graph write failed; nothing was written.
         """
         self._check_open(plan, RememberWritePlan)
+        self._check_open(options, (CommitOptions, type(None)))
         async with self._write_lock:
-            return await commit_plan(
+            outcome = await commit_plan(
                 plan,
                 options or CommitOptions(),
                 graph=self.graph,
@@ -335,6 +345,10 @@ class CharacterMemory:
                 embedder=self.embedder,
                 stats=self.stats,
             )
+        self._log_texts(
+            "memory_texts_committed", texts={str(entry.id): entry.text for entry in plan.index_entries}
+        )
+        return outcome
 
     async def remember(
         self, item: RememberInput | RememberDrafts, options: RememberOptions | None = None
@@ -342,12 +356,19 @@ class CharacterMemory:
         """``prepare`` + ``validate_plan`` + ``commit`` in one call.
 
         Raises:
+            DraftValidationError: ``item`` or ``options`` is of the wrong type.
             PlanValidationError, IdConflictError, BackendError: as :meth:`commit`.
         """
+        self._check_open(options, (RememberOptions, type(None)))
         options = options or RememberOptions()
         plan = await self.prepare(item, options.prepare)
         # commit validates the plan against the graph before writing (validate_plan's checks)
         return await self.commit(plan, options.commit)
+
+    def _log_texts(self, event: str, **fields: object) -> None:
+        """A debug event carrying memory text, only when the user opted in (``LOG_MEMORY_TEXT``)."""
+        if self.log_memory_text:
+            log.debug(event, collection=self.collection, **fields)
 
     def _lifecycle_stores(self) -> LifecycleStores:
         return LifecycleStores(self.graph, self.vectors, self.embedder, self.stats)
@@ -369,9 +390,11 @@ class CharacterMemory:
         """
         self._check_open(draft, CorrectMemoryDraft)
         async with self._write_lock:
-            return await correct_memory(
+            outcome = await correct_memory(
                 draft, collection=self.collection, stores=self._lifecycle_stores(), now=self.clock.now()
             )
+        self._log_texts("memory_correction_texts", target=str(draft.target.id), rationale=draft.rationale)
+        return outcome
 
     async def forget(self, draft: ForgetMemoryDraft) -> LifecycleMutationOutcome:
         """Forget by suppression (DESIGN §4.6): nothing is deleted; influence is removed.
@@ -382,9 +405,11 @@ class CharacterMemory:
         """
         self._check_open(draft, ForgetMemoryDraft)
         async with self._write_lock:
-            return await forget_memory(
+            outcome = await forget_memory(
                 draft, collection=self.collection, stores=self._lifecycle_stores(), now=self.clock.now()
             )
+        self._log_texts("memory_forget_texts", target=str(draft.target_id), rationale=draft.rationale)
+        return outcome
 
     async def link(self, draft: LinkDraft) -> LinkOutcome:
         """Add a caller-authored link between two stored memories.
@@ -397,9 +422,12 @@ class CharacterMemory:
         """
         self._check_open(draft, LinkDraft)
         async with self._write_lock:
-            return await link_memories(
+            outcome = await link_memories(
                 draft, collection=self.collection, stores=self._lifecycle_stores(), now=self.clock.now()
             )
+        if draft.rationale is not None:
+            self._log_texts("memory_link_texts", link=str(outcome.link.id), rationale=draft.rationale)
+        return outcome
 
     async def rebuild_stats(self) -> int:
         """Recompute the retrieval statistics of the collection from the graph (DESIGN §4.9).
@@ -436,7 +464,7 @@ class CharacterMemory:
             ``not_current`` objects left out, stale points ``removed``.
 
         Raises:
-            ValueError: ``batch_size`` is below 1.
+            DraftValidationError: ``batch_size`` is not an int >= 1 (also a ``ValueError``).
             BackendError: a store or the embedder failed; the index may be partial: run it again.
         """
         self._check_open()
@@ -481,7 +509,7 @@ class CharacterMemory:
         self._check_open(context, (RetrievalContext, str))
         if isinstance(context, str):
             context = RetrievalContext(query=context)
-        return await retrieve_pack(
+        pack = await retrieve_pack(
             context,
             graph=self.graph,
             vectors=self.vectors,
@@ -490,6 +518,14 @@ class CharacterMemory:
             token_counter=self.token_counter,
             now=self.clock.now(),
         )
+        log.debug(
+            "memory_retrieved",
+            collection=self.collection,
+            items=len(pack.items),
+            omissions=len(pack.omissions),
+            **({"query": context.query} if self.log_memory_text else {}),
+        )
+        return pack
 
     async def close(self) -> None:
         """Release every store (idempotent). Acknowledged writes are already durable."""

@@ -14,7 +14,13 @@ import attrs
 
 from charmem.errors import ConfigurationError
 
-__all__ = ["COLLECTION_NAME_PATTERN", "Settings", "default_token_counter", "validate_collection_name"]
+__all__ = [
+    "COLLECTION_NAME_PATTERN",
+    "RESERVED_COLLECTION_NAMES",
+    "Settings",
+    "default_token_counter",
+    "validate_collection_name",
+]
 
 #: Collection names: checked before any directory is touched (DESIGN §2).
 COLLECTION_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,127}")
@@ -28,19 +34,36 @@ _MODES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Names Windows maps to devices whatever the directory (``vectors\\nul`` is the null device).
+RESERVED_COLLECTION_NAMES = frozenset(
+    {"con", "prn", "aux", "nul", *(f"com{n}" for n in range(10)), *(f"lpt{n}" for n in range(10))}
+)
+
+
 def validate_collection_name(name: str) -> str:
-    """Check a collection name against ``[a-z0-9][a-z0-9_-]{0,127}``.
+    """Check a collection name against ``[a-z0-9][a-z0-9_-]{0,127}`` (DESIGN §2).
+
+    The pattern keeps a name one plain path segment on every file system: no separator, no
+    ``.``/``..``, no NUL, no upper case (so two names never differ only by case on a
+    case-insensitive file system), at most 128 characters. Windows device names (``con``,
+    ``nul``, ``com1``...: :data:`RESERVED_COLLECTION_NAMES`) are refused too, since a shard
+    directory of that name would be the device.
 
     Returns:
         str: the name unchanged.
 
     Raises:
-        ConfigurationError: the name does not match (so it can never escape a store root).
+        ConfigurationError: the name is not allowed (so it can never escape a store root).
     """
     if not isinstance(name, str) or COLLECTION_NAME_PATTERN.fullmatch(name) is None:
         raise ConfigurationError(
             f"collection name {name!r} is not allowed: use 1-128 characters of lowercase "
             "letters, digits, '_' and '-', starting with a letter or digit",
+            key="collection",
+        )
+    if name in RESERVED_COLLECTION_NAMES:
+        raise ConfigurationError(
+            f"collection name {name!r} is a Windows device name; choose another name",
             key="collection",
         )
     return name
@@ -94,6 +117,29 @@ def _optional(mapping: Mapping[str, str], key: str) -> str | None:
     return value.strip() if value is not None and value.strip() else None
 
 
+def _path(mapping: Mapping[str, str], key: str, default: str) -> Path:
+    raw = _optional(mapping, key) or default
+    return _checked_path(Path(raw), key)
+
+
+def _checked_path(path: Path, key: str) -> Path:
+    if "\x00" in str(path):
+        raise ConfigurationError(f"{key} holds a NUL character, which no file system accepts", key=key)
+    return path
+
+
+def _flag(mapping: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = _optional(mapping, key)
+    if raw is None:
+        return default
+    value = raw.lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ConfigurationError(f"{key}={raw!r} must be true or false", key=key)
+
+
 def _positive_int(mapping: Mapping[str, str], key: str) -> int | None:
     raw = _optional(mapping, key)
     if raw is None:
@@ -112,9 +158,15 @@ class Settings:
     """Validated settings of one charmem deployment (DESIGN §2 table).
 
     Build with :meth:`from_mapping`; fields of unselected backends stay ``None``. The repr hides
-    secrets (``QDRANT_API_KEY``, ``OPENAI_API_KEY``). ``token_counter`` (``TOKEN_COUNTER``:
-    ``whitespace`` or ``local``) defaults to :func:`default_token_counter`: ``local`` when
-    charmem-local-embed is installed.
+    secrets (``QDRANT_API_KEY``, ``OPENAI_API_KEY``) and ``extra`` (which may hold adapters' own
+    credentials, e.g. ``SPARQL_PASSWORD``).
+
+    ``log_memory_text`` (``LOG_MEMORY_TEXT``, default false): charmem's log events carry ids and
+    counts, never memory text; set it to true to add texts, queries and rationales to debug
+    events while you diagnose a problem (they then reach whatever your logging sends them to).
+
+    ``token_counter`` (``TOKEN_COUNTER``: ``whitespace`` or ``local``) defaults to
+    :func:`default_token_counter`: ``local`` when charmem-local-embed is installed.
     """
 
     vector_store_mode: str = "embedded"
@@ -134,6 +186,7 @@ class Settings:
     embedding_dimensions: int | None = None
     local_embedding_model: str = "all-MiniLM-L6-v2"
     token_counter: str = attrs.field(factory=default_token_counter)
+    log_memory_text: bool = False
     extra: Mapping[str, str] = attrs.field(factory=dict, repr=False)
 
     @classmethod
@@ -147,14 +200,21 @@ class Settings:
             Settings: validated values with the DESIGN defaults.
 
         Raises:
-            ConfigurationError: a mode is unknown, or a key its mode requires is missing or
-                malformed; the error's ``key`` names it. Embedding keys are checked by
-                :meth:`require_embedding_keys` when no provider object is passed to ``open``.
+            ConfigurationError: a key or value is not a str, a mode is unknown, or a key its
+                mode requires is missing or malformed; the error's ``key`` names it. Embedding
+                keys are checked by :meth:`require_embedding_keys` when no provider object is
+                passed to ``open``.
         """
         if not isinstance(mapping, Mapping):
             raise ConfigurationError(
                 f"settings come from a mapping of str to str (e.g. os.environ), not {type(mapping).__name__}"
             )
+        for key, value in mapping.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise ConfigurationError(
+                    f"settings map str to str (as os.environ does); {key!r} maps to a {type(value).__name__}",
+                    key=key if isinstance(key, str) else None,
+                )
         vector_mode = _mode(mapping, "VECTOR_STORE_MODE", "embedded")
         graph_mode = _mode(mapping, "GRAPH_STORE_MODE", "persistent")
         stats_mode = _mode(mapping, "RETRIEVAL_STATS_STORE_MODE", "sqlite")
@@ -162,10 +222,11 @@ class Settings:
             "vector_store_mode": vector_mode,
             "graph_store_mode": graph_mode,
             "retrieval_stats_store_mode": stats_mode,
+            "log_memory_text": _flag(mapping, "LOG_MEMORY_TEXT", False),
             "extra": dict(mapping),
         }
         if vector_mode == "embedded":
-            values["vector_store_path"] = Path(_optional(mapping, "VECTOR_STORE_PATH") or "./data/vectors")
+            values["vector_store_path"] = _path(mapping, "VECTOR_STORE_PATH", "./data/vectors")
         elif vector_mode == "service":
             values["qdrant_connection_string"] = _required(
                 mapping,
@@ -174,14 +235,14 @@ class Settings:
             )
             values["qdrant_api_key"] = _optional(mapping, "QDRANT_API_KEY")
         if graph_mode == "persistent":
-            values["oxigraph_path"] = Path(_optional(mapping, "OXIGRAPH_PATH") or "./data/oxigraph")
+            values["oxigraph_path"] = _path(mapping, "OXIGRAPH_PATH", "./data/oxigraph")
         elif graph_mode == "service":
             query = _required(mapping, "SPARQL_QUERY_ENDPOINT", "when GRAPH_STORE_MODE=service")
             values["sparql_query_endpoint"] = query
             values["sparql_update_endpoint"] = _optional(mapping, "SPARQL_UPDATE_ENDPOINT") or query
         if stats_mode == "sqlite":
-            values["retrieval_stats_path"] = Path(
-                _optional(mapping, "RETRIEVAL_STATS_PATH") or "./data/retrieval-stats.sqlite3"
+            values["retrieval_stats_path"] = _path(
+                mapping, "RETRIEVAL_STATS_PATH", "./data/retrieval-stats.sqlite3"
             )
         values["token_counter"] = (
             _mode(mapping, "TOKEN_COUNTER", "whitespace")
@@ -223,7 +284,12 @@ class Settings:
                     )
 
     def with_store_root(self, root: Path) -> Settings:
-        """Return settings with every embedded store path under ``root`` (the CLI's ``--store``)."""
+        """Return settings with every embedded store path under ``root`` (the CLI's ``--store``).
+
+        Raises:
+            ConfigurationError: ``root`` holds a NUL character.
+        """
+        root = _checked_path(Path(root), "store root")
         return attrs.evolve(
             self,
             vector_store_path=root / "vectors",

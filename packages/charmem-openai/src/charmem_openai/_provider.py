@@ -8,6 +8,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
+from urllib.parse import urlsplit
 
 import httpx
 import openai
@@ -127,7 +128,8 @@ class OpenAIEmbeddingProvider:
     Args:
         model: the embedding model name.
         api_key: the API key (``OPENAI_API_KEY``); not needed when ``client`` is given.
-        base_url: an OpenAI-compatible endpoint (``OPENAI_BASE_URL``), or ``None`` for OpenAI's.
+        base_url: an OpenAI-compatible endpoint (``OPENAI_BASE_URL``), or ``None`` for OpenAI's;
+            it must not carry credentials (``user:password@``).
         dimensions: ask the API for vectors of this size (text-embedding-3 models).
         vector_size: the size the vectors have, when already known (skips the probe).
         max_retries: SDK retries per request (count, >= 0).
@@ -175,6 +177,14 @@ class OpenAIEmbeddingProvider:
         if client is None and not api_key:
             raise ConfigurationError(
                 "OPENAI_API_KEY is required for the OpenAI embedding provider", key="OPENAI_API_KEY"
+            )
+        if base_url is not None and (not isinstance(base_url, str) or "@" in urlsplit(base_url).netloc):
+            # user-info would be shown by every repr, error and httpx request log line (and httpx
+            # would send it as basic auth in place of the API key); the value is not echoed
+            raise ConfigurationError(
+                "OPENAI_BASE_URL must be an http(s) URL without credentials (no user:password@); "
+                "the API key belongs in OPENAI_API_KEY",
+                key="OPENAI_BASE_URL",
             )
         self._model = model.strip()
         self._dimensions = dimensions

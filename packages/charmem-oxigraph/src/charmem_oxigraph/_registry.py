@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Final
 
 import tenacity
-from charmem.errors import BackendError, StoreLockedError
+from charmem.errors import BackendError, ConfigurationError, StoreLockedError
 from pyoxigraph import Store
 
 from charmem_oxigraph._cache import GraphCache
@@ -121,6 +121,7 @@ def acquire(path: Path | None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) ->
 
     Raises:
         StoreLockedError: another process holds the store after ``lock_timeout`` seconds.
+        ConfigurationError: ``path`` holds a NUL character.
         BackendError: the directory cannot be created or holds no valid store.
     """
     if path is None:
@@ -128,6 +129,11 @@ def acquire(path: Path | None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) ->
             return SharedStore(Store(), None)
         except OSError as exc:
             raise BackendError(f"could not create an in-memory Oxigraph store: {exc}") from exc
+    if "\x00" in str(path):
+        raise ConfigurationError(
+            "the Oxigraph store path holds a NUL character, which no file system accepts",
+            key="OXIGRAPH_PATH",
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
         key = path.resolve()

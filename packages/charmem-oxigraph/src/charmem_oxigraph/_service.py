@@ -9,7 +9,7 @@ from collections.abc import Generator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import BinaryIO, Final
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 import tenacity
@@ -83,11 +83,25 @@ def _write_lock(update_endpoint: str, graph: str) -> asyncio.Lock:
 def _display(endpoint: str) -> str:
     """The endpoint without any user-info (``user:password@``) it may carry."""
     parts = urlsplit(endpoint)
-    if parts.username is None and parts.password is None:
+    if "@" not in parts.netloc:
         return endpoint
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    netloc = parts.netloc.rpartition("@")[2]
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _route(endpoint: str, auth: httpx.Auth | None) -> tuple[str, httpx.Auth | None]:
+    """The URL to request and the authentication to send with it.
+
+    User-info in an endpoint URL (``http://user:password@host/query``) becomes HTTP basic
+    authentication (percent-decoded; an explicit ``auth`` wins) and is removed from the URL that is
+    requested, so it never reaches a log line (``httpx`` logs every request URL at INFO).
+    """
+    parts = urlsplit(endpoint)
+    if "@" not in parts.netloc:
+        return endpoint, auth
+    if auth is None:
+        auth = httpx.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
+    return _display(endpoint), auth
 
 
 def _check_endpoint(endpoint: str, key: str) -> str:
@@ -190,7 +204,9 @@ class SparqlServiceGraphStore:
 
     Args:
         collection: the collection name, ``[a-z0-9][a-z0-9_-]{0,127}``.
-        query_endpoint: the SPARQL query endpoint URL (``SPARQL_QUERY_ENDPOINT``).
+        query_endpoint: the SPARQL query endpoint URL (``SPARQL_QUERY_ENDPOINT``). User-info in
+            an endpoint URL (``http://user:password@host/query``) is sent as HTTP basic
+            authentication, never as part of a requested (and logged) URL.
         update_endpoint: the SPARQL update endpoint URL (``SPARQL_UPDATE_ENDPOINT``; default: the
             query endpoint).
         auth: an ``httpx`` authentication (basic or bearer), or ``None``.
@@ -218,6 +234,9 @@ class SparqlServiceGraphStore:
         if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
             raise ConfigurationError(f"timeout must be a positive number of seconds, not {timeout!r}")
         self._auth = auth
+        self._routes = {
+            endpoint: _route(endpoint, auth) for endpoint in (self._query_endpoint, self._update_endpoint)
+        }
         self._timeout = float(timeout)
         self._owns_client = client is None
         self._client: httpx.AsyncClient | None = client or httpx.AsyncClient(
@@ -334,9 +353,10 @@ class SparqlServiceGraphStore:
     async def _send(
         self, client: httpx.AsyncClient, endpoint: str, content: bytes, headers: dict[str, str]
     ) -> httpx.Response:
-        if self._auth is None:
-            return await client.post(endpoint, content=content, headers=headers)
-        return await client.post(endpoint, content=content, headers=headers, auth=self._auth)
+        url, auth = self._routes[endpoint]
+        if auth is None:
+            return await client.post(url, content=content, headers=headers)
+        return await client.post(url, content=content, headers=headers, auth=auth)
 
     async def _post(
         self, endpoint: str, action: str, content: bytes, content_type: str, accept: str

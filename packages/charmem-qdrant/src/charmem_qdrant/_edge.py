@@ -166,11 +166,16 @@ def _shard_path(root: str | os.PathLike[str], collection: str) -> tuple[Path, Pa
     """The resolved (root, shard directory) of ``collection``, checked before anything is made.
 
     Raises:
-        ConfigurationError: the name is not a collection name, or the shard directory resolves
-            outside the root (a symlink).
+        ConfigurationError: the name is not a collection name, the root holds a NUL character,
+            or the shard directory resolves outside the root (a symlink).
     """
     validate_collection_name(collection)
     root_path = Path(root)
+    if "\x00" in str(root_path):
+        raise ConfigurationError(
+            "the vector store root holds a NUL character, which no file system accepts",
+            key="VECTOR_STORE_PATH",
+        )
     resolved_root = root_path.resolve()
     path = (root_path / collection).resolve()
     if path.parent != resolved_root:

@@ -119,7 +119,7 @@ class DerivedMemoryDraft:
     id: MemoryId | None = attrs.field(default=None, converter=optional_id, kw_only=True)
     entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)
     assertions: tuple[BeliefAssertion, ...] = attrs.field(default=(), converter=_assertions, kw_only=True)
-    given_by_application: bool = attrs.field(default=False, kw_only=True)
+    given_by_application: bool = attrs.field(default=False, validator=_fields.boolean, kw_only=True)
     supersedes: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)
     episode_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)
     observation_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)

@@ -77,7 +77,7 @@ def _external_refs(values: object) -> tuple[ExternalSourceReference, ...]:
     if values is None:
         return ()
     items = []
-    for value in values:  # type: ignore[attr-defined]
+    for value in _fields.items_of(values, "external references", "external_refs"):
         items.append(value if isinstance(value, ExternalSourceReference) else ExternalSourceReference(value))
     return tuple(sorted(set(items), key=lambda ref: ref.reference))
 
@@ -128,8 +128,12 @@ class ReplacementDerivedMemoryDraft:
     entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)
     thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set, kw_only=True)
     assertions: tuple[BeliefAssertion, ...] = attrs.field(default=(), converter=_assertions, kw_only=True)
-    given_by_application: bool = attrs.field(default=False, kw_only=True)
-    correction_origin_provenance: SourceProvenanceReference | None = attrs.field(default=None, kw_only=True)
+    given_by_application: bool = attrs.field(default=False, validator=_fields.boolean, kw_only=True)
+    correction_origin_provenance: SourceProvenanceReference | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(_fields.instance_of(SourceProvenanceReference)),
+        kw_only=True,
+    )
     salience: float | None = attrs.field(default=None, validator=_fields.salience, kw_only=True)
     created_at: datetime | None = attrs.field(default=None, validator=_fields.aware, kw_only=True)
 
@@ -148,10 +152,18 @@ class CorrectMemoryDraft:
         recorded_at: record time of the correction (default: the clock).
     """
 
-    target: CorrectionTarget = attrs.field(validator=attrs.validators.instance_of(CorrectionTarget))
+    target: CorrectionTarget = attrs.field(validator=_fields.instance_of(CorrectionTarget))
     rationale: str = attrs.field(validator=_fields.plain)
-    replacement: ReplacementDerivedMemoryDraft | None = attrs.field(default=None, kw_only=True)
-    correction_origin: SourceProvenanceReference | None = attrs.field(default=None, kw_only=True)
+    replacement: ReplacementDerivedMemoryDraft | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(_fields.instance_of(ReplacementDerivedMemoryDraft)),
+        kw_only=True,
+    )
+    correction_origin: SourceProvenanceReference | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(_fields.instance_of(SourceProvenanceReference)),
+        kw_only=True,
+    )
     recorded_at: datetime | None = attrs.field(default=None, validator=_fields.aware, kw_only=True)
 
     def with_replacement(self, replacement: ReplacementDerivedMemoryDraft) -> CorrectMemoryDraft:
@@ -168,8 +180,8 @@ class ForgetMemoryDraft:
 
     target_id: MemoryId = attrs.field(converter=as_memory_id)
     rationale: str = attrs.field(validator=_fields.plain)
-    apply_to_derived_from_target: bool = True
-    apply_to_thread_members: bool = False
+    apply_to_derived_from_target: bool = attrs.field(default=True, validator=_fields.boolean)
+    apply_to_thread_members: bool = attrs.field(default=False, validator=_fields.boolean)
     recorded_at: datetime | None = attrs.field(default=None, validator=_fields.aware)
 
     @classmethod

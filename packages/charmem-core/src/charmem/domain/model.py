@@ -110,7 +110,7 @@ class BeliefAssertion:
     """The character's own commitment that ``predicate`` holds of the notion ``subject``."""
 
     subject: MemoryId = attrs.field(converter=as_memory_id)
-    predicate: KnownAs = attrs.field(validator=attrs.validators.instance_of(KnownAs))
+    predicate: KnownAs = attrs.field(validator=_fields.instance_of(KnownAs))
 
     def sort_key(self) -> tuple[str, str, str]:
         """Canonical order: subject, predicate kind, name."""
@@ -243,7 +243,7 @@ class DerivedMemory:
     entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     assertions: tuple[BeliefAssertion, ...] = attrs.field(default=(), converter=_assertions)
-    given_by_application: bool = False
+    given_by_application: bool = attrs.field(default=False, validator=_fields.boolean)
     supersedes: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     salience: float = attrs.field(default=0.5, converter=as_float, validator=_fields.salience)
     created_at: datetime = attrs.field(validator=_fields.aware)

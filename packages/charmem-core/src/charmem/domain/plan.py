@@ -62,8 +62,10 @@ class CommitOptions:
 class RememberOptions:
     """Options of ``remember``: those of its prepare and commit steps."""
 
-    prepare: PrepareOptions = attrs.field(factory=PrepareOptions)
-    commit: CommitOptions = attrs.field(factory=CommitOptions)
+    prepare: PrepareOptions = attrs.field(
+        factory=PrepareOptions, validator=_fields.instance_of(PrepareOptions)
+    )
+    commit: CommitOptions = attrs.field(factory=CommitOptions, validator=_fields.instance_of(CommitOptions))
 
 
 @attrs.frozen(kw_only=True)
@@ -120,9 +122,13 @@ class RememberWritePlan:
         """
         from charmem.domain.serde import converter
 
+        if not isinstance(text, str | bytes | bytearray):
+            raise DraftValidationError(
+                f"a plan's JSON is a str (from to_json()), not {type(text).__name__}", field="plan"
+            )
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise DraftValidationError(f"plan JSON is malformed: {exc}", field="plan") from exc
         version = data.get("format_version") if isinstance(data, dict) else None
         if version != PLAN_FORMAT_VERSION:

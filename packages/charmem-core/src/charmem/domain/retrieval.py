@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -72,13 +73,15 @@ def _object_types(values: Any) -> tuple[ObjectType, ...]:
         raise DraftValidationError(
             "object types must be a sequence, e.g. (ObjectType.EPISODE,) or ['episode']", field="object_types"
         )
-    return tuple(sorted({ObjectType(value) for value in values}, key=lambda t: t.value))
+    chosen = _fields.items_of(values, "object types", "object_types")
+    return tuple(sorted({ObjectType(value) for value in chosen}, key=lambda t: t.value))
 
 
 def _relations(values: Any) -> tuple[Relation, ...] | None:
     if values is None:
         return None
-    return tuple(sorted({Relation(value) for value in values}, key=lambda r: r.value))
+    chosen = _fields.items_of(values, "relations", "allowed_relation_types")
+    return tuple(sorted({Relation(value) for value in chosen}, key=lambda r: r.value))
 
 
 @attrs.frozen(kw_only=True)
@@ -141,7 +144,12 @@ _DEFAULT_SCOPE = (ObjectType.EPISODE, ObjectType.OBSERVATION, ObjectType.DERIVED
 
 def _section_limits(values: Any) -> Mapping[str, int]:
     merged = dict(DEFAULT_SECTION_LIMITS)
-    for key, value in dict(values or {}).items():
+    if values is not None and not isinstance(values, Mapping):
+        raise DraftValidationError(
+            f"section_limits must be a mapping of section name to count, not {type(values).__name__}",
+            field="section_limits",
+        )
+    for key, value in (values or {}).items():
         if key not in DEFAULT_SECTION_LIMITS:
             raise DraftValidationError(
                 f"unknown pack section {key!r}; sections are {sorted(DEFAULT_SECTION_LIMITS)}",
@@ -156,8 +164,10 @@ def _section_limits(values: Any) -> Mapping[str, int]:
 
 
 def _number(_instance: object, attribute: attrs.Attribute[float], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise DraftValidationError(f"{attribute.name} must be a number, not {value!r}", field=attribute.name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise DraftValidationError(
+            f"{attribute.name} must be a finite number, not {value!r}", field=attribute.name
+        )
 
 
 def _optional_count(_instance: object, attribute: attrs.Attribute[int | None], value: object) -> None:
@@ -248,13 +258,13 @@ class RetrievalContext:
     )
     candidate_limit: int = attrs.field(default=40, validator=_positive_int)
     max_items: int = attrs.field(default=40, validator=_positive_int)
-    graph_limits: GraphLimits = attrs.field(factory=GraphLimits)
+    graph_limits: GraphLimits = attrs.field(factory=GraphLimits, validator=_fields.instance_of(GraphLimits))
     section_limits: Mapping[str, int] = attrs.field(factory=dict, converter=_section_limits)
     max_tokens: int | None = attrs.field(default=None, validator=_optional_count)
     score_floor: float = attrs.field(default=0.1, validator=_number)
     focus_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
-    include_superseded: bool = False
-    include_suppressed: bool = False
+    include_superseded: bool = attrs.field(default=False, validator=_fields.boolean)
+    include_suppressed: bool = attrs.field(default=False, validator=_fields.boolean)
     as_of: datetime | None = attrs.field(default=None, validator=_fields.aware)
     occurred_between: tuple[datetime | None, datetime | None] | None = attrs.field(
         default=None, converter=_window

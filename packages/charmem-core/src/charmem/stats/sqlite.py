@@ -15,7 +15,7 @@ from typing import Any
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import Relation
-from charmem.errors import BackendError
+from charmem.errors import BackendError, ConfigurationError
 from charmem.ports import StatsEntry, StatsSummary
 from charmem.settings import Settings, validate_collection_name
 from charmem.stats.memory import summarise
@@ -52,11 +52,16 @@ class SQLiteRetrievalStatsStore:
             collection: the collection name (validated before the file is touched).
 
         Raises:
-            ConfigurationError: the collection name is not allowed.
+            ConfigurationError: the collection name is not allowed, or the path holds a NUL.
             BackendError: the file cannot be opened.
         """
         self.collection = validate_collection_name(collection)
         self.path = Path(path)
+        if "\x00" in str(self.path):
+            raise ConfigurationError(
+                "the retrieval stats path holds a NUL character, which no file system accepts",
+                key="RETRIEVAL_STATS_PATH",
+            )
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

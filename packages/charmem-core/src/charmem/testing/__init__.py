@@ -4,14 +4,17 @@
   (``VECTOR_STORE_MODE=in_memory``): the executable specification of their ports, in pure Python.
 * :class:`HashingEmbeddingProvider`: a deterministic embedder for tests (``EMBEDDING_PROVIDER=hashing``).
 * :mod:`charmem.testing.faults`: fault-injecting wrappers around any real adapter, and
-  :class:`CrashPoints` (kill the process at a named point of the write path, for crash trials).
+  :class:`CrashPoints` (kill the process at a named point of the write path, for crash trials),
+  :class:`FaultyEmbeddingProvider`, which answers NaN, wrong-length or missing rows on demand.
 """
 
 from charmem.testing.faults import (
     CRASH_SITES,
     CrashPoint,
     CrashPoints,
+    EmbeddingFault,
     FaultInjected,
+    FaultyEmbeddingProvider,
     FaultyGraphStore,
     FaultyStatsStore,
     FaultyVectorIndex,
@@ -25,7 +28,9 @@ __all__ = [
     "CRASH_SITES",
     "CrashPoint",
     "CrashPoints",
+    "EmbeddingFault",
     "FaultInjected",
+    "FaultyEmbeddingProvider",
     "FaultyGraphStore",
     "FaultyStatsStore",
     "FaultyVectorIndex",

@@ -30,6 +30,7 @@ from charmem.ports import (
     VectorIndex,
     VectorPoint,
 )
+from charmem.usecases.embedding import embed_texts
 from charmem.usecases.names import embedding_texts
 from charmem.usecases.planning import derive_links
 from charmem.usecases.validation import raise_for_invalid, validate_against_graph
@@ -118,9 +119,7 @@ async def maintain_vectors(
         chunk = upserts[start : start + batch_size]
         chunk_texts = texts[start : start + batch_size]
         try:
-            rows = await embedder.embed_documents(chunk_texts)
-            if len(rows) != len(chunk):
-                raise ValueError(f"the embedding provider returned {len(rows)} rows for {len(chunk)} texts")
+            rows = await embed_texts(embedder, chunk_texts)
             await vectors.upsert(
                 [
                     VectorPoint(id=e.id, object_type=e.object_type, vector=row, text=text)

@@ -19,10 +19,11 @@ from charmem.domain.ids import MemoryId
 from charmem.domain.model import Episode, MemoryObject, ObjectType, Observation
 from charmem.domain.plan import IndexEntry
 from charmem.domain.retrieval import CurrencyStatus
-from charmem.errors import BackendError
+from charmem.errors import DraftValidationError
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, VectorIndex, VectorPoint
 from charmem.settings import Settings, validate_collection_name
+from charmem.usecases.embedding import embed_texts
 from charmem.usecases.names import embedding_texts
 from charmem.usecases.planning import index_entries
 
@@ -136,12 +137,12 @@ async def rebuild_vector_index(
         stale points removed.
 
     Raises:
-        ValueError: ``batch_size`` is below 1.
+        DraftValidationError: ``batch_size`` is not an int >= 1 (also a ``ValueError``).
         BackendError: a store or the embedder failed (the index may then be partial: run it
             again).
     """
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise DraftValidationError(f"batch_size must be an int >= 1, not {batch_size!r}", field="batch_size")
     ids = await graph.object_ids(INDEXED_TYPES)
     objects: list[MemoryObject] = []
     currency: dict[MemoryId, CurrencyStatus] = {}
@@ -156,12 +157,7 @@ async def rebuild_vector_index(
     for start in range(0, total, batch_size):
         chunk_entries = entries[start : start + batch_size]
         texts = await embedding_texts(chunk_entries, graph)
-        rows = await embedder.embed_documents(texts)
-        if len(rows) != len(chunk_entries):
-            raise BackendError(
-                f"the embedding provider {embedder.model_id!r} returned {len(rows)} rows for "
-                f"{len(chunk_entries)} texts"
-            )
+        rows = await embed_texts(embedder, texts)
         await vectors.upsert(
             [
                 VectorPoint(id=entry.id, object_type=entry.object_type, vector=row, text=text)

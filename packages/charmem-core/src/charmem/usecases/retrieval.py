@@ -80,6 +80,7 @@ from charmem.ports import (
     VectorIndex,
     VectorQuery,
 )
+from charmem.usecases.embedding import embed_cue
 from charmem.usecases.names import current_names
 
 __all__ = ["EXPANSION_DECAY", "retrieve_pack"]
@@ -190,7 +191,7 @@ async def retrieve_pack(
     """
     recall = _Recall(context, graph)
     limits = context.graph_limits
-    query_vector = await embedder.embed_query(context.query)
+    query_vector = await embed_cue(embedder, context.query)
     periods = time_cues(context.query) if context.time_cues else ()
     recall.telemetry["time_cue_periods"] = len(periods)
     overfetch = WINDOW_OVERFETCH if context.occurred_between is not None or periods else 1
