@@ -1161,6 +1161,43 @@ class EdgeVectorIndex:
         """
         return await asyncio.to_thread(self.optimize_sync)
 
+    @classmethod
+    def optimize_from_settings(cls, settings: Settings, collection: str) -> HnswBuildReport:
+        """Open the shard of ``collection`` with the fingerprint of its marker, build, close.
+
+        For ``charmem optimize``: no embedder is needed, the marker names the model and size.
+
+        Returns:
+            What the build did (see :meth:`optimize`).
+
+        Raises:
+            ConfigurationError: HNSW is off (``VECTOR_HNSW_THRESHOLD``), a malformed setting, or
+                the collection has no vector shard under ``VECTOR_STORE_PATH``.
+            StoreLockedError: another process holds the shard (stop it first).
+            BackendError: the build failed; the shard is unchanged.
+        """
+        _, path = _shard_path(settings.vector_store_path, collection)
+        if hnsw_from_settings(settings) is None:
+            raise ConfigurationError(
+                f"HNSW is off: set {HNSW_THRESHOLD_KEY} to the number of points from which to "
+                "build it (e.g. 20000)",
+                key=HNSW_THRESHOLD_KEY,
+            )
+        marker = ShardMarker.read(path / MARKER_FILE_NAME)
+        if marker is None:
+            raise ConfigurationError(
+                f"collection {collection!r} has no vector shard at {path}; check "
+                "VECTOR_STORE_PATH and the collection name",
+                key="VECTOR_STORE_PATH",
+            )
+        index = cls.from_settings(
+            settings, collection, model_id=marker.model_id, vector_size=marker.vector_size
+        )
+        try:
+            return index.optimize_sync()
+        finally:
+            index.close_sync()
+
     def optimize_sync(self) -> HnswBuildReport:
         """:meth:`optimize` without an event loop (blocks the calling thread, not the GIL)."""
         hnsw = self._hnsw
