@@ -1,4 +1,7 @@
-"""nox sessions: tests, demo, lint, bench-locomo (plain pip: uv does not see the local CPU torch wheel)."""
+"""nox sessions: tests, demo, lint, bench, bench-locomo.
+
+Plain pip: uv does not see the local CPU torch wheel.
+"""
 
 from __future__ import annotations
 
@@ -35,6 +38,16 @@ def bench_locomo(session: nox.Session) -> None:
     """LoCoMo recall: charmem retrieve vs plain dense and BM25 (args after -- go to the script)."""
     install_all(session)
     session.run("python", "benchmarks/locomo.py", *session.posargs, env=OFFLINE)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Latency and scale table: retrieve, the vector index, numpy and qdrant-client, HNSW recall.
+
+    Arguments after -- go to benchmarks/latency.py (e.g. -- --sizes 100,1000,5000,50000 --large).
+    """
+    install_all(session)
+    session.run("python", "benchmarks/latency.py", *session.posargs, env=OFFLINE)
 
 
 @nox.session

@@ -48,6 +48,7 @@ from charmem_qdrant._hnsw import (
     HnswSettings,
     child_command,
     hnsw_from_settings,
+    settle_wal,
     shard_config,
 )
 from charmem_qdrant._marker import MARKER_FILE_NAME, ShardMarker, write_atomic
@@ -1025,10 +1026,14 @@ class EdgeVectorIndex:
             build.error = exc
             _log.warning("vector_hnsw_build_failed", collection=self._collection, error=str(exc))
         finally:
-            with self._state_lock:
-                if self._build is build:
-                    self._build = None
-            build.done.set()
+            self._end_build(build)
+
+    def _end_build(self, build: _Build) -> None:
+        """Forget ``build`` and wake whoever waits for it."""
+        with self._state_lock:
+            if self._build is build:
+                self._build = None
+        build.done.set()
 
     def _build_steps(self, build: _Build, hnsw: HnswSettings) -> HnswBuildReport:
         """Copy the shard, optimize the copy in a child process, swap it in (see the class)."""
@@ -1220,10 +1225,13 @@ class EdgeVectorIndex:
                     build.thread = None  # runs in this thread, below
                     break
             running.done.wait()
-        points = self._count_sync()
+        try:
+            points = self._count_sync()
+        except BaseException:
+            self._end_build(build)
+            raise
         if points < hnsw.threshold:
-            with self._state_lock:
-                self._build = None
+            self._end_build(build)
             return HnswBuildReport(built=False, points=points, indexed=self._indexed)
         self._build_main(build, hnsw)
         if build.error is not None:
@@ -1256,7 +1264,10 @@ class EdgeVectorIndex:
             if shard is None:
                 return
             try:
-                shard.close()
+                try:
+                    settle_wal(shard)  # so the next open does not apply the last write again
+                finally:
+                    shard.close()
             except Exception as exc:
                 raise self._backend_error("close the shard", exc) from exc
         _log.info("vector_shard_closed", collection=self._collection, path=str(self._path))

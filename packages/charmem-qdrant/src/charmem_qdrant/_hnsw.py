@@ -41,6 +41,7 @@ __all__ = [
     "HnswSettings",
     "hnsw_from_settings",
     "indexing_threshold_kb",
+    "settle_wal",
     "shard_config",
 ]
 
@@ -231,6 +232,22 @@ class GraphRecord:
     def write(self, shard_path: Path) -> None:
         """Write the record atomically into the shard directory."""
         write_atomic(shard_path / GRAPH_RECORD, json.dumps(attrs.asdict(self), sort_keys=True))
+
+
+#: A point id no memory has (MemoryIds are uuid4 or uuid5): deleting it changes nothing.
+_NO_POINT: Final = "00000000-0000-0000-0000-000000000000"
+
+
+def settle_wal(shard: qe.EdgeShard) -> None:
+    """Make the next load of ``shard`` skip its last write instead of applying it again.
+
+    Measured on qdrant-edge-py 0.9: a load re-applies the last operation of the write-ahead log
+    even after ``flush()`` (only a later operation acknowledges it), so a shard whose last write
+    was a 5,000 x 1,536 upsert took about 2 s to load (the GIL held) instead of 0.1 s. Deleting a
+    point that cannot exist, then flushing, acknowledges it and changes nothing.
+    """
+    shard.update(qe.UpdateOperation.delete_points([_NO_POINT]))
+    shard.flush()
 
 
 def child_command(path: str, vector_size: int, hnsw: HnswSettings) -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import qdrant_edge as qe
 
-from charmem_qdrant._hnsw import GraphRecord, HnswSettings, shard_config
+from charmem_qdrant._hnsw import GraphRecord, HnswSettings, settle_wal, shard_config
 
 __all__ = ["main"]
 
@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         before = shard.info().indexed_vectors_count
         start = time.perf_counter()
         optimized = shard.optimize()
-        shard.flush()
+        settle_wal(shard)  # the parent loads this copy holding the GIL: keep that short
         seconds = time.perf_counter() - start
         # ``indexed_vectors_count`` counts sparse vectors too (their index always exists), so
         # only its growth over the build tells how many dense vectors entered a graph
