@@ -57,11 +57,12 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import qdrant_edge as qe
 from rich.console import Console
@@ -258,6 +259,40 @@ async def time_calls(calls: Sequence[Callable[[], Awaitable[Any]]], warmup: int 
     return samples
 
 
+async def interleaved(
+    methods: Mapping[str, Sequence[Callable[[], Awaitable[Any]]]], warmup: int = 2
+) -> dict[str, list[float]]:
+    """Seconds per call of every method, query by query in turn (a load spike hits them all).
+
+    Each method has one call per query; the first ``warmup`` queries are run but not counted.
+    numpy runs on one BLAS thread (threads only add noise to a matrix-vector product).
+    """
+    count = min(len(calls) for calls in methods.values())
+    out: dict[str, list[float]] = {name: [] for name in methods}
+    with threadpool_limits(limits=1):
+        for i in range(-min(warmup, count), count):
+            for name, calls in methods.items():
+                start = time.perf_counter()
+                await calls[i if i >= 0 else -i - 1]()
+                if i >= 0:
+                    out[name].append(time.perf_counter() - start)
+    return out
+
+
+def numpy_calls(
+    matrix: np.ndarray, queries: Sequence[tuple[str, np.ndarray]], k: int
+) -> list[Callable[[], Awaitable[Any]]]:
+    """One exact top-``k`` scan per query, as calls for :func:`interleaved`."""
+
+    def call(vector: np.ndarray) -> Callable[[], Awaitable[Any]]:
+        async def run() -> Any:
+            return numpy_top(matrix, vector, k)
+
+        return run
+
+    return [call(v) for _t, v in queries]
+
+
 class Timed:
     """Wraps an adapter and adds up the seconds its coroutine methods take (write shares)."""
 
@@ -332,19 +367,29 @@ def searcher(index: EdgeVectorIndex, vector: np.ndarray, limit: int) -> Callable
 
 
 async def recall_run(
-    index: EdgeVectorIndex, queries: Sequence[tuple[str, np.ndarray]], row_of: dict[str, int]
-) -> tuple[list[float], list[set[int]], set[str]]:
-    """Latencies, found rows and completeness kinds of top-10 searches of ``index``."""
+    index: EdgeVectorIndex,
+    matrix: np.ndarray,
+    queries: Sequence[tuple[str, np.ndarray]],
+    row_of: dict[str, int],
+) -> tuple[dict[str, list[float]], list[set[int]], set[str]]:
+    """Top-10 searches of ``index`` interleaved with numpy's: latencies, found rows, kinds."""
     found: list[set[int]] = []
     kinds: set[str] = set()
-    samples = []
-    for _text, vector in queries:
+
+    def search(vector: np.ndarray) -> Callable[[], Awaitable[Any]]:
         query = VectorQuery(vector=vector.tolist(), limit=RECALL_K)
-        start = time.perf_counter()
-        result = await index.search(query)
-        samples.append(time.perf_counter() - start)
-        found.append({row_of[str(hit.id)] for hit in result.hits})
-        kinds.add(result.completeness.kind.value)
+
+        async def run() -> None:
+            result = await index.search(query)
+            found.append({row_of[str(hit.id)] for hit in result.hits})
+            kinds.add(result.completeness.kind.value)
+
+        return run
+
+    samples = await interleaved(
+        {"numpy": numpy_calls(matrix, queries, RECALL_K), "index": [search(v) for _t, v in queries]},
+        warmup=0,
+    )
     return samples, found, kinds
 
 
@@ -357,19 +402,6 @@ def numpy_top(matrix: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
     k = min(k, len(scores))
     top = np.argpartition(-scores, k - 1)[:k]
     return top[np.argsort(-scores[top])]
-
-
-def numpy_latency(matrix: np.ndarray, queries: Sequence[tuple[str, np.ndarray]], k: int) -> list[float]:
-    """Seconds per exact top-``k`` scan, on one BLAS thread (threads only add noise here)."""
-    samples = []
-    with threadpool_limits(limits=1):
-        for _text, vector in queries[:2]:
-            numpy_top(matrix, vector, k)
-        for _text, vector in queries:
-            start = time.perf_counter()
-            numpy_top(matrix, vector, k)
-            samples.append(time.perf_counter() - start)
-    return samples
 
 
 # ------------------------------------------------------------------------------- the stack
@@ -466,11 +498,11 @@ async def query_latencies(
     def retrieve(text: str) -> Callable[[], Awaitable[Any]]:
         return lambda: memory.retrieve(RetrievalContext(query=text))
 
-    out = {
-        "numpy": numpy_latency(matrix, queries, LIMIT),
-        "edge_dense": await time_calls([search(None, v) for _t, v in queries]),
-        "edge_fused": await time_calls([search(t, v) for t, v in queries]),
-        "retrieve": await time_calls([retrieve(t) for t, _v in queries]),
+    methods = {
+        "numpy": numpy_calls(matrix, queries, LIMIT),
+        "edge_dense": [search(None, v) for _t, v in queries],
+        "edge_fused": [search(t, v) for t, v in queries],
+        "retrieve": [retrieve(t) for t, _v in queries],
     }
     if local is not None and local_name is not None:
 
@@ -480,8 +512,8 @@ async def query_latencies(
 
             return run
 
-        out["qdrant_client"] = await time_calls([local_query(v) for _t, v in queries])
-    return out
+        methods["qdrant_client"] = [local_query(v) for _t, v in queries]
+    return await interleaved(methods)
 
 
 async def thread_hop() -> list[float]:
@@ -490,6 +522,64 @@ async def thread_hop() -> list[float]:
 
 
 # ------------------------------------------------------------------------------- HNSW
+
+
+async def fill(index: EdgeVectorIndex, ids: Sequence[MemoryId], matrix: np.ndarray, batch: int) -> None:
+    """Upsert ``matrix`` (dense only, no text) under ``ids``, ``batch`` points per call."""
+    for start in range(0, len(ids), batch):
+        stop = min(len(ids), start + batch)
+        await index.upsert(
+            [
+                VectorPoint(id=ids[i], object_type=ObjectType.OBSERVATION, vector=matrix[i].tolist())
+                for i in range(start, stop)
+            ]
+        )
+
+
+async def timed_build(index: EdgeVectorIndex) -> dict[str, Any]:
+    """``index.optimize()`` with the event loop's worst lag meanwhile."""
+    with LoopLag() as lag:
+        report = await index.optimize()
+    return {
+        "build_seconds": report.build_seconds,
+        "copy_seconds": report.copy_seconds,
+        "swap_seconds": report.swap_seconds,
+        "indexed": report.indexed,
+        "loop_lag_ms": lag.worst_ms,
+    }
+
+
+async def ef_runs(
+    root: Path,
+    name: str,
+    dim: int,
+    base: HnswSettings,
+    efs: Sequence[int],
+    matrix: np.ndarray,
+    queries: Sequence[tuple[str, np.ndarray]],
+    truth: Sequence[set[int]],
+    row_of: dict[str, int],
+) -> list[dict[str, Any]]:
+    """Reopen the built shard once per ``ef``: recall@10, latencies, completeness kinds."""
+    runs = []
+    for ef in efs:
+        settings = attrs.evolve(base, ef=ef)
+        index = EdgeVectorIndex(root, name, model_id="clustered", vector_size=dim, hnsw=settings)
+        try:
+            samples, found, kinds = await recall_run(index, matrix, queries, row_of)
+        finally:
+            await index.close()
+        runs.append(
+            {
+                "m": base.m,
+                "ef": ef,
+                "recall": recall_at_k(found, truth),
+                "latency": samples["index"],
+                "numpy": samples["numpy"],
+                "completeness": sorted(kinds),
+            }
+        )
+    return runs
 
 
 async def hnsw_sweep(
@@ -507,58 +597,28 @@ async def hnsw_sweep(
     truth = [set(numpy_top(matrix, v, RECALL_K).tolist()) for _t, v in queries]
     ids = [MemoryId.deterministic("hnsw-bench", str(i)) for i in range(count)]
     row_of = {str(memory_id): row for row, memory_id in enumerate(ids)}
-    out: dict[str, Any] = {
-        "points": count,
-        "numpy": numpy_latency(matrix, queries, RECALL_K),
-        "runs": [],
-    }
+    out: dict[str, Any] = {"points": count, "runs": []}
     for m in ms:
         root = work / f"hnsw-m{m}"
-        threshold = max(1, min(count, 1000))
-        build_settings = HnswSettings(threshold=threshold, m=m, ef_construct=ef_construct, background=False)
-        index = EdgeVectorIndex(root, "sweep", model_id="clustered", vector_size=dim, hnsw=build_settings)
+        base = HnswSettings(
+            threshold=max(1, min(count, 1000)), m=m, ef_construct=ef_construct, background=False
+        )
+        index = EdgeVectorIndex(root, "sweep", model_id="clustered", vector_size=dim, hnsw=base)
         try:
-            for start in range(0, count, 5000):
-                await index.upsert(
-                    [
-                        VectorPoint(id=ids[i], object_type=ObjectType.OBSERVATION, vector=matrix[i].tolist())
-                        for i in range(start, min(count, start + 5000))
-                    ]
+            await fill(index, ids, matrix, 5000)
+            if not out["runs"]:  # the exact scan of the same shard, once, against numpy
+                exact = await interleaved(
+                    {
+                        "numpy": numpy_calls(matrix, queries, RECALL_K),
+                        "index": [searcher(index, v, RECALL_K) for _t, v in queries],
+                    }
                 )
-            if not out["runs"]:  # the exact scan of the same shard, once
-                out["edge_exact"] = await time_calls([searcher(index, v, RECALL_K) for _t, v in queries])
-            with LoopLag() as lag:
-                report = await index.optimize()
-            build = {
-                "m": m,
-                "build_seconds": report.build_seconds,
-                "copy_seconds": report.copy_seconds,
-                "swap_seconds": report.swap_seconds,
-                "indexed": report.indexed,
-                "loop_lag_ms": lag.worst_ms,
-            }
+                out["numpy"], out["edge_exact"] = exact["numpy"], exact["index"]
+            build = await timed_build(index)
         finally:
             await index.close()
-        for ef in efs:
-            search_settings = HnswSettings(
-                threshold=threshold, m=m, ef_construct=ef_construct, ef=ef, background=False
-            )
-            index = EdgeVectorIndex(
-                root, "sweep", model_id="clustered", vector_size=dim, hnsw=search_settings
-            )
-            try:
-                samples, found, kinds = await recall_run(index, queries, row_of)
-            finally:
-                await index.close()
-            out["runs"].append(
-                {
-                    **build,
-                    "ef": ef,
-                    "recall": recall_at_k(found, truth),
-                    "latency": samples,
-                    "completeness": sorted(kinds),
-                }
-            )
+        runs = await ef_runs(root, "sweep", dim, base, efs, matrix, queries, truth, row_of)
+        out["runs"].extend({**build, **run} for run in runs)
         shutil.rmtree(root, ignore_errors=True)
     if gil_probe:
         out["in_process"] = await in_process_optimize(work / "gil-probe", matrix, ms[0], ef_construct)
@@ -656,53 +716,25 @@ async def large_index(
     root = work / "large"
     ids = [MemoryId.deterministic("large", str(i)) for i in range(LARGE_N)]
     row_of = {str(memory_id): row for row, memory_id in enumerate(ids)}
-    settings = HnswSettings(threshold=20_000, background=False)
-    out: dict[str, Any] = {
-        "points": LARGE_N,
-        "numpy": numpy_latency(corpus.vectors, queries, RECALL_K),
-        "runs": [],
-    }
-    index = EdgeVectorIndex(root, "large", model_id="clustered", vector_size=LARGE_DIM, hnsw=settings)
+    base = HnswSettings(threshold=20_000, background=False)
+    out: dict[str, Any] = {"points": LARGE_N}
+    index = EdgeVectorIndex(root, "large", model_id="clustered", vector_size=LARGE_DIM, hnsw=base)
     try:
         start = time.perf_counter()
-        for first in range(0, LARGE_N, 10_000):
-            await index.upsert(
-                [
-                    VectorPoint(
-                        id=ids[i], object_type=ObjectType.OBSERVATION, vector=corpus.vectors[i].tolist()
-                    )
-                    for i in range(first, min(LARGE_N, first + 10_000))
-                ]
-            )
+        await fill(index, ids, corpus.vectors, 10_000)
         out["upsert_per_second"] = LARGE_N / (time.perf_counter() - start)
-        exact_calls = [searcher(index, v, RECALL_K) for _t, v in queries[:10]]
-        out["edge_exact"] = await time_calls(exact_calls, warmup=1)
-        with LoopLag() as lag:
-            report = await index.optimize()
-        out["build"] = {
-            "build_seconds": report.build_seconds,
-            "copy_seconds": report.copy_seconds,
-            "swap_seconds": report.swap_seconds,
-            "indexed": report.indexed,
-            "loop_lag_ms": lag.worst_ms,
-        }
+        exact = await interleaved(
+            {
+                "numpy": numpy_calls(corpus.vectors, queries[:10], RECALL_K),
+                "index": [searcher(index, v, RECALL_K) for _t, v in queries[:10]],
+            },
+            warmup=1,
+        )
+        out["numpy"], out["edge_exact"] = exact["numpy"], exact["index"]
+        out["build"] = await timed_build(index)
     finally:
         await index.close()
-    for ef in efs:
-        index = EdgeVectorIndex(
-            root,
-            "large",
-            model_id="clustered",
-            vector_size=LARGE_DIM,
-            hnsw=HnswSettings(threshold=20_000, ef=ef, background=False),
-        )
-        try:
-            samples, found, _kinds = await recall_run(index, queries, row_of)
-        finally:
-            await index.close()
-        out["runs"].append(
-            {"m": settings.m, "ef": ef, "recall": recall_at_k(found, truth), "latency": samples}
-        )
+    out["runs"] = await ef_runs(root, "large", LARGE_DIM, base, efs, corpus.vectors, queries, truth, row_of)
     if bulk_rate:
         out["commit_ingest_hours"] = LARGE_N / bulk_rate / 3600
     shutil.rmtree(root, ignore_errors=True)
@@ -935,7 +967,7 @@ def render(results: Sequence[dict[str, Any]], large: dict[str, Any] | None, cons
             for run in hnsw["runs"]:
                 row(
                     f"  HNSW m={run['m']} ef={run['ef']}: recall@10, p50/p95",
-                    {n: f"{run['recall']:.3f}  " + latency_cell(run["latency"], hnsw["numpy"])},
+                    {n: f"{run['recall']:.3f}  " + latency_cell(run["latency"], run["numpy"])},
                 )
             builds = {run["m"]: run for run in hnsw["runs"]}
             for m, run in builds.items():
@@ -983,7 +1015,7 @@ def render(results: Sequence[dict[str, Any]], large: dict[str, Any] | None, cons
         for run in large["runs"]:
             row(
                 f"  HNSW m={run['m']} ef={run['ef']}: recall@10, p50/p95",
-                {LARGE_N: f"{run['recall']:.3f}  " + latency_cell(run["latency"], large["numpy"])},
+                {LARGE_N: f"{run['recall']:.3f}  " + latency_cell(run["latency"], run["numpy"])},
             )
         row("upsert into the index alone", {LARGE_N: f"{large['upsert_per_second']:.0f} points/s"})
     console.print(table)

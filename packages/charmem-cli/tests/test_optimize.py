@@ -24,6 +24,11 @@ T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 TOPICS = ("violin", "harbour", "coffee", "garden", "train", "letters", "bakery", "chess")
 
 
+def set_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
 async def _remember(settings: Settings, count: int) -> MemoryId:
     """``count`` memories in one commit; returns the observation id of the one about chess 7."""
     episodes, observations = [], []
@@ -55,8 +60,7 @@ async def test_optimize_builds_the_graph_and_retrieve_reports_approximate_recall
     env = env_for(store_root)
     target = await _remember(Settings.from_mapping(env), 160)
     hnsw = {"VECTOR_HNSW_THRESHOLD": "100", "VECTOR_HNSW_BACKGROUND": "false"}
-    for key, value in {**env, **hnsw}.items():
-        monkeypatch.setenv(key, value)
+    set_env(monkeypatch, {**env, **hnsw})
 
     assert main(["--collection", "optimize", "optimize"]) == 0
 
@@ -77,8 +81,7 @@ def test_optimize_without_a_threshold_says_which_key_to_set(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for key, value in env_for(store_root).items():
-        monkeypatch.setenv(key, value)
+    set_env(monkeypatch, env_for(store_root))
     monkeypatch.delenv("VECTOR_HNSW_THRESHOLD", raising=False)
     assert main(["--collection", "optimize", "optimize"]) == 2
     assert "VECTOR_HNSW_THRESHOLD" in capsys.readouterr().err
@@ -90,8 +93,7 @@ def test_optimize_refuses_a_collection_without_vectors(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for key, value in {**env_for(store_root), "VECTOR_HNSW_THRESHOLD": "10"}.items():
-        monkeypatch.setenv(key, value)
+    set_env(monkeypatch, {**env_for(store_root), "VECTOR_HNSW_THRESHOLD": "10"})
     assert main(["--collection", "nothing-here", "optimize"]) == 2
     assert "has no vector shard" in capsys.readouterr().err
 

@@ -69,6 +69,17 @@ def vectors() -> np.ndarray:
     return clustered(POINTS)
 
 
+def child_runs(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
+    """Replace the build child with ``python -c code``."""
+    command = [sys.executable, "-c", code]
+    monkeypatch.setattr(_edge, "child_command", lambda *_args: command)
+
+
+def only_the_shard_is_left(root: Path) -> bool:
+    """No build copy, swap record or tombstone beside the shard (the lock file stays)."""
+    return sorted(p.name for p in root.iterdir()) == [".scale.lock", "scale"]
+
+
 def settings_with(**extra: str) -> Settings:
     return Settings.from_mapping({"VECTOR_STORE_PATH": "unused", **extra})
 
@@ -216,7 +227,7 @@ async def test_exhaustive_until_built_then_approximate_and_still_finds_the_neare
         assert result.hits[0].id == points[9].id
     finally:
         await plain.close()
-    assert sorted(p.name for p in root.iterdir()) == [".scale.lock", "scale"]  # no copy left
+    assert only_the_shard_is_left(root)
 
 
 async def test_nothing_is_built_below_the_threshold(tmp_path: Path, vectors: np.ndarray) -> None:
@@ -301,8 +312,7 @@ async def test_writes_made_during_a_build_are_replayed_on_the_new_shard(
 async def test_close_during_a_build_stops_it_and_leaves_no_copy(
     tmp_path: Path, vectors: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    slow = [sys.executable, "-c", "import time; time.sleep(60)"]
-    monkeypatch.setattr(_edge, "child_command", lambda *_args: slow)
+    child_runs(monkeypatch, "import time; time.sleep(60)")
     root = tmp_path / "v"
     index = open_index(root, background=True)
     await index.upsert(make_points(vectors))
@@ -314,7 +324,7 @@ async def test_close_during_a_build_stops_it_and_leaves_no_copy(
         await asyncio.sleep(0.02)
     await index.close()
     assert not index.building
-    assert sorted(p.name for p in root.iterdir()) == [".scale.lock", "scale"]
+    assert only_the_shard_is_left(root)
     reopened = open_index(root)
     try:
         assert await reopened.count() == POINTS
@@ -326,8 +336,7 @@ async def test_close_during_a_build_stops_it_and_leaves_no_copy(
 async def test_a_failed_build_leaves_the_shard_as_it_was(
     tmp_path: Path, vectors: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    failing = [sys.executable, "-c", "import sys; sys.exit('optimizer exploded')"]
-    monkeypatch.setattr(_edge, "child_command", lambda *_args: failing)
+    child_runs(monkeypatch, "import sys; sys.exit('optimizer exploded')")
     root = tmp_path / "v"
     index = open_index(root)
     try:
@@ -341,7 +350,7 @@ async def test_a_failed_build_leaves_the_shard_as_it_was(
         assert result.hits[0].id == points[2].id
     finally:
         await index.close()
-    assert sorted(p.name for p in root.iterdir()) == [".scale.lock", "scale"]
+    assert only_the_shard_is_left(root)
 
 
 # ---------------------------------------------------------------------------- crash recovery
@@ -378,7 +387,7 @@ async def test_an_interrupted_swap_is_rolled_back_at_open(
         assert await index.point_ids() == {p.id for p in points}
     finally:
         await index.close()
-    assert sorted(p.name for p in root.iterdir()) == [".scale.lock", "scale"]
+    assert only_the_shard_is_left(root)
 
 
 async def test_drop_rolls_back_an_interrupted_swap_first(

@@ -46,6 +46,7 @@ from charmem_qdrant._hnsw import (
     HNSW_THRESHOLD_KEY,
     GraphRecord,
     HnswSettings,
+    bool_setting,
     child_command,
     hnsw_from_settings,
     settle_wal,
@@ -100,18 +101,6 @@ def _is_lock_error(exc: BaseException) -> bool:
 
 def _holds_shard_data(path: Path) -> bool:
     return any((path / name).exists() for name in ("segments", "wal", "edge_config.json"))
-
-
-def _parse_bool(settings: Settings, key: str, default: bool) -> bool:
-    raw = settings.extra.get(key)
-    if raw is None or not raw.strip():
-        return default
-    value = raw.strip().lower()
-    if value in ("true", "1", "yes", "on"):
-        return True
-    if value in ("false", "0", "no", "off"):
-        return False
-    raise ConfigurationError(f"{key}={raw!r} must be true or false", key=key)
 
 
 def _weights_from_settings(settings: Settings) -> tuple[float, float]:
@@ -489,7 +478,7 @@ class EdgeVectorIndex:
             BackendError: see the class.
         """
         validate_collection_name(collection)
-        lexical = _parse_bool(settings, LEXICAL_CUE_KEY, default=True)
+        lexical = bool_setting(settings, LEXICAL_CUE_KEY, default=True)
         weights = _weights_from_settings(settings)
         hnsw = hnsw_from_settings(settings)
         return cls(

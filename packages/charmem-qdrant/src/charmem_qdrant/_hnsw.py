@@ -39,6 +39,7 @@ __all__ = [
     "HNSW_THRESHOLD_KEY",
     "GraphRecord",
     "HnswSettings",
+    "bool_setting",
     "hnsw_from_settings",
     "indexing_threshold_kb",
     "settle_wal",
@@ -114,7 +115,12 @@ def _int_setting(settings: Settings, key: str, default: int) -> int:
         raise ConfigurationError(f"{key}={raw!r} must be an integer", key=key) from None
 
 
-def _bool_setting(settings: Settings, key: str, default: bool) -> bool:
+def bool_setting(settings: Settings, key: str, default: bool) -> bool:
+    """``settings.extra[key]`` as a boolean (true/1/yes/on, false/0/no/off; unset: ``default``).
+
+    Raises:
+        ConfigurationError: any other value, naming ``key``.
+    """
     raw = settings.extra.get(key)
     if raw is None or not raw.strip():
         return default
@@ -147,7 +153,7 @@ def hnsw_from_settings(settings: Settings) -> HnswSettings | None:
         m=_int_setting(settings, HNSW_M_KEY, DEFAULT_HNSW_M),
         ef_construct=_int_setting(settings, HNSW_EF_CONSTRUCT_KEY, DEFAULT_HNSW_EF_CONSTRUCT),
         ef=_int_setting(settings, HNSW_EF_KEY, DEFAULT_HNSW_EF),
-        background=_bool_setting(settings, HNSW_BACKGROUND_KEY, True),
+        background=bool_setting(settings, HNSW_BACKGROUND_KEY, True),
     )
     return hnsw if threshold > 0 else None
 
