@@ -316,26 +316,36 @@ class Timed:
 
 
 class LoopLag:
-    """A task that sleeps ``interval`` seconds in a loop and records how late it wakes."""
+    """A task that sleeps ``interval`` seconds in a loop and records how late it wakes.
+
+    ``async async with LoopLag() as lag:`` starts the ticker before the body runs; on exit the sleep
+    still pending counts too, so a body that blocks the loop to its very end is not missed.
+    """
 
     def __init__(self, interval: float = 0.005) -> None:
         self.interval = interval
         self.lags: list[float] = []
         self._task: asyncio.Task[None] | None = None
+        self._asleep_since: float | None = None
+        self._ticking = asyncio.Event()
 
     async def _run(self) -> None:
         while True:
-            start = time.perf_counter()
+            self._asleep_since = time.perf_counter()
+            self._ticking.set()
             await asyncio.sleep(self.interval)
-            self.lags.append(max(0.0, time.perf_counter() - start - self.interval))
+            self.lags.append(max(0.0, time.perf_counter() - self._asleep_since - self.interval))
 
-    def __enter__(self) -> LoopLag:
+    async def __aenter__(self) -> LoopLag:
         self._task = asyncio.get_running_loop().create_task(self._run())
+        await self._ticking.wait()  # the ticker is asleep: from now on lag is seen
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
             self._task.cancel()
+        if self._asleep_since is not None:
+            self.lags.append(max(0.0, time.perf_counter() - self._asleep_since - self.interval))
 
     @property
     def worst_ms(self) -> float:
@@ -538,7 +548,7 @@ async def fill(index: EdgeVectorIndex, ids: Sequence[MemoryId], matrix: np.ndarr
 
 async def timed_build(index: EdgeVectorIndex) -> dict[str, Any]:
     """``index.optimize()`` with the event loop's worst lag meanwhile."""
-    with LoopLag() as lag:
+    async with LoopLag() as lag:
         report = await index.optimize()
     return {
         "build_seconds": report.build_seconds,
@@ -638,7 +648,7 @@ async def in_process_optimize(path: Path, matrix: np.ndarray, m: int, ef_constru
             ]
             shard.update(qe.UpdateOperation.upsert_points(points))
         shard.flush()
-        with LoopLag() as lag:
+        async with LoopLag() as lag:
             began = time.perf_counter()
             await asyncio.to_thread(shard.optimize)
             seconds = time.perf_counter() - began
@@ -670,7 +680,7 @@ async def concurrency(
             latencies.append(time.perf_counter() - start)
 
     alone: list[float] = []
-    with LoopLag() as alone_lag:
+    async with LoopLag() as alone_lag:
         start = time.perf_counter()
         await retrieves(start + seconds / 2, alone)
         alone_seconds = time.perf_counter() - start
@@ -686,7 +696,7 @@ async def concurrency(
             commits += 1
 
     loaded: list[float] = []
-    with LoopLag() as lag:
+    async with LoopLag() as lag:
         start = time.perf_counter()
         deadline = start + seconds
         await asyncio.gather(writer(deadline), *(retrieves(deadline, loaded) for _ in range(8)))
