@@ -397,7 +397,7 @@ class EdgeVectorIndex:
 
     The async methods run the blocking shard calls in a worker thread (``asyncio.to_thread``)
     and are serialised per index by a lock. Qdrant Edge holds the GIL while it searches, so the
-    hop does not let the event loop run during the search itself; it costs about 0.1 ms and keeps
+    hop does not let the event loop run during the search itself; it costs 0.1-0.25 ms and keeps
     the loop free for the Python around it (the benchmark in ``benchmarks/latency.py`` measures
     both).
 
