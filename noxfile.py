@@ -1,4 +1,4 @@
-"""nox sessions: tests, demo, lint, bench-locomo, crash, fuzz.
+"""nox sessions: tests, demo, lint, bench, bench-locomo, crash, fuzz.
 
 Plain pip: uv does not see the local CPU torch wheel.
 """
@@ -59,6 +59,16 @@ def fuzz(session: nox.Session) -> None:
     """Long fuzzing run of the fuzz tests (args after -- go to benchmarks/fuzz.py, e.g. --examples 2000)."""
     install_all(session)
     session.run("python", "benchmarks/fuzz.py", *session.posargs, env=OFFLINE)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Latency and scale table: retrieve, the vector index, numpy and qdrant-client, HNSW recall.
+
+    Arguments after -- go to benchmarks/latency.py (e.g. -- --sizes 100,1000,5000,50000 --large).
+    """
+    install_all(session)
+    session.run("python", "benchmarks/latency.py", *session.posargs, env=OFFLINE)
 
 
 @nox.session

@@ -1,7 +1,7 @@
 """charmem: remember conversations and recall them as continuity context packs.
 
 Subcommands: ``ingest-locomo FILE...``, ``recall "question"``, ``remember "text"``, ``demo``,
-``rebuild-vectors``, ``check``, ``export DIR``, ``import DIR``, ``purge ID...``.
+``rebuild-vectors``, ``optimize``, ``check``, ``export DIR``, ``import DIR``, ``purge ID...``.
 Backends and paths come from the environment with the DESIGN defaults (embedded Oxigraph, Qdrant
 Edge, SQLite stats); the CLI's embedding default is ``local`` (all-MiniLM-L6-v2, offline).
 ``--store DIR`` puts every store under one directory.
@@ -26,6 +26,7 @@ from tqdm import tqdm
 from charmem import (
     CharacterMemory,
     CharmemError,
+    ConfigurationError,
     ContinuityContextPack,
     DimensionMismatchError,
     EmbedderMismatchError,
@@ -467,6 +468,49 @@ def _print_purge(report: PurgeReport, as_json: bool) -> None:
         print(line)
 
 
+def optimize_vectors(settings: Settings, collection: str) -> dict[str, Any]:
+    """Build the HNSW index of a collection's embedded vectors (``charmem optimize``).
+
+    Needs ``VECTOR_HNSW_THRESHOLD`` (see the charmem-qdrant README); the build runs in a child
+    process on a copy of the shard, which then replaces it.
+
+    Args:
+        settings: the deployment settings (``VECTOR_STORE_MODE`` must be ``embedded``).
+        collection: the collection name.
+
+    Returns:
+        dict: ``built`` (bool), ``points``, ``indexed`` (counts), ``seconds`` (total) and
+        ``build_seconds``.
+
+    Raises:
+        ConfigurationError: not the embedded vector store, HNSW off, or no shard.
+        StoreLockedError: another process holds the collection's vectors.
+        BackendError: the build failed (the shard is unchanged).
+    """
+    from charmem_qdrant import EdgeVectorIndex
+
+    if settings.vector_store_mode != "embedded":
+        raise ConfigurationError(
+            f"`charmem optimize` builds the HNSW index of the embedded vector store; "
+            f"VECTOR_STORE_MODE={settings.vector_store_mode} "
+            + (
+                "indexes on the server by itself"
+                if settings.vector_store_mode == "service"
+                else "always scans exactly"
+            ),
+            key="VECTOR_STORE_MODE",
+        )
+    start = time.perf_counter()
+    report = EdgeVectorIndex.optimize_from_settings(settings, collection)
+    return {
+        "built": report.built,
+        "points": report.points,
+        "indexed": report.indexed,
+        "seconds": time.perf_counter() - start,
+        "build_seconds": report.build_seconds,
+    }
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="charmem", description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", help="directory holding every embedded store (default: ./data)")
@@ -535,6 +579,11 @@ def _parser() -> argparse.ArgumentParser:
     for sub in (export, import_cmd, purge_cmd):
         # also accepted after the command (`charmem purge ID --collection NAME`)
         sub.add_argument("--collection", default=argparse.SUPPRESS, help=collection_help)
+
+    commands.add_parser(
+        "optimize",
+        help="build the HNSW index of the collection's embedded vectors (set VECTOR_HNSW_THRESHOLD)",
+    )
     return parser
 
 
@@ -633,6 +682,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             purged = asyncio.run(purge_memories(settings, args.collection, args.ids))
             _print_purge(purged, args.json)
             return 0 if purged.check.consistent else 1
+
+        elif args.command == "optimize":
+            built = optimize_vectors(settings, args.collection)
+            if built["built"]:
+                print(
+                    f"built the HNSW index of {args.collection!r}: {built['indexed']} of "
+                    f"{built['points']} points in a graph ({built['build_seconds']:.1f} s to build, "
+                    f"{built['seconds']:.1f} s in all)"
+                )
+            else:
+                print(
+                    f"nothing to build for {args.collection!r}: {built['indexed']} of "
+                    f"{built['points']} points already in a graph, the rest below "
+                    "VECTOR_HNSW_THRESHOLD"
+                )
     except KeyboardInterrupt:
         print(
             "charmem: interrupted; what was committed is kept; run the same command again to resume",

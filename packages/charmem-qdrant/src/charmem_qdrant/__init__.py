@@ -14,8 +14,18 @@ from charmem_qdrant._edge import (
     LEXICAL_VECTOR,
     LEXICAL_WEIGHT_KEY,
     EdgeVectorIndex,
+    HnswBuildReport,
 )
 from charmem_qdrant._fusion import DEFAULT_FUSION_WEIGHTS, RRF_K
+from charmem_qdrant._hnsw import (
+    HNSW_BACKGROUND_KEY,
+    HNSW_EF_CONSTRUCT_KEY,
+    HNSW_EF_KEY,
+    HNSW_M_KEY,
+    HNSW_THRESHOLD_KEY,
+    HnswSettings,
+    hnsw_from_settings,
+)
 from charmem_qdrant._marker import MARKER_FILE_NAME, SCHEMA_VERSION, ShardMarker
 from charmem_qdrant._version import __version__
 
@@ -49,6 +59,11 @@ __all__ = [
     "COLLECTION_PREFIX",
     "DEFAULT_FUSION_WEIGHTS",
     "DENSE_VECTOR",
+    "HNSW_BACKGROUND_KEY",
+    "HNSW_EF_CONSTRUCT_KEY",
+    "HNSW_EF_KEY",
+    "HNSW_M_KEY",
+    "HNSW_THRESHOLD_KEY",
     "LEXICAL_CUE_KEY",
     "LEXICAL_VECTOR",
     "LEXICAL_WEIGHT_KEY",
@@ -57,8 +72,11 @@ __all__ = [
     "RRF_K",
     "SCHEMA_VERSION",
     "EdgeVectorIndex",
+    "HnswBuildReport",
+    "HnswSettings",
     "QdrantServiceVectorIndex",
     "ShardMarker",
     "__version__",
+    "hnsw_from_settings",
     "service_collection_name",
 ]

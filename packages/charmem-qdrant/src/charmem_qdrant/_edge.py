@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import math
 import os
 import shutil
+import subprocess
 import threading
+import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+import attrs
+import filelock
 import qdrant_edge as qe
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
@@ -36,7 +42,17 @@ from charmem_qdrant._fusion import (
     rrf_fuse,
     stage_size,
 )
-from charmem_qdrant._marker import MARKER_FILE_NAME, ShardMarker
+from charmem_qdrant._hnsw import (
+    HNSW_THRESHOLD_KEY,
+    GraphRecord,
+    HnswSettings,
+    bool_setting,
+    child_command,
+    hnsw_from_settings,
+    settle_wal,
+    shard_config,
+)
+from charmem_qdrant._marker import MARKER_FILE_NAME, ShardMarker, write_atomic
 
 if TYPE_CHECKING:
     from charmem.settings import Settings
@@ -48,6 +64,7 @@ __all__ = [
     "LEXICAL_WEIGHT_KEY",
     "RRF_K",
     "EdgeVectorIndex",
+    "HnswBuildReport",
 ]
 
 _T = TypeVar("_T")
@@ -84,18 +101,6 @@ def _is_lock_error(exc: BaseException) -> bool:
 
 def _holds_shard_data(path: Path) -> bool:
     return any((path / name).exists() for name in ("segments", "wal", "edge_config.json"))
-
-
-def _parse_bool(settings: Settings, key: str, default: bool) -> bool:
-    raw = settings.extra.get(key)
-    if raw is None or not raw.strip():
-        return default
-    value = raw.strip().lower()
-    if value in ("true", "1", "yes", "on"):
-        return True
-    if value in ("false", "0", "no", "off"):
-        return False
-    raise ConfigurationError(f"{key}={raw!r} must be true or false", key=key)
 
 
 def _weights_from_settings(settings: Settings) -> tuple[float, float]:
@@ -157,9 +162,26 @@ def _type_filter(
     return qe.Filter(must=must) if must else None
 
 
-def _point_key(point: qe.ScoredPoint) -> tuple[str, float]:
-    """A scored point's (id, score), the input of the canonical ranking and of the fusion."""
-    return str(point.id), float(point.score)
+#: A scored point as the search keeps it: (id, score, ``object_type`` payload value), read once
+#: per point. The id comes from the ``memory_id`` payload (the same UUID string, written with
+#: the point): reading ``ScoredPoint.id`` builds a ``uuid.UUID`` on every access, which took a
+#: quarter of a fused search's time at 3,000 points (measured).
+_Found = tuple[str, float, object]
+
+
+def _found(point: qe.ScoredPoint) -> _Found:
+    payload: Mapping[str, object] = point.payload or {}
+    point_id = payload.get(_PAYLOAD_ID)
+    return (
+        point_id if isinstance(point_id, str) else str(point.id),
+        float(point.score),
+        payload.get(_PAYLOAD_TYPE),
+    )
+
+
+def _point_key(found: _Found) -> tuple[str, float]:
+    """A found point's (id, score), the input of the canonical ranking and of the fusion."""
+    return found[0], found[1]
 
 
 def _shard_path(root: str | os.PathLike[str], collection: str) -> tuple[Path, Path]:
@@ -225,14 +247,156 @@ def _open_with_retry(
         raise _backend_error(collection, path, action, exc) from exc
 
 
+def _fsync_dir(path: Path) -> None:
+    """Make renames inside ``path`` durable (best effort where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. Windows
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on a directory
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _collection_lock(root: Path, collection: str, timeout: float) -> Iterator[None]:
+    """Hold ``<root>/.<collection>.lock`` (a ``filelock``) while the shard directory may move.
+
+    Opening, dropping and the HNSW swap (which closes the shard, so its WAL lock is briefly free)
+    take it, so no opener ever sees the directory half swapped.
+
+    Raises:
+        StoreLockedError: still held by another opener after ``timeout`` seconds.
+        BackendError: the lock file cannot be created.
+    """
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _backend_error(collection, root, "create the vector store root", exc) from exc
+    lock = filelock.FileLock(str(root / f".{collection}.lock"), timeout=timeout)
+    try:
+        lock.acquire()
+    except filelock.Timeout as exc:
+        raise StoreLockedError(
+            f"the vector shard of collection {collection!r} under {root} is being swapped or "
+            f"opened by another opener and was still busy after {timeout:g} s; close the other "
+            "opener first"
+        ) from exc
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _swap_sentinel(root: Path, collection: str) -> Path:
+    return root / f".{collection}.hnsw-swap.json"
+
+
+def _recover_swap(root: Path, path: Path, collection: str) -> None:
+    """Undo an HNSW swap a crash interrupted (call holding :func:`_collection_lock`).
+
+    The sentinel exists from before the old shard moves away until the new one holds every
+    acknowledged write, so while it exists the old shard (the tombstone it names) is the
+    complete one: put it back.
+    """
+    sentinel = _swap_sentinel(root, collection)
+    if not sentinel.exists():
+        return
+    try:
+        tomb = root / str(json.loads(sentinel.read_text("utf-8"))["tomb"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BackendError(
+            f"the HNSW swap record {sentinel} of collection {collection!r} is unreadable ({exc}); "
+            f"if {path} holds the shard, delete {sentinel}; otherwise restore the directory "
+            f"named .{collection}.pre-hnsw-* under {root} to {path}"
+        ) from exc
+    if tomb.is_dir():
+        if path.exists():
+            shutil.rmtree(path)
+        tomb.rename(path)
+        _log.warning("vector_hnsw_swap_rolled_back", collection=collection, path=str(path))
+    sentinel.unlink()
+    _fsync_dir(root)
+
+
+def _remove_stale_builds(root: Path, collection: str) -> None:
+    """Delete build copies and swap tombstones left by a crash (call holding the shard)."""
+    for pattern in (f".{collection}.hnsw-*", f".{collection}.pre-hnsw-*"):
+        for stale in root.glob(pattern):
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+
+
+@attrs.frozen(kw_only=True)
+class HnswBuildReport:
+    """What one HNSW build of the embedded shard did.
+
+    Attributes:
+        built: whether Qdrant Edge optimized anything (False: nothing was above the threshold).
+        points: points in the shard afterwards (count).
+        indexed: dense vectors in an HNSW graph afterwards (count).
+        copy_seconds: the index was paused while the shard was flushed and copied (seconds).
+        build_seconds: the child process's ``optimize()`` (seconds; the index kept serving).
+        swap_seconds: the index was paused while the built copy replaced the shard and the
+            writes made meanwhile were replayed on it (seconds).
+        replayed: write operations made during the build and replayed on the copy (count).
+    """
+
+    built: bool
+    points: int
+    indexed: int
+    copy_seconds: float = 0.0
+    build_seconds: float = 0.0
+    swap_seconds: float = 0.0
+    replayed: int = 0
+
+
+class _BuildCancelledError(Exception):
+    """The index closed while an HNSW build ran."""
+
+
+class _Build:
+    """State of one HNSW build (a worker thread driving a child process)."""
+
+    def __init__(self) -> None:
+        self.cancel = threading.Event()
+        self.done = threading.Event()
+        self.guard = threading.Lock()  # orders process start against cancellation
+        self.process: subprocess.Popen[bytes] | None = None
+        self.thread: threading.Thread | None = None
+        self.report: HnswBuildReport | None = None
+        self.error: BaseException | None = None
+
+    def stop(self) -> None:
+        with self.guard:
+            self.cancel.set()
+            if self.process is not None and self.process.poll() is None:
+                self.process.kill()
+
+
 class EdgeVectorIndex:
     """Candidate recall over an embedded Qdrant Edge shard (the ``embedded`` vector index).
 
     One shard per collection lives at ``<root>/<collection>``; it holds a dense cosine vector
     (``"dense"``, ``vector_size`` floats) and a sparse BM25 vector (``"lexical"``,
     ``Modifier.Idf``) per point, with the payload ``{"object_type": ..., "memory_id": ...}``.
-    Point ids are the MemoryId UUIDs. Search is an exact scan (no HNSW is ever built, the
-    indexing threshold is zero), so recall is always reported ``exhaustive``.
+    Point ids are the MemoryId UUIDs. Search is an exact scan (the indexing threshold is zero),
+    so recall is reported ``exhaustive``, unless HNSW is on (``hnsw``, below).
+
+    HNSW for scale (``hnsw``, DESIGN §7): once the shard holds ``hnsw.threshold`` points, an HNSW
+    graph is built, and then again whenever ``hnsw.threshold`` more points were written. Qdrant
+    Edge builds it in ``optimize()``, which holds the GIL for the whole build, so the build never
+    runs in this process: the shard is flushed and copied (the index pauses for the copy), a child
+    process (``python -m charmem_qdrant._hnsw_build``, at nice 10) optimizes the copy while this
+    index keeps serving and journals its writes, and the copy then replaces the shard, the journal
+    replayed on it (a second pause). A crash at any point leaves the complete old shard or the
+    complete new one (a swap record, ``<root>/.<collection>.hnsw-swap.json``, names the old one
+    until the new one holds every acknowledged write; the next open rolls back an unfinished
+    swap). Searches over a shard with a graph use ``hnsw_ef`` = ``hnsw.ef`` and report
+    ``approximate`` recall; points written since the last build are still scanned exactly.
 
     Fusion (lexical cue on, query text with BM25 terms): the dense and the BM25 stage run as two
     plain Qdrant queries in one ``query_batch`` call, each ranked canonically (score descending,
@@ -251,7 +415,10 @@ class EdgeVectorIndex:
     ``lock_timeout`` seconds and then gets :class:`~charmem.errors.StoreLockedError`.
 
     The async methods run the blocking shard calls in a worker thread (``asyncio.to_thread``)
-    and are serialised per index by a lock.
+    and are serialised per index by a lock. Qdrant Edge holds the GIL while it searches, so the
+    hop does not let the event loop run during the search itself; it costs 0.1-0.25 ms and keeps
+    the loop free for the Python around it (the benchmark in ``benchmarks/latency.py`` measures
+    both).
 
     Args:
         root: the vector store root (``VECTOR_STORE_PATH``); created if missing.
@@ -264,6 +431,8 @@ class EdgeVectorIndex:
         fusion_weights: the RRF weights of the (dense, lexical) stages, finite and > 0;
             :data:`DEFAULT_FUSION_WEIGHTS` (1.5, 1.0) by default. A stage at rank ``r`` adds
             ``1 / ((r + 1) / weight + k - 1)``, i.e. ``1 / (k + r)`` at weight 1.0.
+        hnsw: when and how to build an HNSW graph (:class:`~charmem_qdrant._hnsw.HnswSettings`),
+            or ``None`` (the default): exact scan only.
 
     Raises:
         ConfigurationError: bad collection name, a path escaping ``root``, bad ``model_id``,
@@ -284,6 +453,7 @@ class EdgeVectorIndex:
         lexical: bool = False,
         lock_timeout: float = 1.0,
         fusion_weights: tuple[float, float] = DEFAULT_FUSION_WEIGHTS,
+        hnsw: HnswSettings | None = None,
     ) -> None:
         root_path, path = _shard_path(root, collection)
         weights = _checked_weights(fusion_weights)
@@ -301,8 +471,17 @@ class EdgeVectorIndex:
         self._lexical = lexical
         self._weights = weights
         self._lock_timeout = lock_timeout
+        self._hnsw = hnsw
         self._lock = threading.Lock()
         self._bm25 = qe.Bm25()
+        # HNSW state: read and written under ``_lock``, except ``_build`` (under ``_state_lock``).
+        self._indexed = 0  # dense vectors in a graph
+        self._pending = 0  # points written since the last build (or unindexed at open)
+        self._journal: list[qe.UpdateOperation] | None = None  # writes made during a build
+        # exact filtered point counts by object-type scope, under ``_lock``; cleared by writes
+        self._counts: dict[tuple[str, ...], int] = {}
+        self._state_lock = threading.Lock()
+        self._build: _Build | None = None
         self._shard: qe.EdgeShard | None = self._open()
 
     # ------------------------------------------------------------------ construction
@@ -313,9 +492,11 @@ class EdgeVectorIndex:
     ) -> EdgeVectorIndex:
         """Open (or create) the shard of ``collection`` under ``settings.vector_store_path``.
 
-        Reads ``VECTOR_LEXICAL_CUE`` (``true``/``false``, default true) and
+        Reads ``VECTOR_LEXICAL_CUE`` (``true``/``false``, default true),
         ``VECTOR_LEXICAL_WEIGHT`` (the lexical stage's RRF weight, a finite number > 0, default
-        1.0) from ``settings.extra``.
+        1.0) and the HNSW keys (``VECTOR_HNSW_THRESHOLD``, ``VECTOR_HNSW_M``,
+        ``VECTOR_HNSW_EF_CONSTRUCT``, ``VECTOR_HNSW_EF``, ``VECTOR_HNSW_BACKGROUND``; see
+        :func:`charmem_qdrant._hnsw.hnsw_from_settings`) from ``settings.extra``.
 
         Args:
             settings: the deployment settings.
@@ -327,16 +508,17 @@ class EdgeVectorIndex:
             An open index bound to the collection's shard.
 
         Raises:
-            ConfigurationError: see the class; also a malformed ``VECTOR_LEXICAL_CUE`` or
-                ``VECTOR_LEXICAL_WEIGHT``.
+            ConfigurationError: see the class; also a malformed ``VECTOR_LEXICAL_CUE``,
+                ``VECTOR_LEXICAL_WEIGHT`` or HNSW key (the message names the key).
             DimensionMismatchError: see the class.
             EmbedderMismatchError: see the class.
             StoreLockedError: see the class.
             BackendError: see the class.
         """
         validate_collection_name(collection)
-        lexical = _parse_bool(settings, LEXICAL_CUE_KEY, default=True)
+        lexical = bool_setting(settings, LEXICAL_CUE_KEY, default=True)
         weights = _weights_from_settings(settings)
+        hnsw = hnsw_from_settings(settings)
         return cls(
             settings.vector_store_path,
             collection,
@@ -344,6 +526,7 @@ class EdgeVectorIndex:
             vector_size=vector_size,
             lexical=lexical,
             fusion_weights=weights,
+            hnsw=hnsw,
         )
 
     @classmethod
@@ -374,26 +557,31 @@ class EdgeVectorIndex:
             StoreLockedError: another opener holds the shard; nothing was removed.
             BackendError: Qdrant Edge or the file system failed (cause chained).
         """
-        _, path = _shard_path(root, collection)
-        if not path.exists():
+        root_path, path = _shard_path(root, collection)
+        if not path.exists() and not _swap_sentinel(root_path, collection).exists():
             return False
         tombstone = path.with_name(f".{collection}.dropped-{uuid.uuid4().hex}")
-        shard: qe.EdgeShard | None = None
-        if _holds_shard_data(path):
-            shard = _open_with_retry(
-                collection,
-                path,
-                lock_timeout,
-                "open the shard to drop it",
-                lambda: qe.EdgeShard.load(str(path)),
-            )
-        try:
-            path.rename(tombstone)
-        except OSError as exc:
-            raise _backend_error(collection, path, "drop the shard", exc) from exc
-        finally:
-            if shard is not None:
-                shard.close()
+        with _collection_lock(root_path, collection, lock_timeout):
+            _recover_swap(root_path, path, collection)
+            if not path.exists():
+                return False
+            shard: qe.EdgeShard | None = None
+            if _holds_shard_data(path):
+                shard = _open_with_retry(
+                    collection,
+                    path,
+                    lock_timeout,
+                    "open the shard to drop it",
+                    lambda: qe.EdgeShard.load(str(path)),
+                )
+            try:
+                path.rename(tombstone)
+            except OSError as exc:
+                raise _backend_error(collection, path, "drop the shard", exc) from exc
+            finally:
+                if shard is not None:
+                    shard.close()
+            _remove_stale_builds(root_path, collection)
         shutil.rmtree(tombstone, ignore_errors=True)
         _log.info("vector_shard_dropped", collection=collection, path=str(path))
         return True
@@ -428,15 +616,7 @@ class EdgeVectorIndex:
         return _holds_shard_data(path)
 
     def _config(self) -> qe.EdgeConfig:
-        return qe.EdgeConfig(
-            vectors={
-                DENSE_VECTOR: qe.EdgeVectorParams(
-                    size=self._vector_size, distance=qe.Distance.Cosine
-                )
-            },
-            sparse_vectors={LEXICAL_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-            optimizers=qe.EdgeOptimizersConfig(indexing_threshold=0),
-        )
+        return shard_config(self._vector_size, self._hnsw)
 
     def _backend_error(self, action: str, exc: BaseException) -> BackendError:
         return _backend_error(self._collection, self._path, action, exc)
@@ -456,14 +636,25 @@ class EdgeVectorIndex:
 
         The marker is checked before waiting for the lock (a mismatch fails fast) and again
         once the lock is held (another opener may have written it meanwhile). A shard left
-        without a marker by a crash between creation and marker write is adopted if empty.
+        without a marker by a crash between creation and marker write is adopted if empty. An HNSW
+        swap a crash interrupted is rolled back first, and stale build copies are removed once
+        the shard is held.
         """
+        with _collection_lock(self._root, self._collection, self._lock_timeout):
+            _recover_swap(self._root, self._path, self._collection)
+            marker_path = self._path / MARKER_FILE_NAME
+            marker = ShardMarker.read(marker_path)
+            if marker is not None:
+                self._check(marker)
+            created = not _holds_shard_data(self._path)
+            shard = self._create() if created else self._load()
+            with contextlib.suppress(OSError):  # leftovers are retried at the next open
+                _remove_stale_builds(self._root, self._collection)
+        return self._prepare(shard, created)
+
+    def _prepare(self, shard: qe.EdgeShard, created: bool) -> qe.EdgeShard:
+        """Check or write the marker, index the payload, read the HNSW state; close on failure."""
         marker_path = self._path / MARKER_FILE_NAME
-        marker = ShardMarker.read(marker_path)
-        if marker is not None:
-            self._check(marker)
-        created = not _holds_shard_data(self._path)
-        shard = self._create() if created else self._load()
         try:
             marker = ShardMarker.read(marker_path)
             if marker is not None:
@@ -491,6 +682,7 @@ class EdgeVectorIndex:
                 )
                 shard.flush()
             points = shard.count(qe.CountRequest(exact=True))
+            self._read_graph_record(points)
         except BaseException as exc:
             shard.close()
             if isinstance(exc, CharmemError) or not isinstance(exc, Exception):
@@ -503,6 +695,7 @@ class EdgeVectorIndex:
             created=created,
             points=points,
             lexical=self._lexical,
+            hnsw_indexed=self._indexed,
         )
         return shard
 
@@ -621,13 +814,19 @@ class EdgeVectorIndex:
             prepared.append(qe.Point(str(point.id), vectors, payload))
         if not prepared:
             return
+        operation = qe.UpdateOperation.upsert_points(prepared)
 
         def write(shard: qe.EdgeShard) -> None:
-            shard.update(qe.UpdateOperation.upsert_points(prepared))
+            self._counts.clear()
+            shard.update(operation)
             shard.flush()
+            if self._journal is not None:
+                self._journal.append(operation)
+            self._pending += len(prepared)
 
         self._run("upsert points", write)
         _log.debug("vector_points_upserted", collection=self._collection, count=len(prepared))
+        self._maybe_build()
 
     async def upsert(self, points: Sequence[VectorPoint]) -> None:
         """Insert or replace points (one Qdrant update per call), durable on return.
@@ -651,9 +850,14 @@ class EdgeVectorIndex:
         if not point_ids:
             return
 
+        operation = qe.UpdateOperation.delete_points(point_ids)
+
         def write(shard: qe.EdgeShard) -> None:
-            shard.update(qe.UpdateOperation.delete_points(point_ids))
+            self._counts.clear()
+            shard.update(operation)
             shard.flush()
+            if self._journal is not None:
+                self._journal.append(operation)
 
         self._run("delete points", write)
         _log.debug("vector_points_deleted", collection=self._collection, count=len(point_ids))
@@ -675,60 +879,76 @@ class EdgeVectorIndex:
         vector = self._checked_vector(query.vector, "the query vector")
         limit = query.limit
         type_filter = _type_filter(query.object_types, query.within)
+        # counts are cached per type scope; a ``within`` scope is counted each time
+        count_key = (
+            None
+            if query.within is not None
+            else tuple(sorted({ObjectType(t).value for t in query.object_types}))
+        )
         stages: list[qe.Query] = [qe.Query.Nearest(vector, using=DENSE_VECTOR)]
         if self._lexical and query.text and query.text.strip():
             sparse = self._bm25.embed_query(query.text)
             if sparse.indices:
                 stages.append(qe.Query.Nearest(sparse, using=LEXICAL_VECTOR))
-        exact = qe.SearchParams(exact=True)
 
-        def request(stage: int, n: int) -> qe.QueryRequest:
-            return qe.QueryRequest(
-                limit=n,
-                query=stages[stage],
-                filter=type_filter,
-                params=exact if stage == 0 else None,  # ``exact`` concerns the dense search only
-                score_threshold=query.min_score if stage == 0 else None,  # a cosine floor
-                with_payload=True,
-            )
+        def run(shard: qe.EdgeShard) -> tuple[bool, int, list[list[_Found]]]:
+            # read under the index lock: a finished HNSW build changes it
+            hnsw = self._hnsw if self._indexed > 0 else None
+            approximate = hnsw is not None
+            dense = qe.SearchParams(exact=True)
+            if hnsw is not None:
+                dense = qe.SearchParams(hnsw_ef=hnsw.ef)
 
-        def run(shard: qe.EdgeShard) -> tuple[int, list[list[qe.ScoredPoint]]]:
-            scanned = shard.count(qe.CountRequest(exact=True, filter=type_filter))
+            def request(stage: int, n: int) -> qe.QueryRequest:
+                return qe.QueryRequest(
+                    limit=n,
+                    query=stages[stage],
+                    filter=type_filter,
+                    params=dense if stage == 0 else None,  # the parameters concern dense only
+                    score_threshold=query.min_score if stage == 0 else None,  # a cosine floor
+                    with_payload=True,
+                )
+
+            scanned = None if count_key is None else self._counts.get(count_key)
+            if scanned is None:  # an exact filtered count, kept until the next write
+                scanned = shard.count(qe.CountRequest(exact=True, filter=type_filter))
+                if count_key is not None:
+                    self._counts[count_key] = scanned
             if limit <= 0 or scanned == 0:
-                return scanned, []
+                return approximate, scanned, []
             want = limit if len(stages) == 1 else stage_size(limit)
             ranker = StageRanker([want] * len(stages), scanned, _point_key)
             while ranker.pending:
                 batch = qe.QueryBatchRequest([request(s, n) for s, n in ranker.pending])
-                ranker.accept(shard.query_batch(batch))
-            return scanned, ranker.ranked()
+                answers = shard.query_batch(batch)
+                ranker.accept([[_found(point) for point in answer] for answer in answers])
+            return approximate, scanned, ranker.ranked()
 
-        scanned, ranked = self._run("search", run)
+        approximate, scanned, ranked = self._run("search", run)
         if len(ranked) <= 1:
-            hits = tuple(self._hit(point, point.score) for stage in ranked for point in stage)
+            hits = tuple(self._hit(found, found[1]) for stage in ranked for found in stage)
         else:
-            by_id = {str(point.id): point for stage in ranked for point in stage}
+            by_id = {found[0]: found for stage in ranked for found in stage}
             fused = rrf_fuse(
-                [[_point_key(point) for point in stage] for stage in ranked],
+                [[_point_key(found) for found in stage] for stage in ranked],
                 k=RRF_K,
                 weights=self._weights,
             )
             hits = tuple(self._hit(by_id[point_id], score) for point_id, score in fused[:limit])
+        kind = CompletenessKind.APPROXIMATE if approximate else CompletenessKind.EXHAUSTIVE
         return VectorSearchResult(
             hits=hits,
-            completeness=VectorRecallCompleteness(
-                CompletenessKind.EXHAUSTIVE, scanned=scanned, fetched=len(hits)
-            ),
+            completeness=VectorRecallCompleteness(kind, scanned=scanned, fetched=len(hits)),
         )
 
-    def _hit(self, point: qe.ScoredPoint, score: float) -> VectorHit:
-        payload: Mapping[str, object] = point.payload or {}
+    def _hit(self, found: _Found, score: float) -> VectorHit:
+        point_id, _score, raw_type = found
         try:
-            object_type = ObjectType(payload[_PAYLOAD_TYPE])
-            memory_id = MemoryId(str(point.id))
-        except (KeyError, ValueError) as exc:
+            object_type = ObjectType(raw_type)
+            memory_id = MemoryId(point_id)
+        except ValueError as exc:
             raise BackendError(
-                f"point {point.id} in the vector shard of collection {self._collection!r} has no "
+                f"point {point_id} in the vector shard of collection {self._collection!r} has no "
                 f"valid {_PAYLOAD_TYPE!r} payload or id; the shard was written by something else. "
                 "Rebuild it with rebuild_vector_index()"
             ) from exc
@@ -737,7 +957,8 @@ class EdgeVectorIndex:
     async def search(self, query: VectorQuery) -> VectorSearchResult:
         """Nearest points to ``query.vector`` among ``query.object_types`` (all when empty).
 
-        The dense search is an exact cosine scan and the hit score its cosine. With the lexical
+        The dense search is an exact cosine scan (an HNSW search with ``hnsw_ef`` once a graph
+        was built, see the class) and the hit score its cosine. With the lexical
         cue on and a query ``text`` that has BM25 terms, the dense stage and a BM25 sparse stage
         (both filtered, each its best ``max(4 * limit, 64)`` points by score descending, id
         ascending) run as one ``query_batch`` and are fused client-side by reciprocal rank
@@ -753,8 +974,9 @@ class EdgeVectorIndex:
                 optional cue text.
 
         Returns:
-            At most ``query.limit`` hits, and ``exhaustive`` completeness with ``scanned`` = the
-            number of points matching the type filter and ``fetched`` = the hits returned.
+            At most ``query.limit`` hits, and ``exhaustive`` completeness (``approximate`` once
+            an HNSW graph holds points) with ``scanned`` = the number of points matching the
+            type filter and ``fetched`` = the hits returned.
 
         Raises:
             DimensionMismatchError: the query vector has another length than ``vector_size``.
@@ -801,19 +1023,308 @@ class EdgeVectorIndex:
         """
         return await asyncio.to_thread(self._count_sync)
 
+    # ------------------------------------------------------------------ HNSW
+
+    @property
+    def hnsw(self) -> HnswSettings | None:
+        """The HNSW settings, or ``None`` when every search is an exact scan."""
+        return self._hnsw
+
+    @property
+    def hnsw_indexed(self) -> int:
+        """Dense vectors in an HNSW graph (count; 0 until a build finished)."""
+        return self._indexed
+
+    @property
+    def building(self) -> bool:
+        """Whether an HNSW build is running."""
+        return self._build is not None
+
+    def _read_graph_record(self, points: int) -> None:
+        """Set the HNSW state from the shard's graph record (hold ``_lock`` or be opening)."""
+        record = GraphRecord.read(self._path)
+        self._indexed = record.indexed if record is not None else 0
+        self._pending = max(0, points - (record.points if record is not None else 0))
+
+    def _maybe_build(self) -> None:
+        """Start a background build once ``hnsw.threshold`` points wait for a graph."""
+        hnsw = self._hnsw
+        if hnsw is None or not hnsw.background or self._pending < hnsw.threshold:
+            return
+        with self._state_lock:
+            if self._build is not None or self._shard is None:
+                return
+            build = self._new_build(hnsw)
+        if build.thread is not None:
+            build.thread.start()
+
+    def _new_build(self, hnsw: HnswSettings) -> _Build:
+        """A build whose thread is not started yet (call holding ``_state_lock``)."""
+        build = _Build()
+        build.thread = threading.Thread(
+            target=self._build_main,
+            args=(build, hnsw),
+            name=f"charmem-hnsw-{self._collection}",
+            daemon=True,
+        )
+        self._build = build
+        return build
+
+    def _build_main(self, build: _Build, hnsw: HnswSettings) -> None:
+        try:
+            build.report = self._build_steps(build, hnsw)
+            _log.info(
+                "vector_hnsw_built", collection=self._collection, **attrs.asdict(build.report)
+            )
+        except _BuildCancelledError:
+            _log.info("vector_hnsw_build_stopped", collection=self._collection)
+        except BaseException as exc:  # reported to optimize() and the log
+            build.error = exc
+            _log.warning("vector_hnsw_build_failed", collection=self._collection, error=str(exc))
+        finally:
+            self._end_build(build)
+
+    def _end_build(self, build: _Build) -> None:
+        """Forget ``build`` and wake whoever waits for it."""
+        with self._state_lock:
+            if self._build is build:
+                self._build = None
+        build.done.set()
+
+    def _build_steps(self, build: _Build, hnsw: HnswSettings) -> HnswBuildReport:
+        """Copy the shard, optimize the copy in a child process, swap it in (see the class)."""
+        copy = self._root / f".{self._collection}.hnsw-{uuid.uuid4().hex}"
+        try:
+            start = time.perf_counter()
+            with self._lock:
+                shard = self._shard
+                if shard is None or build.cancel.is_set():
+                    raise _BuildCancelledError
+                try:
+                    shard.flush()
+                    shutil.copytree(self._path, copy)
+                except Exception as exc:
+                    raise self._backend_error("copy the shard for an HNSW build", exc) from exc
+                self._journal = []
+                self._pending = 0
+            copy_seconds = time.perf_counter() - start
+            child = self._run_child(build, copy, hnsw)
+            start = time.perf_counter()
+            with self._lock:
+                journal, self._journal = self._journal or [], None
+                if self._shard is None or build.cancel.is_set():
+                    raise _BuildCancelledError
+                points = self._swap_in(copy, journal)
+            return HnswBuildReport(
+                built=bool(child.get("optimized")),
+                points=points,
+                indexed=self._indexed,
+                copy_seconds=copy_seconds,
+                build_seconds=float(child.get("seconds", 0.0)),
+                swap_seconds=time.perf_counter() - start,
+                replayed=len(journal),
+            )
+        finally:
+            with self._lock:
+                self._journal = None
+            shutil.rmtree(copy, ignore_errors=True)
+
+    def _run_child(self, build: _Build, copy: Path, hnsw: HnswSettings) -> dict[str, Any]:
+        """Run the build child on ``copy``; its JSON report.
+
+        Raises:
+            _BuildCancelledError: the index closed meanwhile.
+            BackendError: the child failed (its stderr tail in the message).
+        """
+        command = child_command(str(copy), self._vector_size, hnsw)
+        with build.guard:
+            if build.cancel.is_set():
+                raise _BuildCancelledError
+            try:
+                # our own interpreter and module; the arguments are a path and integers
+                process = subprocess.Popen(  # noqa: S603
+                    command, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                )
+            except OSError as exc:
+                raise self._backend_error("start the HNSW build process", exc) from exc
+            build.process = process
+        out, err = process.communicate()
+        if build.cancel.is_set():
+            raise _BuildCancelledError
+        if process.returncode != 0:
+            tail = err.decode("utf-8", "replace").strip()[-2000:]
+            raise BackendError(
+                f"the HNSW build of collection {self._collection!r} failed (exit status "
+                f"{process.returncode}); the shard is unchanged and still searched exactly where "
+                f"it has no graph: {tail}"
+            )
+        report: dict[str, Any] = json.loads(out.decode("utf-8").strip().splitlines()[-1])
+        return report
+
+    def _swap_in(self, copy: Path, journal: Sequence[qe.UpdateOperation]) -> int:
+        """Replace the shard with the built ``copy`` and replay ``journal`` on it (hold ``_lock``).
+
+        Returns:
+            The points of the new shard (count).
+
+        Raises:
+            BackendError: the swap failed; the old shard is back in place and open.
+        """
+        tomb = self._root / f".{self._collection}.pre-hnsw-{uuid.uuid4().hex}"
+        sentinel = _swap_sentinel(self._root, self._collection)
+        with _collection_lock(self._root, self._collection, self._lock_timeout):
+            live = self._shard
+            if live is None:
+                raise _BuildCancelledError
+            write_atomic(sentinel, json.dumps({"tomb": tomb.name}))
+            live.close()  # every acknowledged write was flushed when it was made
+            self._shard = None
+            try:
+                self._path.rename(tomb)
+                copy.rename(self._path)
+                _fsync_dir(self._root)
+                new = qe.EdgeShard.load(str(self._path), self._config())
+                try:
+                    for operation in journal:
+                        new.update(operation)
+                    new.flush()
+                    points = new.count(qe.CountRequest(exact=True))
+                except BaseException:
+                    new.close()
+                    raise
+            except BaseException as exc:
+                try:
+                    _recover_swap(self._root, self._path, self._collection)
+                finally:
+                    self._shard = self._load()
+                raise self._backend_error("swap in the HNSW-indexed shard", exc) from exc
+            sentinel.unlink()
+            _fsync_dir(self._root)
+            self._shard = new
+            self._counts.clear()
+            self._read_graph_record(points)
+        shutil.rmtree(tomb, ignore_errors=True)
+        return points
+
+    async def optimize(self) -> HnswBuildReport:
+        """Build the HNSW graph now (waiting for a background build already running first).
+
+        The build runs as in the background (see the class): the index keeps serving except
+        for the copy and the swap, reported in seconds. Nothing is built while the shard holds
+        fewer than ``hnsw.threshold`` points.
+
+        Returns:
+            What the build did (``built`` False and zero seconds when below the threshold).
+
+        Raises:
+            ConfigurationError: HNSW is off (``VECTOR_HNSW_THRESHOLD`` unset or 0).
+            BackendError: the index is closed, or the copy, the child or the swap failed (the
+                shard is then unchanged).
+        """
+        return await asyncio.to_thread(self.optimize_sync)
+
+    @classmethod
+    def optimize_from_settings(cls, settings: Settings, collection: str) -> HnswBuildReport:
+        """Open the shard of ``collection`` with the fingerprint of its marker, build, close.
+
+        For ``charmem optimize``: no embedder is needed, the marker names the model and size.
+
+        Returns:
+            What the build did (see :meth:`optimize`).
+
+        Raises:
+            ConfigurationError: HNSW is off (``VECTOR_HNSW_THRESHOLD``), a malformed setting, or
+                the collection has no vector shard under ``VECTOR_STORE_PATH``.
+            StoreLockedError: another process holds the shard (stop it first).
+            BackendError: the build failed; the shard is unchanged.
+        """
+        _, path = _shard_path(settings.vector_store_path, collection)
+        if hnsw_from_settings(settings) is None:
+            raise ConfigurationError(
+                f"HNSW is off: set {HNSW_THRESHOLD_KEY} to the number of points from which to "
+                "build it (e.g. 20000)",
+                key=HNSW_THRESHOLD_KEY,
+            )
+        marker = ShardMarker.read(path / MARKER_FILE_NAME)
+        if marker is None:
+            raise ConfigurationError(
+                f"collection {collection!r} has no vector shard at {path}; check "
+                "VECTOR_STORE_PATH and the collection name",
+                key="VECTOR_STORE_PATH",
+            )
+        index = cls.from_settings(
+            settings, collection, model_id=marker.model_id, vector_size=marker.vector_size
+        )
+        try:
+            return index.optimize_sync()
+        finally:
+            index.close_sync()
+
+    def optimize_sync(self) -> HnswBuildReport:
+        """:meth:`optimize` without an event loop (blocks the calling thread, not the GIL)."""
+        hnsw = self._hnsw
+        if hnsw is None:
+            raise ConfigurationError(
+                f"HNSW is off for collection {self._collection!r}: set {HNSW_THRESHOLD_KEY} to "
+                "the number of points from which to build it (e.g. 20000)",
+                key=HNSW_THRESHOLD_KEY,
+            )
+        while True:
+            with self._state_lock:
+                running = self._build
+                if running is None:
+                    if self._shard is None:
+                        raise BackendError(
+                            f"cannot optimize: the vector index of collection "
+                            f"{self._collection!r} is closed; open a new one"
+                        )
+                    build = self._new_build(hnsw)
+                    build.thread = None  # runs in this thread, below
+                    break
+            running.done.wait()
+        try:
+            points = self._count_sync()
+        except BaseException:
+            self._end_build(build)
+            raise
+        if points < hnsw.threshold:
+            self._end_build(build)
+            return HnswBuildReport(built=False, points=points, indexed=self._indexed)
+        self._build_main(build, hnsw)
+        if build.error is not None:
+            if isinstance(build.error, CharmemError):
+                raise build.error
+            raise self._backend_error("build the HNSW index", build.error) from build.error
+        if build.report is None:
+            raise BackendError(
+                f"the HNSW build of collection {self._collection!r} stopped: the index closed"
+            )
+        return build.report
+
     # ------------------------------------------------------------------ lifecycle
 
     def close_sync(self) -> None:
         """Release the shard and its lock without an event loop; idempotent.
 
-        Acknowledged writes are already durable, so closing only frees the lock and memory.
+        Acknowledged writes are already durable, so closing only frees the lock and memory. A
+        running HNSW build is stopped (its child killed, its copy removed); the next open starts
+        it again once enough points wait for a graph.
         """
+        with self._state_lock:
+            build = self._build
+        if build is not None:
+            build.stop()
+            if build.thread is not None and build.thread is not threading.current_thread():
+                build.thread.join()
         with self._lock:
             shard, self._shard = self._shard, None
             if shard is None:
                 return
             try:
-                shard.close()
+                try:
+                    settle_wal(shard)  # so the next open does not apply the last write again
+                finally:
+                    shard.close()
             except Exception as exc:
                 raise self._backend_error("close the shard", exc) from exc
         _log.info("vector_shard_closed", collection=self._collection, path=str(self._path))

@@ -32,7 +32,7 @@ from charmem.errors import (
     EmbedderMismatchError,
 )
 
-__all__ = ["MARKER_FILE_NAME", "SCHEMA_VERSION", "ShardMarker"]
+__all__ = ["MARKER_FILE_NAME", "SCHEMA_VERSION", "ShardMarker", "write_atomic"]
 
 #: File name of the marker inside each shard directory.
 MARKER_FILE_NAME = "charmem-shard.json"
@@ -41,6 +41,29 @@ MARKER_FILE_NAME = "charmem-shard.json"
 SCHEMA_VERSION = 1
 
 _FORMAT = "charmem-shard"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so a crash leaves either the old file (or none) or the whole one.
+
+    A temporary file beside it is written and fsynced, renamed over ``path``, and the directory
+    is fsynced.
+
+    Args:
+        path: the file; its directory must exist.
+        text: the UTF-8 content.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 @attrs.frozen(kw_only=True)
@@ -160,17 +183,7 @@ class ShardMarker:
         Args:
             path: the marker file (``<shard>/charmem-shard.json``); its directory must exist.
         """
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with tmp.open("w", encoding="utf-8") as handle:
-            handle.write(self.to_json())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        write_atomic(path, self.to_json())
 
     def check(self, *, collection: str, model_id: str, vector_size: int, path: Path | str) -> None:
         """Check that the shard may be opened for ``collection`` with this embedder.

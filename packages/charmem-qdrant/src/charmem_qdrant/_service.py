@@ -28,7 +28,6 @@ from charmem_qdrant._edge import (
     LEXICAL_CUE_KEY,
     LEXICAL_VECTOR,
     _checked_weights,
-    _parse_bool,
     _weights_from_settings,
 )
 from charmem_qdrant._fusion import (
@@ -38,6 +37,7 @@ from charmem_qdrant._fusion import (
     rrf_fuse,
     stage_size,
 )
+from charmem_qdrant._hnsw import bool_setting
 from charmem_qdrant._marker import ShardMarker
 
 if TYPE_CHECKING:
@@ -365,7 +365,7 @@ class QdrantServiceVectorIndex:
                 :meth:`open`; ``ConfigurationError`` also for a malformed setting.
         """
         validate_collection_name(collection)
-        lexical = _parse_bool(settings, LEXICAL_CUE_KEY, default=True)
+        lexical = bool_setting(settings, LEXICAL_CUE_KEY, default=True)
         weights = _weights_from_settings(settings)
         timeout = _timeout_from_settings(settings.extra)
         client, endpoint = _client_from_settings(settings, timeout)
@@ -412,7 +412,7 @@ class QdrantServiceVectorIndex:
             collection,
             model_id=model_id,
             vector_size=vector_size,
-            lexical=_parse_bool(settings, LEXICAL_CUE_KEY, default=True),
+            lexical=bool_setting(settings, LEXICAL_CUE_KEY, default=True),
             timeout=timeout,
             endpoint=endpoint,
             owns_client=True,
