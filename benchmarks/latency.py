@@ -27,7 +27,7 @@ with its ratio to it (machines are noisy, ratios much less so):
   process for ``--concurrency-seconds``: retrieves/s against retrieves alone, commits/s, and the
   event loop's worst lag (a 5 ms ticker).
 - ``--large``: the vector index alone at 1,000,000 x 384 (dense, no text), exact scan and HNSW
-  (``m`` 16, ``ef`` swept), against numpy; the full ``retrieve`` at that size is not measured
+  (the first ``--hnsw-m``, ``ef`` swept), against numpy; the full ``retrieve`` is not measured
   (ingesting a million memories through ``commit`` takes hours at the measured bulk rate, which
   the table states).
 
