@@ -27,7 +27,7 @@ with its ratio to it (machines are noisy, ratios much less so):
   process for ``--concurrency-seconds``: retrieves/s against retrieves alone, commits/s, and the
   event loop's worst lag (a 5 ms ticker).
 - ``--large``: the vector index alone at 1,000,000 x 384 (dense, no text), exact scan and HNSW
-  (``m`` 16, ``ef`` swept), against numpy; the full ``retrieve`` at that size is not measured
+  (the first ``--hnsw-m``, ``ef`` swept), against numpy; the full ``retrieve`` is not measured
   (ingesting a million memories through ``commit`` takes hours at the measured bulk rate, which
   the table states).
 
@@ -717,16 +717,20 @@ async def concurrency(
 
 
 async def large_index(
-    work: Path, queries_n: int, efs: Sequence[int], seed: int, bulk_rate: float | None
+    work: Path,
+    queries_n: int,
+    base: HnswSettings,
+    efs: Sequence[int],
+    seed: int,
+    bulk_rate: float | None,
 ) -> dict[str, Any]:
-    """1,000,000 x 384 in the vector index alone: exact scan, then HNSW (m 16) with an ef sweep."""
+    """1,000,000 x 384 in the vector index alone: exact scan, then HNSW (``base``), an ef sweep."""
     corpus = Corpus(LARGE_DIM, LARGE_N, centres=512, seed=seed)
     queries = corpus.queries(LARGE_N, queries_n, seed + 1)
     truth = [set(numpy_top(corpus.vectors, v, RECALL_K).tolist()) for _t, v in queries]
     root = work / "large"
     ids = [MemoryId.deterministic("large", str(i)) for i in range(LARGE_N)]
     row_of = {str(memory_id): row for row, memory_id in enumerate(ids)}
-    base = HnswSettings(threshold=20_000, background=False)
     out: dict[str, Any] = {"points": LARGE_N}
     index = EdgeVectorIndex(root, "large", model_id="clustered", vector_size=LARGE_DIM, hnsw=base)
     try:
@@ -1019,7 +1023,7 @@ def render(results: Sequence[dict[str, Any]], large: dict[str, Any] | None, cons
         table.add_row(f"[bold]{LARGE_DIM} dimensions, index alone[/bold]", *[""] * (len(columns) + 1))
         build = large["build"]
         row(
-            "HNSW m=16 build (child process)",
+            f"HNSW m={large['runs'][0]['m']} build (child process)" if large["runs"] else "HNSW build",
             {LARGE_N: build_cell(build)},
         )
         for run in large["runs"]:
@@ -1128,8 +1132,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 for d in r["sizes"].values()
                 if "bulk" in d["writes"]
             ]
+            base = HnswSettings(
+                threshold=20_000,
+                m=(args.hnsw_m or [16])[0],
+                ef_construct=args.hnsw_ef_construct,
+                background=False,
+            )
             large = await large_index(
-                work, args.queries, args.hnsw_ef, args.seed, min(rates) if rates else None
+                work, args.queries, base, args.hnsw_ef, args.seed, min(rates) if rates else None
             )
     out = Console(width=max(160, Console().width), soft_wrap=False)
     render(results, large, out)
