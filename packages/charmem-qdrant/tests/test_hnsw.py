@@ -106,7 +106,7 @@ def test_hnsw_settings_are_read_with_defaults() -> None:
             }
         )
     )
-    assert hnsw == HnswSettings(threshold=5, m=32, ef_construct=200, ef=128, background=False)
+    assert hnsw == HnswSettings(threshold=5, m=32, ef_construct=200, ef=512, background=False)
 
 
 @pytest.mark.parametrize(
