@@ -141,6 +141,38 @@ def _checked_weights(weights: Sequence[float]) -> tuple[float, float]:
     return dense, lexical
 
 
+def _checked_vector(
+    vector: Sequence[float], what: str, size: int, collection: str, model_id: str
+) -> list[float]:
+    """``vector`` as ``size`` finite floats, for a point or a query of ``collection``.
+
+    A list of plain floats (what core's checked embeddings are) is used as it is; anything else is
+    converted element by element. One C-level sum checks finiteness (a NaN or an infinity makes it
+    non-finite); only a non-finite sum, which overflow alone can cause, is checked element by
+    element. Both vector indexes (Edge and service) check vectors here.
+
+    Raises:
+        DimensionMismatchError: the vector has another length than ``size``.
+        BackendError: the vector holds NaN or infinity.
+    """
+    if type(vector) is list and set(map(type, vector)) <= {float}:
+        values: list[float] = vector
+    else:
+        values = [float(x) for x in vector]
+    if len(values) != size:
+        raise DimensionMismatchError(
+            f"{what} has {len(values)} dimensions but collection {collection!r} "
+            f"stores {size} (model {model_id!r})",
+            expected=size,
+            actual=len(values),
+        )
+    if not math.isfinite(sum(values)) and not all(map(math.isfinite, values)):
+        raise BackendError(
+            f"{what} contains NaN or infinite values; embedders must return finite floats"
+        )
+    return values
+
+
 def _type_filter(
     object_types: Sequence[ObjectType], within: Sequence[MemoryId] | None = None
 ) -> qe.Filter | None:
@@ -784,19 +816,7 @@ class EdgeVectorIndex:
                 raise self._backend_error(action, exc) from exc
 
     def _checked_vector(self, vector: Sequence[float], what: str) -> list[float]:
-        values = [float(x) for x in vector]
-        if len(values) != self._vector_size:
-            raise DimensionMismatchError(
-                f"{what} has {len(values)} dimensions but collection {self._collection!r} "
-                f"stores {self._vector_size} (model {self._model_id!r})",
-                expected=self._vector_size,
-                actual=len(values),
-            )
-        if not all(math.isfinite(x) for x in values):
-            raise BackendError(
-                f"{what} contains NaN or infinite values; embedders must return finite floats"
-            )
-        return values
+        return _checked_vector(vector, what, self._vector_size, self._collection, self._model_id)
 
     # ------------------------------------------------------------------ writes
 

@@ -16,7 +16,7 @@ from qdrant_client import AsyncQdrantClient, models
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import ObjectType
 from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness
-from charmem.errors import BackendError, CharmemError, ConfigurationError, DimensionMismatchError
+from charmem.errors import BackendError, CharmemError, ConfigurationError
 from charmem.log import get_logger
 from charmem.ports import VectorHit, VectorPoint, VectorQuery, VectorSearchResult
 from charmem.settings import validate_collection_name
@@ -27,6 +27,7 @@ from charmem_qdrant._edge import (
     DENSE_VECTOR,
     LEXICAL_CUE_KEY,
     LEXICAL_VECTOR,
+    _checked_vector,
     _checked_weights,
     _weights_from_settings,
 )
@@ -697,19 +698,7 @@ class QdrantServiceVectorIndex:
         raise AssertionError("unreachable")  # pragma: no cover - tenacity returns or raises
 
     def _checked_vector(self, vector: Sequence[float], what: str) -> list[float]:
-        values = [float(x) for x in vector]
-        if len(values) != self._vector_size:
-            raise DimensionMismatchError(
-                f"{what} has {len(values)} dimensions but collection {self._collection!r} "
-                f"stores {self._vector_size} (model {self._model_id!r})",
-                expected=self._vector_size,
-                actual=len(values),
-            )
-        if not all(math.isfinite(x) for x in values):
-            raise BackendError(
-                f"{what} contains NaN or infinite values; embedders must return finite floats"
-            )
-        return values
+        return _checked_vector(vector, what, self._vector_size, self._collection, self._model_id)
 
     # ------------------------------------------------------------------ writes
 

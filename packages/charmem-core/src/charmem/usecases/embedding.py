@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from numbers import Real
-from typing import Any
+from typing import Any, Final
 
 from charmem.errors import BackendError, CharmemError, DimensionMismatchError
 from charmem.ports import EmbeddingProvider
@@ -26,8 +26,26 @@ def _name(embedder: EmbeddingProvider) -> str:
         return type(embedder).__name__
 
 
+#: Element types a row may hold without the per-element check: plain floats, or ints (converted).
+_FAST_TYPES: Final = frozenset({float, int})
+
+
+def _all_finite(floats: list[float]) -> bool:
+    """Whether every value of ``floats`` is finite.
+
+    One C-level sum first (a NaN or an infinity makes it non-finite), element by element only
+    when the sum is not finite (overflow alone can do that).
+    """
+    return math.isfinite(sum(floats)) or all(map(math.isfinite, floats))
+
+
 def _checked_row(embedder: EmbeddingProvider, row: Any, index: int) -> list[float]:
     """Row ``index`` as a list of ``vector_size`` finite floats.
+
+    The common rows (lists of plain floats or ints, numpy float arrays) are checked with a few
+    C-level passes (element types as a set, then one sum: a finite sum of floats means every
+    element is finite); anything else (numpy scalars, other ``Real`` types, bad values) takes the
+    element-by-element check, which gives the same verdicts and messages.
 
     Raises:
         DimensionMismatchError: the row has another length than the declared ``vector_size``.
@@ -47,18 +65,24 @@ def _checked_row(embedder: EmbeddingProvider, row: Any, index: int) -> list[floa
             expected=size,
             actual=len(values),
         )
-    if not all(isinstance(value, Real) and not isinstance(value, bool) for value in values):
+    types = set(map(type, values))
+    if types <= _FAST_TYPES:  # bool is excluded: its type is bool, not int
+        floats = values if types == {float} else list(map(float, values))
+        if _all_finite(floats):
+            return floats
+    elif not all(isinstance(value, Real) and not isinstance(value, bool) for value in values):
         raise BackendError(
             f"the embedding provider {_name(embedder)} answered row {index} with values that are "
             "not real numbers"
         )
-    floats = [float(value) for value in values]
-    if not all(math.isfinite(value) for value in floats):
-        raise BackendError(
-            f"the embedding provider {_name(embedder)} answered row {index} with NaN or infinite "
-            "values; embedders must return finite floats"
-        )
-    return floats
+    else:
+        floats = [float(value) for value in values]
+        if _all_finite(floats):
+            return floats
+    raise BackendError(
+        f"the embedding provider {_name(embedder)} answered row {index} with NaN or infinite "
+        "values; embedders must return finite floats"
+    )
 
 
 async def embed_texts(embedder: EmbeddingProvider, texts: Sequence[str]) -> list[list[float]]:
