@@ -11,6 +11,7 @@ from charmem import (
     BeliefAssertion,
     CandidateValidationStatus,
     CharacterMemory,
+    CommitOptions,
     DerivedMemoryDraft,
     DerivedType,
     EntityDraft,
@@ -30,7 +31,12 @@ from charmem import (
     VectorOperation,
 )
 from charmem.ports import VectorPoint
-from charmem.testing import FaultyStatsStore, FaultyVectorIndex
+from charmem.testing import (
+    EmbeddingFault,
+    FaultyEmbeddingProvider,
+    FaultyStatsStore,
+    FaultyVectorIndex,
+)
 
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -255,3 +261,56 @@ async def test_a_failed_currency_lookup_is_a_vector_repair_cause(memory: Charact
     assert await memory.vectors.count() == 0
     assert (await memory.commit(plan)).repair_markers == ()
     assert await memory.vectors.count() == 1
+
+
+def _utterances(count: int) -> RememberDrafts:
+    episode = MemoryId.new()
+    return RememberDrafts(
+        episodes=[EpisodeDraft(id=episode, occurred_at=WHEN)],
+        observations=[
+            ObservationDraft(text=f"utterance {n} about topic {n % 7}", episode_id=episode, observed_at=WHEN)
+            for n in range(count)
+        ],
+    )
+
+
+async def test_vectors_are_upserted_in_groups_of_whole_embedding_batches(
+    memory: CharacterMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from charmem.usecases import commit as commit_module
+
+    monkeypatch.setattr(commit_module, "UPSERT_POINTS", 20)  # groups of 2 batches of 8
+    faulty = FaultyVectorIndex(memory.vectors)
+    memory.vectors = faulty  # type: ignore[assignment]
+    faulty.fail("upsert", on_call=2)  # the second group (observations 16-31) fails
+    plan = await memory.prepare(_utterances(40))
+    entries = [e.id for e in plan.index_entries]
+    assert len(entries) == 40
+    outcome = await memory.commit(plan, CommitOptions(embed_batch_size=8))
+    assert faulty.calls["upsert"] == 3  # 16 + 16 + 8 points, not 5 calls of 8
+    [marker] = outcome.repair_markers
+    assert isinstance(marker, RepairMarker.VectorMaintenance)
+    assert marker.operation is VectorOperation.UPSERT
+    assert marker.ids == tuple(entries[16:32])
+    assert sorted(await memory.vectors.point_ids()) == sorted([*entries[:16], *entries[32:]])
+    assert (await memory.commit(plan)).repair_markers == ()
+    assert await memory.vectors.count() == 40
+
+
+async def test_a_failed_embedding_batch_leaves_the_rest_of_its_group_upserted(
+    memory: CharacterMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from charmem.usecases import commit as commit_module
+
+    monkeypatch.setattr(commit_module, "UPSERT_POINTS", 20)
+    embedder = FaultyEmbeddingProvider(memory.embedder)
+    memory.embedder = embedder
+    plan = await memory.prepare(_utterances(24))
+    entries = [e.id for e in plan.index_entries]
+    embedder.fail(EmbeddingFault.NAN, on_call=2)  # the second batch of 8 (observations 8-15)
+    outcome = await memory.commit(plan, CommitOptions(embed_batch_size=8))
+    [marker] = outcome.repair_markers
+    assert isinstance(marker, RepairMarker.VectorMaintenance)
+    assert marker.ids == tuple(entries[8:16])
+    assert "NaN" in marker.cause
+    assert sorted(await memory.vectors.point_ids()) == sorted([*entries[:8], *entries[16:]])

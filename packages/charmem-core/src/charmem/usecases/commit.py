@@ -6,6 +6,7 @@ The graph first and atomically, then repairable vector and stats writes.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Final
 
 from charmem.domain.graph import GraphBatch
 from charmem.domain.ids import MemoryId
@@ -32,7 +33,6 @@ from charmem.ports import (
 )
 from charmem.usecases.embedding import embed_texts
 from charmem.usecases.names import embedding_texts
-from charmem.usecases.planning import derive_links
 from charmem.usecases.validation import raise_for_invalid, validate_against_graph
 
 __all__ = [
@@ -47,6 +47,11 @@ __all__ = [
 
 log = get_logger("charmem.commit")
 _REBUILD_BATCH = 512
+#: About the most points one ``VectorIndex.upsert`` call of a commit carries (a whole number of
+#: embedding batches, at least one):
+#: each upsert is durable on return, so fewer, larger calls write faster (bounded memory: 512
+#: vectors of 1,536 floats are about 25 MB of Python floats).
+UPSERT_POINTS: Final = 512
 
 
 def _cause(exc: BaseException) -> str:
@@ -70,6 +75,11 @@ def link_stats_row(link: MemoryLink) -> StatsEntry:
     )
 
 
+def _upsert_failed(failed: Sequence[IndexEntry | VectorPoint], exc: BaseException) -> RepairMarkerType:
+    log.warning("vector_upsert_failed", ids=len(failed), error=type(exc).__name__)
+    return RepairMarker.VectorMaintenance(VectorOperation.UPSERT, tuple(e.id for e in failed), _cause(exc))
+
+
 async def maintain_vectors(
     entries: Sequence[IndexEntry],
     also_check: Sequence[MemoryId],
@@ -78,15 +88,21 @@ async def maintain_vectors(
     vectors: VectorIndex,
     embedder: EmbeddingProvider,
     batch_size: int,
+    stored: Sequence[MemoryObject] = (),
 ) -> list[RepairMarkerType]:
     """Bring candidate recall in step with graph currency for some ids; never raises.
 
-    Current entries are embedded and upserted; entries and ``also_check`` ids that are no longer
-    current are deleted. Graph currency is consulted first, so a replayed plan never puts a
+    Current entries are embedded (``batch_size`` texts per provider call) and upserted (about
+    :data:`UPSERT_POINTS` points per vector-index call); entries and ``also_check`` ids that are
+    no longer current are deleted. Graph currency is consulted first, so a replayed plan never puts a
     superseded or suppressed memory back into the index (spec "Memory permanence").
 
+    ``stored`` may give objects as the graph holds them (a commit's objects, once written), so
+    their utterances' speakers are not read back (:func:`~charmem.usecases.names.embedding_texts`).
+
     Returns:
-        list[RepairMarkerType]: the failed operations; empty when everything was applied.
+        list[RepairMarkerType]: the failed operations (one marker per failed embedding call or
+        upsert call, naming its ids); empty when everything was applied.
     """
     ids = sorted({*(e.id for e in entries), *also_check})
     if not ids:
@@ -104,7 +120,7 @@ async def maintain_vectors(
     deletes = sorted(i for i in ids if i in currency and currency[i] is not CurrencyStatus.CURRENT)
     markers: list[RepairMarkerType] = []
     try:
-        texts = await embedding_texts(upserts, graph)
+        texts = await embedding_texts(upserts, graph, stored)
     except Exception as exc:  # noqa: BLE001 - reported as a repair marker, like currency
         log.warning("vector_text_lookup_failed", ids=len(upserts), error=type(exc).__name__)
         markers.append(
@@ -115,24 +131,30 @@ async def maintain_vectors(
             )
         )
         upserts, texts = [], []
-    for start in range(0, len(upserts), batch_size):
-        chunk = upserts[start : start + batch_size]
-        chunk_texts = texts[start : start + batch_size]
+    # Embed ``batch_size`` texts per provider call, but upsert up to UPSERT_POINTS points per
+    # vector-index call: each upsert is durable on return (a flush), which costs far more than
+    # the points themselves.
+    group = batch_size * max(1, UPSERT_POINTS // batch_size)
+    for group_start in range(0, len(upserts), group):
+        points: list[VectorPoint] = []
+        for start in range(group_start, min(group_start + group, len(upserts)), batch_size):
+            chunk = upserts[start : start + batch_size]
+            chunk_texts = texts[start : start + batch_size]
+            try:
+                rows = await embed_texts(embedder, chunk_texts)
+            except Exception as exc:  # noqa: BLE001 - repairable write
+                markers.append(_upsert_failed(chunk, exc))
+                continue
+            points += [
+                VectorPoint(id=e.id, object_type=e.object_type, vector=row, text=text)
+                for e, text, row in zip(chunk, chunk_texts, rows, strict=True)
+            ]
+        if not points:
+            continue
         try:
-            rows = await embed_texts(embedder, chunk_texts)
-            await vectors.upsert(
-                [
-                    VectorPoint(id=e.id, object_type=e.object_type, vector=row, text=text)
-                    for e, text, row in zip(chunk, chunk_texts, rows, strict=True)
-                ]
-            )
+            await vectors.upsert(points)
         except Exception as exc:  # noqa: BLE001 - repairable write
-            log.warning("vector_upsert_failed", ids=len(chunk), error=type(exc).__name__)
-            markers.append(
-                RepairMarker.VectorMaintenance(
-                    VectorOperation.UPSERT, tuple(e.id for e in chunk), _cause(exc)
-                )
-            )
+            markers.append(_upsert_failed(points, exc))
     if deletes:
         try:
             await vectors.delete(deletes)
@@ -246,14 +268,12 @@ async def commit_plan(
             f"the plan was prepared for collection {plan.collection!r}, not {graph.collection!r}; "
             "prepare it with this memory"
         )
-    validations, tombstones = await validate_against_graph(plan, graph)
+    validations, tombstones, derived_links = await validate_against_graph(plan, graph)
     raise_for_invalid(validations)
     # A replayed memory that refers to a purged one is accepted as stored; its derived link to
     # the purged memory was erased with it and is not written again.
     derived = [
-        link
-        for link in derive_links(plan.collection, plan.objects, plan.links)
-        if link.from_id not in tombstones and link.to_id not in tombstones
+        link for link in derived_links if link.from_id not in tombstones and link.to_id not in tombstones
     ]
     links = (*plan.links, *derived)
     result = await graph.write_batch(GraphBatch(objects=plan.objects, links=links))
@@ -265,6 +285,7 @@ async def commit_plan(
         vectors=vectors,
         embedder=embedder,
         batch_size=options.embed_batch_size,
+        stored=plan.objects,  # written, or stored with equal content: the same speakers
     )
     markers += await maintain_stats(plan.objects, links, superseded, graph=graph, stats=stats)
     log.info(

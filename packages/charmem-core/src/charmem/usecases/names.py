@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from charmem.domain.ids import MemoryId
-from charmem.domain.model import DerivedMemory, ObjectType, Observation, Relation
+from charmem.domain.model import DerivedMemory, MemoryObject, ObjectType, Observation, Relation
 from charmem.domain.plan import IndexEntry
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import voiced_text
@@ -66,7 +66,9 @@ async def current_names(
     return {entity_id: tuple(sorted(found)) for entity_id, found in names.items()}
 
 
-async def embedding_texts(entries: Sequence[IndexEntry], graph: GraphStore) -> list[str]:
+async def embedding_texts(
+    entries: Sequence[IndexEntry], graph: GraphStore, known: Iterable[MemoryObject] = ()
+) -> list[str]:
     """The texts embedded (and given to the lexical cue) for index entries, in entry order.
 
     An observation is voiced with its speaker's current names (:func:`~charmem.domain.rules.voiced_text`);
@@ -76,6 +78,8 @@ async def embedding_texts(entries: Sequence[IndexEntry], graph: GraphStore) -> l
     Args:
         entries: index entries whose objects are already in the graph.
         graph: the collection's graph authority.
+        known: objects as stored in the graph (for example those a commit just wrote or found
+            stored with equal content); the utterances among them are not read again.
 
     Returns:
         list[str]: one text per entry.
@@ -86,7 +90,11 @@ async def embedding_texts(entries: Sequence[IndexEntry], graph: GraphStore) -> l
     utterances = [e.id for e in entries if e.object_type is ObjectType.OBSERVATION]
     if not utterances:
         return [e.text for e in entries]
-    objects = await graph.get_objects(utterances)
+    given = {obj.id: obj for obj in known if isinstance(obj, Observation)}
+    objects: dict[MemoryId, MemoryObject] = {i: given[i] for i in utterances if i in given}
+    missing = [i for i in utterances if i not in objects]
+    if missing:
+        objects.update(await graph.get_objects(missing))
     speakers = {
         i: obj.speaker_entity_id
         for i, obj in objects.items()

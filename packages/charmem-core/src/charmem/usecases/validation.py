@@ -82,20 +82,23 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
     Raises:
         BackendError: the graph could not be read.
     """
-    validations, _tombstones = await validate_against_graph(plan, graph)
+    validations, _tombstones, _derived = await validate_against_graph(plan, graph)
     return validations
 
 
 async def validate_against_graph(
     plan: RememberWritePlan, graph: GraphStore
-) -> tuple[list[CandidateValidation], dict[MemoryId, Tombstone]]:
-    """:func:`validate`, also returning the tombstones among the ids the plan names.
+) -> tuple[list[CandidateValidation], dict[MemoryId, Tombstone], tuple[MemoryLink, ...]]:
+    """:func:`validate`, also returning tombstones and derived links.
 
-    Commit uses them to leave out derived links to purged memories when an already-stored memory
-    that refers to one is replayed (its equal content is accepted; the link stays erased).
+    The tombstones are those among the ids the plan names; the derived links are those its
+    objects imply. Commit uses the tombstones to leave out derived links to purged memories when an
+    already-stored memory that refers to one is replayed (its equal content is accepted; the link
+    stays erased), and writes the derived links computed here (not computed twice).
 
     Returns:
-        tuple: the validations (as :func:`validate`) and the tombstones by id.
+        tuple: the validations (as :func:`validate`), the tombstones by id, and
+        ``derive_links(plan.collection, plan.objects, plan.links)``.
 
     Raises:
         BackendError: the graph could not be read.
@@ -188,8 +191,11 @@ async def validate_against_graph(
 
     plan_derived = {link.id: link for link in plan.derived_links}
     expected = {link.id: link for link in derived_links}
-    mismatch = set(plan_derived) != set(expected) or any(
-        not content_equal(plan_derived[i], expected[i]) for i in expected
+    # Equal links (``==``: same ids, relation, rationale, instants) have equal content; only a
+    # plan whose derived links differ from the recomputed ones needs the canonical comparison.
+    mismatch = tuple(plan.derived_links) != derived_links and (
+        set(plan_derived) != set(expected)
+        or any(not content_equal(plan_derived[i], expected[i]) for i in expected)
     )
     for link in derived_links:
         previous = stored.get(link.id) or stored_links.get(link.id)
@@ -215,7 +221,7 @@ async def validate_against_graph(
         )
         for i, item in enumerate(candidates)
     ]
-    return validations, tombstones
+    return validations, tombstones, derived_links
 
 
 def raise_for_invalid(validations: Sequence[CandidateValidation], *, what: str = "candidate") -> None:
