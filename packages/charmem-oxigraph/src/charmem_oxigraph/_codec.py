@@ -9,7 +9,8 @@ values pass the same validation as new ones.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+import functools
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final, TypeAlias
 
@@ -52,9 +53,9 @@ StoredItem: TypeAlias = MemoryObject | MemoryLink | LifecycleRecord
 #: An RDF term as read back from pyoxigraph.
 Term: TypeAlias = Any
 
-#: ``resolve(id, declared_kind)`` returns the IRI a reference to ``id`` points at: the stored (or
+#: ``resolve(id, declared_kind)`` returns the node a reference to ``id`` points at: the stored (or
 #: batched) node's IRI when its kind is known, else ``urn:charmem:<declared_kind or object>:<id>``.
-Resolver: TypeAlias = Callable[[MemoryId, str | None], str]
+Resolver: TypeAlias = Callable[[MemoryId, str | None], NamedNode]
 
 _XSD_DATETIME: Final = NamedNode(v.XSD + "dateTime")
 _RDF_TYPE: Final = NamedNode(v.RDF_TYPE)
@@ -77,6 +78,9 @@ class _Kind(enum.Enum):
     REFS = "refs"  # tuple of MemoryId, one triple per id
     TEXTS = "texts"  # tuple of str, one plain literal triple per string
     RELATION = "relation"  # Relation as its property IRI
+
+
+_REFERENCE_KINDS: Final = frozenset({_Kind.REF, _Kind.OPT_REF, _Kind.REFS})
 
 
 @attrs.frozen
@@ -172,21 +176,40 @@ ASSERTION = "assertion"
 _ASSERTION_SUBJECT = "assertionSubject"
 _KNOWN_AS = "knownAs"
 _POSITION = "position"
+_ASSERTION_NODE: Final = v.prop(ASSERTION)
+_ASSERTION_CLASS_NODE: Final = NamedNode(v.ASSERTION_CLASS)
+_ASSERTION_SUBJECT_NODE: Final = v.prop(_ASSERTION_SUBJECT)
+_KNOWN_AS_NODE: Final = v.prop(_KNOWN_AS)
+_POSITION_NODE: Final = v.prop(_POSITION)
+#: Each relation's property (the ``vocab:relation`` value of a link and its direct edge's predicate).
+_RELATION_NODES: Final[dict[Relation, NamedNode]] = {r: NamedNode(v.relation_iri(r)) for r in Relation}
+
+
+@functools.lru_cache(maxsize=4096)
+def _instant(text: str) -> Literal:
+    # Instants repeat across a batch (a session's objects share theirs): build each term once.
+    return Literal(text, datatype=_XSD_DATETIME)
+
+
+@functools.lru_cache(maxsize=256, typed=True)  # True and 1 are different terms
+def _plain(value: int | bool | str) -> Literal:
+    # Small repeated values (schema versions, booleans, enum values): one term each.
+    return Literal(value)
 
 
 def _literal(kind: _Kind, value: Any) -> Literal:  # noqa: ANN401 - any field value
     if kind in (_Kind.TEXT, _Kind.OPT_TEXT):
         return Literal(value)
     if kind is _Kind.INSTANT:
-        return Literal(value.isoformat(), datatype=_XSD_DATETIME)
+        return _instant(value.isoformat())
     if kind is _Kind.DOUBLE:
         return Literal(float(value))
     if kind is _Kind.INT:
-        return Literal(int(value))
+        return _plain(int(value))
     if kind is _Kind.BOOL:
-        return Literal(bool(value))
+        return _plain(bool(value))
     if kind is _Kind.ENUM:
-        return Literal(value.value)
+        return _plain(value.value)
     raise AssertionError(kind)  # pragma: no cover - references are handled by the caller
 
 
@@ -202,7 +225,7 @@ def encode_item(item: StoredItem, graph: NamedNode, resolve: Resolver) -> list[Q
     Args:
         item: an object, link or lifecycle record.
         graph: the collection's named graph.
-        resolve: maps a referenced id (and the kind its field declares, if any) to an IRI.
+        resolve: maps a referenced id (and the kind its field declares, if any) to a node.
 
     Returns:
         list[Quad]: ``rdf:type``, one quad per authored field value, assertion nodes for a
@@ -215,40 +238,39 @@ def encode_item(item: StoredItem, graph: NamedNode, resolve: Resolver) -> list[Q
     for field in _FIELDS[type(item)]:
         value = getattr(item, field.attr)
         predicate = _PREDICATES[field.prop]
-        if field.kind is _Kind.RELATION:
-            quads.append(Quad(subject, predicate, NamedNode(v.relation_iri(value)), graph))
-        elif field.kind in (_Kind.REF, _Kind.OPT_REF, _Kind.REFS):
+        field_kind = field.kind
+        if field_kind is _Kind.RELATION:
+            quads.append(Quad(subject, predicate, _RELATION_NODES[value], graph))
+        elif field_kind in _REFERENCE_KINDS:
             declared = field.ref_kind
             if field.attr == "from_id":
                 declared = from_kind
             elif field.attr == "to_id":
                 declared = to_kind
-            ids: Iterable[MemoryId] = (
-                value if field.kind is _Kind.REFS else ([] if value is None else [value])
-            )
-            quads.extend(Quad(subject, predicate, NamedNode(resolve(ref, declared)), graph) for ref in ids)
-        elif field.kind is _Kind.TEXTS:
-            quads.extend(Quad(subject, predicate, Literal(text), graph) for text in value)
+            if field_kind is _Kind.REFS:
+                quads += [Quad(subject, predicate, resolve(ref, declared), graph) for ref in value]
+            elif value is not None:
+                quads.append(Quad(subject, predicate, resolve(value, declared), graph))
+        elif field_kind is _Kind.TEXTS:
+            quads += [Quad(subject, predicate, Literal(text), graph) for text in value]
         elif value is not None:
-            quads.append(Quad(subject, predicate, _literal(field.kind, value), graph))
+            quads.append(Quad(subject, predicate, _literal(field_kind, value), graph))
     if isinstance(item, DerivedMemory):
         for position, assertion in enumerate(item.assertions):
             node = NamedNode(v.assertion_iri(item.id, position))
             quads += [
-                Quad(subject, v.prop(ASSERTION), node, graph),
-                Quad(node, _RDF_TYPE, NamedNode(v.ASSERTION_CLASS), graph),
-                Quad(
-                    node, v.prop(_ASSERTION_SUBJECT), NamedNode(resolve(assertion.subject, "entity")), graph
-                ),
-                Quad(node, v.prop(_KNOWN_AS), Literal(assertion.predicate.name), graph),
-                Quad(node, v.prop(_POSITION), Literal(position), graph),
+                Quad(subject, _ASSERTION_NODE, node, graph),
+                Quad(node, _RDF_TYPE, _ASSERTION_CLASS_NODE, graph),
+                Quad(node, _ASSERTION_SUBJECT_NODE, resolve(assertion.subject, "entity"), graph),
+                Quad(node, _KNOWN_AS_NODE, Literal(assertion.predicate.name), graph),
+                Quad(node, _POSITION_NODE, _plain(position), graph),
             ]
     if isinstance(item, MemoryLink):
         quads.append(
             Quad(
-                NamedNode(resolve(item.from_id, from_kind)),
-                NamedNode(v.relation_iri(item.relation)),
-                NamedNode(resolve(item.to_id, to_kind)),
+                resolve(item.from_id, from_kind),
+                _RELATION_NODES[item.relation],
+                resolve(item.to_id, to_kind),
                 graph,
             )
         )

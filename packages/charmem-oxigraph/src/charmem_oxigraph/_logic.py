@@ -341,14 +341,14 @@ def plan_write(
             reasons=reasons,
         )
     known = {memory_id: _kind(item) for memory_id, item in prepared.items.items()}
-    resolved: dict[tuple[MemoryId, str | None], str] = {}
+    resolved: dict[tuple[MemoryId, str | None], NamedNode] = {}
 
-    def resolve(memory_id: MemoryId, declared: str | None) -> str:
-        iri = resolved.get((memory_id, declared))
-        if iri is None:
+    def resolve(memory_id: MemoryId, declared: str | None) -> NamedNode:
+        node = resolved.get((memory_id, declared))
+        if node is None:
             kind = known.get(memory_id) or stored_kinds.get(memory_id) or declared or "object"
-            iri = resolved[memory_id, declared] = v.node_iri(kind, memory_id)
-        return iri
+            node = resolved[memory_id, declared] = NamedNode(v.node_iri(kind, memory_id))
+        return node
 
     quads = [
         quad for memory_id in inserted for quad in encode_item(prepared.items[memory_id], graph, resolve)
