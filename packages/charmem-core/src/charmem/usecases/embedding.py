@@ -40,6 +40,8 @@ def _checked_row(embedder: EmbeddingProvider, row: Any, index: int) -> list[floa
             f"{type(row).__name__}, not a sequence of {size} floats"
         )
     values = row.tolist() if hasattr(row, "tolist") else list(row)
+    if len(values) == size and set(map(type, values)) == {float} and all(map(math.isfinite, values)):
+        return values  # the common answer (plain finite floats), checked at C speed
     if len(values) != size:
         raise DimensionMismatchError(
             f"the embedding provider {_name(embedder)} answered row {index} with {len(values)} "
