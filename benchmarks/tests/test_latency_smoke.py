@@ -44,7 +44,14 @@ def test_latency_benchmark_runs_at_a_tiny_size(tmp_path: Path, capsys: pytest.Ca
     for n in ("12", "24"):
         size = result["sizes"][n]
         assert size["vector_points"] == int(n)  # one point per remembered memory
-        assert set(size["latency"]) == {"numpy", "edge_dense", "edge_fused", "retrieve", "qdrant_client"}
+        assert set(size["latency"]) == {
+            "numpy",
+            "edge_dense",
+            "edge_fused",
+            "retrieve",
+            "retrieve_warm",
+            "qdrant_client",
+        }
         assert all(size["disk"][store] > 0 for store in ("graph", "vectors", "stats"))
     (run,) = result["hnsw"]["runs"]
     assert run["completeness"] == ["approximate"]

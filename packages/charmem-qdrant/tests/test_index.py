@@ -84,6 +84,30 @@ async def test_search_filters_by_object_type(index: EdgeVectorIndex) -> None:
     assert ids_of(everything) == [episode.id, observation.id, derived.id, thread.id]
 
 
+async def test_type_scope_holds_once_a_point_of_another_type_arrives(
+    lexical_index: EdgeVectorIndex,
+) -> None:
+    # While every point is of a scoped type the scan runs unfiltered; a later point of another
+    # type (here an entity) must bring the filter back, lexical stage included.
+    index = lexical_index
+    scope = (ObjectType.EPISODE, ObjectType.OBSERVATION)
+    episode = point([1, 0.2, 0], ObjectType.EPISODE, text="violin lesson")
+    observation = point([1, 0.1, 0], ObjectType.OBSERVATION, text="a quiet walk")
+    await index.upsert([episode, observation])
+    query = VectorQuery(vector=[1.0, 0.0, 0.0], limit=10, object_types=scope, text="violin")
+    before = await index.search(query)
+    assert set(ids_of(before)) == {episode.id, observation.id}
+    assert before.completeness.scanned == 2
+
+    entity = point([1, 0, 0], ObjectType.ENTITY, text="violin violin")
+    await index.upsert([entity])
+    after = await index.search(query)
+    assert set(ids_of(after)) == {episode.id, observation.id}
+    assert after.completeness.scanned == 2
+    everything = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=10, text="violin"))
+    assert ids_of(everything)[0] == entity.id
+
+
 async def test_completeness_is_exhaustive_with_filtered_scan_count(
     index: EdgeVectorIndex,
 ) -> None:

@@ -918,12 +918,13 @@ class EdgeVectorIndex:
             dense = qe.SearchParams(exact=True)
             if hnsw is not None:
                 dense = qe.SearchParams(hnsw_ef=hnsw.ef)
+            scan_filter = type_filter
 
             def request(stage: int, n: int) -> qe.QueryRequest:
                 return qe.QueryRequest(
                     limit=n,
                     query=stages[stage],
-                    filter=type_filter,
+                    filter=scan_filter,
                     params=dense if stage == 0 else None,  # the parameters concern dense only
                     score_threshold=query.min_score if stage == 0 else None,  # a cosine floor
                     with_payload=True,
@@ -936,6 +937,12 @@ class EdgeVectorIndex:
                     self._counts[count_key] = scanned
             if limit <= 0 or scanned == 0:
                 return approximate, scanned, []
+            if not approximate and type_filter is not None and count_key is not None:
+                total = self._counts.get(())
+                if total is None:
+                    total = self._counts[()] = shard.count(qe.CountRequest(exact=True))
+                if total == scanned:  # every point is of a scoped type: a filter only slows it
+                    scan_filter = None
             want = limit if len(stages) == 1 else stage_size(limit)
             ranker = StageRanker([want] * len(stages), scanned, _point_key)
             while ranker.pending:
@@ -977,17 +984,18 @@ class EdgeVectorIndex:
     async def search(self, query: VectorQuery) -> VectorSearchResult:
         """Nearest points to ``query.vector`` among ``query.object_types`` (all when empty).
 
-        The dense search is an exact cosine scan (an HNSW search with ``hnsw_ef`` once a graph
-        was built, see the class) and the hit score its cosine. With the lexical
-        cue on and a query ``text`` that has BM25 terms, the dense stage and a BM25 sparse stage
-        (both filtered, each its best ``max(4 * limit, 64)`` points by score descending, id
-        ascending) run as one ``query_batch`` and are fused client-side by reciprocal rank
-        fusion: ``score = sum over stages of 1 / ((rank + 1) / weight + k - 1)``, which is
-        ``1 / (k + rank)`` at the default weight 1.0, ``k`` = :data:`RRF_K`, ``rank`` 0-based
-        and shared by points with equal stage scores (the first rank of their tie group); the
-        hit score is the fused score. Hits are ordered by score descending, ties by id
-        ascending, whatever the insertion order (see the class for why the fusion is not
-        Qdrant's ``Fusion.Rrf``).
+        The dense search is an exact cosine scan (an HNSW search with ``hnsw_ef`` once a graph was
+        built, see the class) and the hit score its cosine. An exact scan whose type scope covers
+        every point (the cached exact counts of the scope and of the shard agree) runs without the
+        type filter, which only slows a scan down (about 1.5 ms of 4 at 5,000 x 1,536). With the
+        lexical cue on and a query ``text`` that has BM25 terms, the dense stage and a BM25 sparse
+        stage (both filtered, each its best ``max(4 * limit, 64)`` points by score descending, id
+        ascending) run as one ``query_batch`` and are fused client-side by reciprocal rank fusion:
+        ``score = sum over stages of 1 / ((rank + 1) / weight + k - 1)``, which is ``1 / (k +
+        rank)`` at the default weight 1.0, ``k`` = :data:`RRF_K`, ``rank`` 0-based and shared by
+        points with equal stage scores (the first rank of their tie group); the hit score is the
+        fused score. Hits are ordered by score descending, ties by id ascending, whatever the
+        insertion order (see the class for why the fusion is not Qdrant's ``Fusion.Rrf``).
 
         Args:
             query: the vector (``vector_size`` finite floats), limit (count), object types and

@@ -41,6 +41,7 @@ The order of operations:
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -90,6 +91,14 @@ EXPANSION_DECAY = 0.5
 
 #: Omission reasons.
 NOT_IN_GRAPH = "not_in_graph"
+
+#: Sort keys giving :class:`MemoryId` order (its UUID's integer, ids.py) without a Python-level
+#: comparison per pair: ids are sorted on the hot path.
+_ID_ORDER = operator.attrgetter("value.int")
+
+
+def _by_id(pair: tuple[MemoryId, object]) -> int:
+    return pair[0].value.int
 
 
 @attrs.define
@@ -268,9 +277,9 @@ async def retrieve_pack(
                     recall.chosen[other].signals.add(signal)
                 elif other not in reached or reached[other][0] < score:
                     reached[other] = (score, signal)
-        await recall.load(sorted(reached))
+        await recall.load(reached)
         allowed_types = set(limits.allowed_object_types)
-        for other, (score, signal) in sorted(reached.items()):
+        for other, (score, signal) in sorted(reached.items(), key=_by_id):
             obj = recall.objects.get(other)
             if obj is not None and object_type_of(obj) not in allowed_types:
                 continue
@@ -290,7 +299,7 @@ async def retrieve_pack(
     )
 
     # currency: one hop of supersedes around every admitted memory
-    admitted = sorted(recall.chosen)
+    admitted = sorted(recall.chosen, key=_ID_ORDER)
     if admitted:
         supersedes = await graph.links_of(admitted, relations=[Relation.SUPERSEDES])
         visible = [lk for lk in supersedes if context.as_of is None or lk.created_at <= context.as_of]
@@ -305,8 +314,8 @@ async def retrieve_pack(
                     if there not in hop or hop[there][0] < score:
                         hop[there] = (score, signal)
                     recall.links[link.id] = link
-        await recall.load(sorted(hop))
-        for other, (score, signal) in sorted(hop.items()):
+        await recall.load(hop)
+        for other, (score, signal) in sorted(hop.items(), key=_by_id):
             recall.offer(other, score, signal)
 
     _rescore(recall, reference=context.as_of or now, periods=periods)
@@ -458,22 +467,38 @@ async def _adjacent_observations(recall: _Recall, roots: list[MemoryId], window:
     if not episodes:
         return
     links = await recall.graph.links_of(episodes, relations=[Relation.HAS_OBSERVATION])
-    await recall.load(sorted({link.to_id for link in links}))
+    # Every turn of those episodes is needed for its place in the order, but only the neighbours
+    # offered need their currency: read the objects here, load (objects and currency) only those.
+    turn_ids = [i for i in dict.fromkeys(link.to_id for link in links) if i not in recall.loaded]
+    fetched = await recall.graph.get_objects(turn_ids) if turn_ids else {}
+    known = recall.objects
     turns: dict[MemoryId, list[Observation]] = defaultdict(list)
     for link in links:
-        obs = recall.objects.get(link.to_id)
+        obs = known.get(link.to_id) or fetched.get(link.to_id)
         if isinstance(obs, Observation) and obs.episode_id == link.from_id and recall.visible(obs):
             turns[link.from_id].append(obs)
     for episode_turns in turns.values():
         episode_turns.sort(key=lambda o: (o.observed_at, o.id))
+    places: list[tuple[_Candidate, list[Observation], int]] = []  # (root, its episode's turns, its place)
+    positions: dict[MemoryId, dict[MemoryId, int]] = {}
     for root_id in roots:
         root = recall.chosen[root_id]
         if not isinstance(root.obj, Observation):
             continue
-        sequence = turns.get(root.obj.episode_id, [])
-        position = next((i for i, o in enumerate(sequence) if o.id == root_id), None)
-        if position is None:
-            continue
+        episode_id = root.obj.episode_id
+        if episode_id not in positions:
+            sequence = turns.get(episode_id, [])  # the first place of an id, as a scan finds it
+            positions[episode_id] = {sequence[n].id: n for n in reversed(range(len(sequence)))}
+        position = positions[episode_id].get(root_id)
+        if position is not None:
+            places.append((root, turns[episode_id], position))
+    await recall.load(
+        sequence[n].id
+        for _root, sequence, position in places
+        for n in range(max(0, position - window), min(len(sequence), position + window + 1))
+        if n != position
+    )
+    for root, sequence, position in places:  # in root order: an offer may raise a later root's score
         for offset in range(1, window + 1):
             for neighbour in (position - offset, position + offset):
                 if 0 <= neighbour < len(sequence):
@@ -518,14 +543,15 @@ class _Recall:
         self.entity_ids: set[MemoryId] = set()
         self.links: dict[MemoryId, MemoryLink] = {}
         self.telemetry: dict[str, int] = defaultdict(int)
-        self._loaded: set[MemoryId] = set()
+        self.loaded: set[MemoryId] = set()
 
     async def load(self, ids: Iterable[MemoryId]) -> None:
         """Fetch objects and their currency (as of the context's record time) not yet loaded."""
-        missing = sorted(set(ids) - self._loaded)
+        loaded = self.loaded
+        missing = [i for i in dict.fromkeys(ids) if i not in loaded]
         if not missing:
             return
-        self._loaded.update(missing)
+        loaded.update(missing)
         self.objects.update(await self.graph.get_objects(missing))
         present = [i for i in missing if i in self.objects]
         if present:
