@@ -123,15 +123,18 @@ def test_without_ties_it_is_plain_weighted_rrf_over_positions(
 
 
 def test_worked_example() -> None:
-    """Dense: a 0.9, b = c 0.5, d 0.1; lexical: c = d 7, e 2; k = 60."""
+    """Dense: a 0.9, b = c 0.5, d 0.1; lexical: c = d 7, e 2; k = RRF_K."""
     a, b, c, d, e = (str(uuid.UUID(int=n)) for n in range(1, 6))
     fused = rrf_fuse([[(d, 0.1), (c, 0.5), (a, 0.9), (b, 0.5)], [(e, 2.0), (d, 7.0), (c, 7.0)]])
     assert fused == [
-        (c, 1 / 61 + 1 / 60),  # dense rank 1 (tied with b), lexical rank 0 (tied with d)
-        (d, 1 / 63 + 1 / 60),  # dense rank 3, lexical rank 0
-        (a, 1 / 60),
-        (b, 1 / 61),  # shares c's dense rank
-        (e, 1 / 62),  # lexical rank 2: after a tie of two
+        (
+            c,
+            1 / (RRF_K + 1) + 1 / RRF_K,
+        ),  # dense rank 1 (tied with b), lexical rank 0 (tied with d)
+        (d, 1 / (RRF_K + 3) + 1 / RRF_K),  # dense rank 3, lexical rank 0
+        (a, 1 / RRF_K),
+        (b, 1 / (RRF_K + 1)),  # shares c's dense rank
+        (e, 1 / (RRF_K + 2)),  # lexical rank 2: after a tie of two
     ]
 
 
@@ -142,10 +145,10 @@ def test_competition_ranks() -> None:
 
 
 def test_contribution_is_qdrants_formula() -> None:
-    assert rrf_contribution(0) == 1 / 60
-    assert rrf_contribution(2) == 1 / 62
+    assert rrf_contribution(0) == 1 / RRF_K
+    assert rrf_contribution(2) == 1 / (RRF_K + 2)
     assert rrf_contribution(3, 2.0) == rrf_contribution(1)  # the 1-based rank is divided
-    assert rrf_contribution(5, 2.0) == pytest.approx(1 / (6 / 2 + 59))
+    assert rrf_contribution(5, 2.0) == pytest.approx(1 / (6 / 2 + RRF_K - 1))
 
 
 def test_bad_inputs_are_refused() -> None:

@@ -14,7 +14,7 @@ from charmem import MemoryId, ObjectType, Settings
 from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness
 from charmem.errors import BackendError, ConfigurationError, DimensionMismatchError
 from charmem.ports import VectorIndex, VectorPoint, VectorQuery, VectorSearchResult
-from charmem_qdrant import DEFAULT_FUSION_WEIGHTS, EdgeVectorIndex
+from charmem_qdrant import DEFAULT_FUSION_WEIGHTS, RRF_K, EdgeVectorIndex
 from charmem_qdrant._fusion import rrf_contribution
 
 # the embedder fingerprint of the conftest fixtures (tests run with --import-mode=importlib,
@@ -282,7 +282,7 @@ async def test_lexical_cue_puts_the_exact_word_match_first(
     assert ids_of(fused) == [biscuit.id, weather.id, train.id]
     # RRF with k=60 and 0-based ranks, dense weighted: biscuit is 3rd by dense and 1st by BM25
     dense_weight = DEFAULT_FUSION_WEIGHTS[0]
-    biscuit_score = rrf_contribution(2, dense_weight) + 1 / 60
+    biscuit_score = rrf_contribution(2, dense_weight) + 1 / RRF_K
     assert fused.hits[0].score == pytest.approx(biscuit_score, rel=1e-5)
     assert fused.hits[1].score == pytest.approx(rrf_contribution(0, dense_weight), rel=1e-5)
     assert fused.completeness == VectorRecallCompleteness(
@@ -348,10 +348,12 @@ async def test_fusion_weights_weigh_the_lexical_stage(root: Path) -> None:
         assert "fusion_weights=(1.0, 3.0)" in repr(index)
         await index.upsert([weather, biscuit])
         fused = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=2, text="biscuit"))
-        # biscuit: dense rank 1, lexical rank 0 of weight 3 -> 1/61 + 1/(1/3 + 59)
+        # biscuit: dense rank 1, lexical rank 0 of weight 3 -> 1/(k+1) + 1/(1/3 + k-1)
         assert ids_of(fused) == [biscuit.id, weather.id]
-        assert fused.hits[0].score == pytest.approx(1 / 61 + 1 / (1 / 3 + 59), rel=1e-12)
-        assert fused.hits[1].score == pytest.approx(1 / 60, rel=1e-12)
+        assert fused.hits[0].score == pytest.approx(
+            1 / (RRF_K + 1) + 1 / (1 / 3 + RRF_K - 1), rel=1e-12
+        )
+        assert fused.hits[1].score == pytest.approx(1 / RRF_K, rel=1e-12)
     finally:
         index.close_sync()
     for bad in ((1.0, 0.0), (1.0, -2.0), (math.inf, 1.0), (1.0,), "ab"):

@@ -38,7 +38,7 @@ from charmem_qdrant import (
     QdrantServiceVectorIndex,
     service_collection_name,
 )
-from charmem_qdrant._fusion import rrf_contribution
+from charmem_qdrant._fusion import RRF_K, rrf_contribution
 
 MODEL = "test-model"
 SIZE = 3
@@ -237,7 +237,7 @@ async def test_lexical_cue_fuses_bm25_with_rrf(lexical_index: QdrantServiceVecto
     fused = await lexical_index.search(VectorQuery(vector=vector, limit=3, text="Biscuit?"))
     assert ids_of(fused) == [biscuit.id, weather.id, train.id]
     assert fused.hits[0].score == pytest.approx(
-        rrf_contribution(2, DEFAULT_FUSION_WEIGHTS[0]) + 1 / 60, rel=1e-5
+        rrf_contribution(2, DEFAULT_FUSION_WEIGHTS[0]) + 1 / RRF_K, rel=1e-5
     )  # RRF k=60, 0-based ranks, the dense stage weighted
     scoped = await lexical_index.search(
         VectorQuery(vector=vector, limit=3, text="Biscuit", object_types=(ObjectType.EPISODE,))
@@ -291,7 +291,9 @@ async def test_fusion_weights_are_read_and_applied() -> None:
         await index.upsert([weather, biscuit])
         fused = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=2, text="biscuit"))
         assert ids_of(fused) == [biscuit.id, weather.id]
-        assert fused.hits[0].score == pytest.approx(1 / 61 + 1 / (1 / 3 + 59), rel=1e-12)
+        assert fused.hits[0].score == pytest.approx(
+            1 / (RRF_K + 1) + 1 / (1 / 3 + RRF_K - 1), rel=1e-12
+        )
     finally:
         await index.close()
     with pytest.raises(ConfigurationError) as caught:

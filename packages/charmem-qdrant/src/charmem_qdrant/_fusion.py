@@ -37,7 +37,11 @@ __all__ = [
 P = TypeVar("P")
 
 #: The ``k`` of reciprocal rank fusion: a point at 0-based rank ``r`` of a stage gets ``1/(k+r)``.
-RRF_K: Final = 60
+#: A small ``k`` lets the first ranks of a stage count for more than the long tail: what both cues
+#: put on top wins. On LoCoMo (1,033 questions, context window 2) turn recall@10 on turns and facts
+#: is 0.766 at the textbook 60, 0.774 at 20, 0.783 at 10, 0.789 at 5, 0.779 at 3 and 0.772 at 2; on
+#: turns alone 0.708 at 60, 0.699 at 10 and 0.702 at 5 (benchmarks/locomo.py).
+RRF_K: Final = 5
 #: The stage weights (dense, lexical) unless configured otherwise. The dense stage weighs 1.5:
 #: with utterances indexed with their speaker's name, dense recall carries more of the meaning;
 #: on LoCoMo (turns and facts, 1,033 questions) turn recall@10 goes from 0.759 at (1.0, 1.0) to
