@@ -185,6 +185,20 @@ async def test_render_cuts_a_long_best_item_with_few_counts_and_within_budget(
         assert counter.calls <= 2 + 2 * 12  # a binary search over 2,000 words, not one per word
 
 
+@pytest.mark.parametrize("budget", [0, -1, True, "10", 2.5])
+async def test_render_refuses_a_budget_that_is_not_a_positive_int(
+    memory: CharacterMemory, budget: object
+) -> None:
+    # RetrievalContext(max_tokens=...) refuses these; render(max_tokens=-1) returned "" silently
+    await memory.remember(RememberInput("We flew kites at the beach.", occurred_at=WHEN))
+    pack = await memory.retrieve("kites at the beach")
+    assert pack.items
+    with pytest.raises(DraftValidationError, match="max_tokens must be a positive int") as caught:
+        pack.render(max_tokens=budget)  # type: ignore[arg-type]
+    assert caught.value.field == "max_tokens"
+    assert "kites" in pack.render(max_tokens=50)
+
+
 async def test_episodes_without_a_summary_are_provenance_not_items(memory: CharacterMemory) -> None:
     await memory.remember(RememberInput("We flew kites at the beach.", occurred_at=WHEN))
     pack = await memory.retrieve("kites at the beach")
