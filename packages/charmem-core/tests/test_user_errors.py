@@ -108,6 +108,20 @@ async def test_an_id_conflict_names_the_differing_fields_and_the_fix(memory: Cha
     assert (await memory.remember(stamped)).warnings
 
 
+async def test_an_id_planned_twice_is_not_reported_as_already_stored(memory: CharacterMemory) -> None:
+    from charmem import EntityDraft, MemoryId
+
+    twice = MemoryId.new()
+    drafts = RememberDrafts(
+        entities=[EntityDraft(id=twice, entity_type="person"), EntityDraft(id=twice, entity_type="place")]
+    )
+    with pytest.raises(IdConflictError, match="holds this id twice") as info:
+        await memory.remember(drafts)
+    # nothing is stored under the id: the message must not send the caller looking for it there
+    assert "already stored with" not in str(info.value)
+    assert list(info.value.ids) == [str(twice)]
+
+
 async def test_a_superseded_memory_cannot_be_corrected_again_but_a_replay_is_fine(
     memory: CharacterMemory,
 ) -> None:
