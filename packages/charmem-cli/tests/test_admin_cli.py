@@ -40,6 +40,7 @@ def test_export_then_import_into_new_stores(tmp_path: Path, capsys: pytest.Captu
     assert "CollectionNotEmptyError" in capsys.readouterr().err
     assert main(["--store", str(tmp_path / "other"), "--collection", "other", "import", str(backup)]) == 2
     assert "BackupFormatError" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()  # refused before any store was created
     assert main(["--store", str(store), "--collection", "cli", "export", str(backup)]) == 2
     assert "not an empty directory" in capsys.readouterr().err
 
@@ -77,3 +78,39 @@ def test_purge_asks_first_and_erases(
     assert "PurgeTargetError" in capsys.readouterr().err
     assert main(["--store", str(store), "--collection", "cli", "purge", "--yes", "not-an-id"]) == 2
     assert "not a UUID" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["recall", "Ana visiting"],
+        ["export", "backup"],
+        ["purge", "--yes", "0c7f3a4e-1b2c-4d5e-8f90-123456789abc"],
+        ["rebuild-vectors", "--quiet"],
+    ],
+    ids=["recall", "export", "purge", "rebuild-vectors"],
+)
+def test_reading_commands_on_a_missing_store_create_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    # a mistyped --store must not leave new, empty stores behind and answer "nothing recalled"
+    monkeypatch.chdir(tmp_path)
+    missing = tmp_path / "mistyped"
+    assert main(["--store", str(missing), "--collection", "cli", *command]) == 2
+    err = capsys.readouterr().err
+    assert "ConfigurationError" in err and "no graph store" in err and str(missing) in err
+    assert not missing.exists()
+    assert not (tmp_path / "backup").exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "says"), [("2024-06-01", "has no UTC offset"), ("yesterday", "is not an ISO 8601 time")]
+)
+def test_remember_occurred_at_errors_name_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, says: str
+) -> None:
+    store = tmp_path / "store"
+    assert main(["--store", str(store), "remember", TEXT, "--occurred-at", value]) == 2
+    err = capsys.readouterr().err
+    assert f"--occurred-at {value!r} {says}" in err and "2024-06-01T18:30:00+00:00" in err
+    assert main(["--store", str(store), "remember", TEXT, "--occurred-at", "2024-06-01T18:30:00Z"]) == 0

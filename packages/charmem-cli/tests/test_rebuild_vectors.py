@@ -171,7 +171,8 @@ async def test_another_embedder_takes_over_through_rebuild_vectors(
         ids = await populate(memory)
         points = await memory.vectors.point_ids()
 
-    with pytest.raises(error, match="rebuild_vector_index"):
+    # the message names the fix that works on a refused open (the next statement runs it)
+    with pytest.raises(error, match=r"rebuild_vectors=True\).*charmem rebuild-vectors --drop"):
         await CharacterMemory.open(settings, "switch", embedding_provider=new)
 
     progress: list[tuple[int, int]] = []

@@ -108,6 +108,20 @@ async def test_an_id_conflict_names_the_differing_fields_and_the_fix(memory: Cha
     assert (await memory.remember(stamped)).warnings
 
 
+async def test_an_id_planned_twice_is_not_reported_as_already_stored(memory: CharacterMemory) -> None:
+    from charmem import EntityDraft, MemoryId
+
+    twice = MemoryId.new()
+    drafts = RememberDrafts(
+        entities=[EntityDraft(id=twice, entity_type="person"), EntityDraft(id=twice, entity_type="place")]
+    )
+    with pytest.raises(IdConflictError, match="holds this id twice") as info:
+        await memory.remember(drafts)
+    # nothing is stored under the id: the message must not send the caller looking for it there
+    assert "already stored with" not in str(info.value)
+    assert list(info.value.ids) == [str(twice)]
+
+
 async def test_a_superseded_memory_cannot_be_corrected_again_but_a_replay_is_fine(
     memory: CharacterMemory,
 ) -> None:
@@ -183,6 +197,20 @@ async def test_render_cuts_a_long_best_item_with_few_counts_and_within_budget(
         else:
             assert text == ""
         assert counter.calls <= 2 + 2 * 12  # a binary search over 2,000 words, not one per word
+
+
+@pytest.mark.parametrize("budget", [0, -1, True, "10", 2.5])
+async def test_render_refuses_a_budget_that_is_not_a_positive_int(
+    memory: CharacterMemory, budget: object
+) -> None:
+    # RetrievalContext(max_tokens=...) refuses these; render(max_tokens=-1) returned "" silently
+    await memory.remember(RememberInput("We flew kites at the beach.", occurred_at=WHEN))
+    pack = await memory.retrieve("kites at the beach")
+    assert pack.items
+    with pytest.raises(DraftValidationError, match="max_tokens must be a positive int") as caught:
+        pack.render(max_tokens=budget)  # type: ignore[arg-type]
+    assert caught.value.field == "max_tokens"
+    assert "kites" in pack.render(max_tokens=50)
 
 
 async def test_episodes_without_a_summary_are_provenance_not_items(memory: CharacterMemory) -> None:

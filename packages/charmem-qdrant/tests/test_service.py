@@ -371,10 +371,10 @@ async def test_fingerprint_is_stored_in_the_collection_metadata() -> None:
         }
     }
     await index.close()
-    with pytest.raises(DimensionMismatchError) as caught:
+    with pytest.raises(DimensionMismatchError, match="rebuild_vectors=True") as caught:
         await open_local("fingerprint", client=client, vector_size=4)
     assert (caught.value.expected, caught.value.actual) == (SIZE, 4)
-    with pytest.raises(EmbedderMismatchError, match="rebuild_vector_index"):
+    with pytest.raises(EmbedderMismatchError, match="rebuild_vectors=True"):
         await open_local("fingerprint", client=client, model_id="another-model")
     again = await open_local("fingerprint", client=client)  # same fingerprint: points kept
     assert await again.count() == 1

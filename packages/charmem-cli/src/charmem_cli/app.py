@@ -24,6 +24,7 @@ from typing import Any
 from tqdm import tqdm
 
 from charmem import (
+    BackupFormatError,
     CharacterMemory,
     CharmemError,
     ConfigurationError,
@@ -120,6 +121,54 @@ def _provider(settings: Settings) -> EmbeddingProvider:
     return provider
 
 
+def require_graph_store(settings: Settings, collection: str) -> None:
+    """Refuse a command that reads a collection when its graph store does not exist.
+
+    Opening a memory creates its stores, so ``recall``, ``export``, ``purge`` and
+    ``rebuild-vectors`` on a mistyped ``--store`` would otherwise leave new, empty stores
+    behind and answer as if the collection were empty. Adapters without the
+    ``exists_from_settings`` hook (servers, in-memory stores) are not checked.
+
+    Args:
+        settings: the deployment settings.
+        collection: the collection name.
+
+    Raises:
+        ConfigurationError: the persistent graph store is missing (``key="OXIGRAPH_PATH"``), or the
+            collection name is not allowed.
+    """
+    from charmem.composition import load_adapter
+
+    exists = getattr(load_adapter("graph", settings.graph_store_mode), "exists_from_settings", None)
+    if exists is not None and not exists(settings, collection):
+        raise ConfigurationError(
+            f"there is no graph store for GRAPH_STORE_MODE={settings.graph_store_mode!r} at "
+            f"{settings.oxigraph_path}; nothing was created (point OXIGRAPH_PATH or --store at an "
+            "existing store)",
+            key="OXIGRAPH_PATH",
+        )
+
+
+def parse_occurred_at(value: str) -> datetime:
+    """``remember --occurred-at``: an ISO 8601 instant with a UTC offset.
+
+    Raises:
+        ConfigurationError: not ISO 8601, or no offset (``key="--occurred-at"``).
+    """
+    example = "e.g. 2024-06-01T18:30:00+00:00 or 2024-06-01T18:30:00Z"
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ConfigurationError(
+            f"--occurred-at {value!r} is not an ISO 8601 time ({example})", key="--occurred-at"
+        ) from exc
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise ConfigurationError(
+            f"--occurred-at {value!r} has no UTC offset; add one ({example})", key="--occurred-at"
+        )
+    return when
+
+
 def _collection_for(conversation_id: str) -> str:
     cleaned = "".join(c if c.isalnum() or c in "-_" else "-" for c in conversation_id.lower())
     return cleaned.strip("-_")[:128] or DEFAULT_COLLECTION
@@ -203,6 +252,7 @@ def print_pack(pack: ContinuityContextPack, out: Any = None) -> None:
 
 
 async def _recall(settings: Settings, collection: str, query: str, limit: int, as_json: bool) -> None:
+    require_graph_store(settings, collection)
     async with CharacterMemory.open(settings, collection, embedding_provider=_provider(settings)) as memory:
         pack = await memory.retrieve(RetrievalContext(query=query, max_items=limit))
     if as_json:
@@ -212,7 +262,7 @@ async def _recall(settings: Settings, collection: str, query: str, limit: int, a
 
 
 async def _remember(settings: Settings, collection: str, text: str, occurred_at: str | None) -> None:
-    when = datetime.fromisoformat(occurred_at) if occurred_at else None
+    when = parse_occurred_at(occurred_at) if occurred_at else None
     async with CharacterMemory.open(settings, collection, embedding_provider=_provider(settings)) as memory:
         outcome = await memory.remember(RememberInput(text, occurred_at=when))
     print(
@@ -273,9 +323,11 @@ async def rebuild_vectors(
         dict: ``objects``, ``indexed``, ``not_current``, ``removed`` (counts) and ``seconds``.
 
     Raises:
+        ConfigurationError: there is no graph store where the settings point (nothing is created).
         DimensionMismatchError, EmbedderMismatchError: the vectors were made by another embedder
             and ``drop`` is false.
     """
+    require_graph_store(settings, collection)
     bar, on_progress = _vector_progress(progress)
     start = time.perf_counter()
     try:
@@ -368,9 +420,11 @@ async def export_backup(settings: Settings, collection: str, directory: Path) ->
         dict: the manifest (plain JSON types) and ``seconds``.
 
     Raises:
+        ConfigurationError: there is no graph store where the settings point (nothing is created).
         CharmemError: the collection is empty in these stores (a mistyped name or store path?),
             or :func:`charmem.admin.export_collection` failed.
     """
+    require_graph_store(settings, collection)
     start = time.perf_counter()
     async with CharacterMemory.open(settings, collection, embedding_provider=_provider(settings)) as memory:
         if not await memory.graph.statement_count():
@@ -401,6 +455,12 @@ async def import_backup(
         CollectionNotEmptyError: the target stores hold data.
     """
     manifest = read_manifest(directory)
+    if collection is not None and collection != manifest.collection:
+        # refused before the stores are opened (opening would create them)
+        raise BackupFormatError(
+            f"the backup in {directory} is of collection {manifest.collection!r}, not {collection!r}; "
+            f"restore it into {manifest.collection!r} (derived ids depend on the name): drop --collection"
+        )
     bar, on_progress = _vector_progress(progress)
     start = time.perf_counter()
     try:
@@ -421,7 +481,9 @@ async def purge_memories(settings: Settings, collection: str, ids: Sequence[str]
     Raises:
         PurgeTargetError: an id is unknown or not a memory object; nothing was written.
         DraftValidationError: an id is not a UUID.
+        ConfigurationError: there is no graph store where the settings point.
     """
+    require_graph_store(settings, collection)
     async with CharacterMemory.open(settings, collection, embedding_provider=_provider(settings)) as memory:
         return await purge(memory, ids)
 

@@ -189,7 +189,9 @@ class DimensionMismatchError(CharmemError):
 class EmbedderMismatchError(CharmemError):
     """A collection was indexed by another embedding model of the same size.
 
-    The fix is ``rebuild_vector_index()`` with the new provider, or opening with the old model.
+    The fix is opening with the old model, or re-embedding with the new provider:
+    ``CharacterMemory.open(..., embedding_provider=new, rebuild_vectors=True)`` (``charmem
+    rebuild-vectors --drop``); ``rebuild_vector_index()`` cannot help, as the open is refused.
     """
 
 

@@ -42,6 +42,13 @@ SCHEMA_VERSION = 1
 
 _FORMAT = "charmem-shard"
 
+# What to do when the collection's vectors were made by another embedder. A refused open leaves
+# no memory to call ``rebuild_vector_index()`` on, so the hint names the calls that work then.
+_REEMBED_HINT = (
+    "re-embed the collection with the new one: CharacterMemory.open(settings, collection, "
+    "embedding_provider=..., rebuild_vectors=True), or `charmem rebuild-vectors --drop`"
+)
+
 
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so a crash leaves either the old file (or none) or the whole one.
@@ -211,8 +218,7 @@ class ShardMarker:
             raise DimensionMismatchError(
                 f"collection {collection!r} stores {self.vector_size}-dimensional vectors of "
                 f"model {self.model_id!r}, but the embedding provider {model_id!r} produces "
-                f"{vector_size} dimensions; open it with the old model, or call "
-                "rebuild_vector_index() to re-embed the collection with the new one",
+                f"{vector_size} dimensions; open it with the old model, or {_REEMBED_HINT}",
                 expected=self.vector_size,
                 actual=vector_size,
             )
@@ -220,6 +226,5 @@ class ShardMarker:
             raise EmbedderMismatchError(
                 f"collection {collection!r} was indexed with embedding model {self.model_id!r}, "
                 f"not {model_id!r} (both {vector_size}-dimensional, but their vectors are not "
-                "comparable); open it with the old model, or call rebuild_vector_index() to "
-                "re-embed the collection with the new one"
+                f"comparable); open it with the old model, or {_REEMBED_HINT}"
             )

@@ -450,8 +450,21 @@ class ContinuityContextPack:
 
         Returns:
             str: the prompt text (empty when nothing was recalled).
+
+        Raises:
+            DraftValidationError: ``max_tokens`` is not a positive int or ``None`` (the rule of
+                :attr:`RetrievalContext.max_tokens`; a zero or negative budget used to give an
+                empty prompt silently).
         """
         from charmem.tokens import WhitespaceTokenCounter
+
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+        ):
+            raise DraftValidationError(
+                f"max_tokens must be a positive int (a budget in tokens) or None, not {max_tokens!r}",
+                field="max_tokens",
+            )
 
         counter = self.token_counter or WhitespaceTokenCounter()
         budget = max_tokens if max_tokens is not None else self.max_tokens

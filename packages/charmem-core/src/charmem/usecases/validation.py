@@ -258,7 +258,7 @@ def raise_for_invalid(validations: Sequence[CandidateValidation], *, what: str =
         )
     if conflicts:
         raise IdConflictError(
-            f"{len(conflicts)} id(s) are already stored with different content, e.g. "
+            f"{len(conflicts)} id(s) are already stored or planned with different content, e.g. "
             f"{conflicts[0]}: {invalid[conflicts[0]][0]}; nothing was written",
             ids=conflicts,
             reasons=invalid,
