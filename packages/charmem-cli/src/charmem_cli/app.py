@@ -29,8 +29,6 @@ from charmem import (
     CharmemError,
     ConfigurationError,
     ContinuityContextPack,
-    DimensionMismatchError,
-    EmbedderMismatchError,
     RememberInput,
     RetrievalContext,
     Settings,
@@ -766,14 +764,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 130
     except CharmemError as exc:
-        print(f"charmem: {type(exc).__name__}: {exc}", file=sys.stderr)
-        if args.command in ("rebuild-vectors", "check") and isinstance(
-            exc, DimensionMismatchError | EmbedderMismatchError
-        ):
-            print(
-                "charmem: run `charmem rebuild-vectors --drop` to re-embed with this embedder",
-                file=sys.stderr,
-            )
+        print(f"charmem: {type(exc).__name__}: {exc}", file=sys.stderr)  # mismatches name the fix
         return 2
     except (OSError, ValueError) as exc:
         print(f"charmem: {exc}", file=sys.stderr)
