@@ -142,7 +142,7 @@ class GraphStoreContract(ContractSuite, suite=True):
         ),
     }
     optional_capabilities: ClassVar[frozenset[str]] = frozenset(capabilities)
-    minimum_passing: ClassVar[int] = 19
+    minimum_passing: ClassVar[int] = 20
 
     supports_reopen: ClassVar[bool] = True
     supports_lock: ClassVar[bool] = True
