@@ -108,32 +108,6 @@ async def test_reference_iris_hint_the_kind_and_a_wrong_hint_falls_back(
     assert cache.kinds([ep.id]) == {ep.id: "episode"}
 
 
-async def test_currency_reads_the_supersedes_links_around_its_ids(
-    store: OxigraphGraphStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Retrieval's supersedes hop after ``currency`` of the same memories runs no query, in both
-    directions, and a new supersedes link is seen afterwards."""
-    old, mid, new = derived(created_at=at(0)), derived(created_at=at(0)), derived(created_at=at(0))
-    first = link(mid.id, Relation.SUPERSEDES, old.id, created_at=at(1))
-    both = [first, link(new.id, Relation.SUPERSEDES, mid.id, created_at=at(2))]
-    await store.write_batch(GraphBatch(objects=[old, mid, new], links=both))
-    store._cache().clear()
-    assert await store.currency([mid.id]) == {mid.id: S}
-    real = store._select
-    monkeypatch.setattr(store, "_select", _NoQueries().query)
-    assert await store.links_of([mid.id], relations=[Relation.SUPERSEDES]) == sorted(
-        both, key=lambda lk: lk.id
-    )
-    monkeypatch.setattr(store, "_select", real)
-    newest = derived(created_at=at(0))
-    last = link(newest.id, Relation.SUPERSEDES, new.id, created_at=at(3))
-    await store.write_batch(GraphBatch(objects=[newest], links=[last]))
-    assert await store.currency([new.id, mid.id]) == {new.id: S, mid.id: S}
-    assert await store.links_of([new.id], relations=[Relation.SUPERSEDES]) == sorted(
-        [both[1], last], key=lambda lk: lk.id
-    )
-
-
 async def test_currency_is_never_stale_after_suppression_or_supersession(store: OxigraphGraphStore) -> None:
     old, new = derived(created_at=at(0)), derived(created_at=at(0))
     await store.write_batch(GraphBatch(objects=[old, new]))

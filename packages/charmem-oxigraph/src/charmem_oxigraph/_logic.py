@@ -57,7 +57,6 @@ __all__ = [
     "endpoint_iris",
     "episode_turn_iris",
     "erase_update",
-    "facts_and_supersedes",
     "facts_from_rows",
     "group_rows",
     "ids_from_rows",
@@ -509,41 +508,6 @@ def facts_from_rows(wanted: Sequence[MemoryId], rows: Iterable[Row]) -> dict[Mem
         )
         for memory_id in wanted
     }
-
-
-def facts_and_supersedes(
-    wanted: Sequence[MemoryId], rows: Iterable[Row]
-) -> tuple[dict[MemoryId, CurrencyFacts], list[MemoryLink], dict[MemoryId, str]]:
-    """Split :func:`charmem_oxigraph._queries.currency_and_supersedes` rows.
-
-    Returns:
-        tuple: (currency facts of every id of ``wanted`` as :func:`facts_from_rows`; the
-        ``supersedes`` links touching them, by link id; the kinds their endpoint IRIs carry).
-
-    Raises:
-        ValueError: a stored instant is not a valid ``xsd:dateTime``.
-        CorruptNodeError: a link does not decode.
-    """
-    currency_rows: list[Row] = []
-    link_triples: dict[tuple[str, str, Any], None] = {}
-    for row in rows:
-        link = row["k"]
-        if link is None:
-            currency_rows.append(row)
-        else:  # a link touching two asked ids repeats its triples: keep each once
-            link_triples[link.value, row["p"].value, row["o"]] = None
-    nodes: dict[str, NodeTriples] = {}
-    for subject, predicate, obj in link_triples:
-        node = nodes.get(subject)
-        if node is None:
-            node = nodes[subject] = NodeTriples(subject)
-        node.add(predicate, obj)
-    links = [item for item in (decode_item(node) for node in nodes.values()) if isinstance(item, MemoryLink)]
-    return (
-        facts_from_rows(wanted, currency_rows),
-        sorted(links, key=BY_LINK_ID),
-        reference_kinds(nodes.values()),
-    )
 
 
 def currency_from_facts(

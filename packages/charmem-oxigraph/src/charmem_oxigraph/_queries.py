@@ -22,7 +22,6 @@ from charmem_oxigraph import _vocab as v
 __all__ = [
     "construct_all",
     "currency",
-    "currency_and_supersedes",
     "episode_turns",
     "erase",
     "insert_data",
@@ -94,42 +93,22 @@ def links_of(graph: str, endpoint_iris: Iterable[str], relation_iris: Iterable[s
     )
 
 
-def _currency_patterns(iris: Iterable[str]) -> str:
-    supersedes = v.iri_ref(v.VOCAB + "supersedes")
-    suppress = LifecycleAction.SUPPRESS.value
-    if re.fullmatch(r"[a-z_]+", suppress) is None:  # pragma: no cover - an enum constant
-        raise ValueError(f"unexpected action value {suppress!r}")
-    return (
-        f"{_values('x', iris)} "
-        f"{{ ?x a ?c }} "
-        f'UNION {{ ?r {_p("target")} ?x . ?r {_p("action")} "{suppress}" . ?r {_p("recordedAt")} ?rt }} '
-        f"UNION {{ ?l {_p('to')} ?x . ?l {_p('relation')} {supersedes} . ?l {_p('createdAt')} ?lt }} "
-    )
-
-
 def currency(graph: str, iris: Iterable[str]) -> str:
     """What currency needs about ``iris``: their item class, suppressions, incoming supersedes.
 
     Rows bind ``?x`` and one of: ``?c`` (an ``rdf:type`` of ``?x``), ``?rt`` (``recordedAt`` of a
     ``suppress`` record targeting ``?x``), ``?lt`` (``createdAt`` of a ``supersedes`` link to ``?x``).
     """
-    return f"SELECT ?x ?c ?rt ?lt WHERE {{ GRAPH {v.iri_ref(graph)} {{ {_currency_patterns(iris)}}} }}"
-
-
-def currency_and_supersedes(graph: str, iris: Iterable[str], endpoint_iris: Iterable[str]) -> str:
-    """:func:`currency` of ``iris`` plus every triple of the ``supersedes`` links touching them.
-
-    One query instead of two (currency, then retrieval's ``supersedes`` hop around the same
-    memories). Rows of the currency part bind ``?x`` as in :func:`currency`; the others bind
-    ``?k ?p ?o``: one triple of a ``supersedes`` link ``?k`` whose ``vocab:from`` or ``vocab:to``
-    is one of ``endpoint_iris`` (a link touching two of them repeats its triples).
-    """
     supersedes = v.iri_ref(v.VOCAB + "supersedes")
+    suppress = LifecycleAction.SUPPRESS.value
+    if re.fullmatch(r"[a-z_]+", suppress) is None:  # pragma: no cover - an enum constant
+        raise ValueError(f"unexpected action value {suppress!r}")
     return (
-        f"SELECT ?x ?c ?rt ?lt ?k ?p ?o WHERE {{ GRAPH {v.iri_ref(graph)} {{ "
-        f"{{ {_currency_patterns(iris)}}} "
-        f"UNION {{ {_values('y', endpoint_iris)} {{ ?k {_p('from')} ?y }} UNION {{ ?k {_p('to')} ?y }} "
-        f"?k {_p('relation')} {supersedes} . ?k ?p ?o }} }} }}"
+        f"SELECT ?x ?c ?rt ?lt WHERE {{ GRAPH {v.iri_ref(graph)} {{ {_values('x', iris)} "
+        f"{{ ?x a ?c }} "
+        f'UNION {{ ?r {_p("target")} ?x . ?r {_p("action")} "{suppress}" . ?r {_p("recordedAt")} ?rt }} '
+        f"UNION {{ ?l {_p('to')} ?x . ?l {_p('relation')} {supersedes} . ?l {_p('createdAt')} ?lt }} "
+        f"}} }}"
     )
 
 

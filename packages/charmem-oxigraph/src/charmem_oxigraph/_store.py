@@ -50,8 +50,6 @@ ON_LOOP_IDS: Final = 2048
 
 _log = get_logger("charmem_oxigraph.store")
 
-_SUPERSEDES: Final = (Relation.SUPERSEDES,)
-
 
 class OxigraphGraphStore:
     """The graph authority of one collection, stored as one named graph in a pyoxigraph store.
@@ -432,19 +430,10 @@ class OxigraphGraphStore:
             cache = self._cache()
             found, unknown = cache.currency_facts(wanted)
             if unknown:
-                # The same query reads the supersedes links around them: retrieval's supersedes
-                # hop then asks about memories whose currency it read, answered by the cache.
                 generation = cache.generation()
-                known = cache.kinds(unknown)
-                query = q.currency_and_supersedes(
-                    self._graph_iri,
-                    lg.currency_iris(unknown, known),
-                    lg.endpoint_iris(unknown, known, _SUPERSEDES),
-                )
-                facts, links, hints = lg.facts_and_supersedes(unknown, self._select(query))
+                iris = lg.currency_iris(unknown, cache.kinds(unknown))
+                facts = lg.facts_from_rows(unknown, self._select(q.currency(self._graph_iri, iris)))
                 cache.remember_currency_facts(generation, facts)
-                cache.remember_links_of(generation, unknown, _SUPERSEDES, links)
-                cache.remember_hints(hints)
                 found.update(facts)
             return lg.currency_from_facts(wanted, found, as_of)
 
