@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, ClassVar
 
 import attrs
@@ -17,6 +18,7 @@ from charmem.domain.model import (
     MemoryLink,
     MemoryObject,
     ObjectType,
+    Observation,
     Relation,
     ThreadStatus,
 )
@@ -31,6 +33,7 @@ from charmem.errors import (
     StoreLockedError,
 )
 from charmem.ports import GraphStore
+from charmem.usecases.retrieval import episode_turns
 from charmem_contract import data
 from charmem_contract._base import ContractSuite, requires
 from charmem_contract.data import SEOUL, at
@@ -139,7 +142,7 @@ class GraphStoreContract(ContractSuite, suite=True):
         ),
     }
     optional_capabilities: ClassVar[frozenset[str]] = frozenset(capabilities)
-    minimum_passing: ClassVar[int] = 19
+    minimum_passing: ClassVar[int] = 20
 
     supports_reopen: ClassVar[bool] = True
     supports_lock: ClassVar[bool] = True
@@ -589,6 +592,68 @@ class GraphStoreContract(ContractSuite, suite=True):
         assert await graph_store.links_of([a.id], relations=None) == sorted(
             [supports, about, loop], key=lambda lk: lk.id
         )
+
+    async def test_episode_turns_are_the_observations_linked_from_each_episode(
+        self, graph_store: GraphStore
+    ) -> None:
+        """Context expansion's turn order: one turn per ``has_observation`` link to an observation
+        of that episode (:func:`charmem.usecases.retrieval.episode_turns`: the store's
+        :class:`~charmem.ports.EpisodeTurnReader` if it has one, else ``links_of`` and
+        ``get_objects``).
+
+        If this fails: count a link only when its ``from_id`` is the asked episode, its ``to_id``
+        a stored observation whose ``episode_id`` is that episode (written before or after the
+        link); keep one turn per link, whatever ``created_at``; and forget cached turns of an
+        episode when a write adds an observation or a link to it.
+        """
+        first, second, empty, person = data.episode(), data.episode(), data.episode(), data.entity()
+        early = data.observation(first.id, observed_at=at(3), created_at=at(9))
+        turns = [data.observation(first.id, observed_at=at(n), created_at=at(n)) for n in (1, 2)]
+        stranger = data.observation(second.id)  # of the second episode, linked from the first
+        later = data.observation(second.id, observed_at=at(5))
+        await graph_store.write_batch(
+            GraphBatch(links=[data.link(first.id, Relation.HAS_OBSERVATION, early.id)])
+        )
+        await graph_store.write_batch(
+            GraphBatch(
+                objects=[first, second, empty, person, *turns, stranger],
+                links=[
+                    *(data.link(first.id, Relation.HAS_OBSERVATION, t.id) for t in turns),
+                    data.link(first.id, Relation.HAS_OBSERVATION, turns[0].id),  # linked twice
+                    data.link(first.id, Relation.HAS_OBSERVATION, stranger.id),
+                    data.link(first.id, Relation.HAS_OBSERVATION, person.id),  # not an observation
+                    data.link(first.id, Relation.INVOLVES, person.id),
+                ],
+            )
+        )
+        asked = [first.id, second.id, empty.id, MemoryId.new()]
+
+        def place(obs: Observation) -> tuple[MemoryId, datetime, datetime]:
+            return (obs.id, obs.observed_at, obs.created_at)
+
+        async def read() -> dict[MemoryId, list[tuple[MemoryId, datetime, datetime]]]:
+            found = await episode_turns(graph_store, asked)
+            return {
+                i: sorted((t.observation_id, t.observed_at, t.created_at) for t in found.get(i, ()))
+                for i in asked
+            }
+
+        before = await read()  # the early link's observation is not stored yet
+        assert before == {
+            first.id: sorted(map(place, [turns[0], turns[0], turns[1]])),
+            second.id: [],
+            empty.id: [],
+            asked[3]: [],
+        }
+        await graph_store.write_batch(
+            GraphBatch(
+                objects=[early, later], links=[data.link(second.id, Relation.HAS_OBSERVATION, later.id)]
+            )
+        )
+        after = await read()
+        assert after[first.id] == sorted(map(place, [turns[0], turns[0], turns[1], early]))
+        assert after[second.id] == [place(later)]
+        assert after[empty.id] == after[asked[3]] == []
 
     async def test_object_ids_and_link_ids_are_sorted_inventories(self, graph_store: GraphStore) -> None:
         """``object_ids`` lists stored objects (optionally by type), ``link_ids`` links; both sorted.

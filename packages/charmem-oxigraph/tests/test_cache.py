@@ -18,6 +18,7 @@ from charmem.domain.ids import MemoryId
 from charmem.domain.model import Relation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.errors import IdConflictError
+from charmem.ports import EpisodeTurn
 
 from charmem_oxigraph import OxigraphGraphStore
 from charmem_oxigraph._cache import CurrencyFacts, GraphCache
@@ -51,6 +52,7 @@ async def test_warm_reads_run_no_query(store: OxigraphGraphStore, monkeypatch: p
         await store.links_of([ep.id, person.id], relations=[Relation.HAS_OBSERVATION, Relation.ABOUT]),
         await store.currency(ids),
         await store.name_assertions(),
+        await store.episode_turns([ep.id]),
     )
     assert store._shared is not None
     monkeypatch.setattr(store._shared, "_store", _NoQueries())
@@ -60,13 +62,50 @@ async def test_warm_reads_run_no_query(store: OxigraphGraphStore, monkeypatch: p
         await store.links_of([ep.id, person.id], relations=[Relation.HAS_OBSERVATION, Relation.ABOUT]),
         await store.currency(ids),
         await store.name_assertions(),
+        await store.episode_turns([ep.id]),
     )
     assert warm == cold
     assert warm[2] == sorted(links, key=lambda lk: lk.id)
     assert warm[4] == [(name.id, person.id, "Ana")]
+    assert warm[5] == {
+        ep.id: [EpisodeTurn(observation_id=obs.id, observed_at=obs.observed_at, created_at=obs.created_at)]
+    }
     # the blocking twins answer from the cache too
     assert store.get_objects_sync(ids) == cold[0]
     assert store.currency_sync(ids, as_of=at(0)) == dict.fromkeys(ids, C)
+
+
+async def test_reference_iris_hint_the_kind_and_a_wrong_hint_falls_back(
+    store: OxigraphGraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An id met as a link's endpoint is then read under that one IRI; a wrong hint costs a second
+    query, never the object."""
+    ep = episode()
+    obs = observation(ep.id)
+    turn = link(ep.id, Relation.HAS_OBSERVATION, obs.id)
+    await store.write_batch(GraphBatch(objects=[ep, obs], links=[turn]))
+    cache = store._cache()
+    cache.clear()  # a new process: no kind known
+    queries: list[str] = []
+    real = store._select
+
+    def spying(query: str) -> list[object]:
+        queries.append(query)
+        return real(query)
+
+    monkeypatch.setattr(store, "_select", spying)
+    assert await store.get_links([turn.id]) == {turn.id: turn}
+    assert cache.hints([ep.id, obs.id]) == {ep.id: "episode", obs.id: "observation"}
+    queries.clear()
+    assert await store.get_objects([obs.id]) == {obs.id: obs}
+    assert len(queries) == 1
+    assert queries[0].count(str(obs.id)) == 1  # one IRI bound, not one per kind
+    cache.clear()
+    cache.remember_hints({ep.id: "entity"})  # wrong
+    queries.clear()
+    assert await store.get_objects([ep.id]) == {ep.id: ep}
+    assert len(queries) == 2
+    assert cache.kinds([ep.id]) == {ep.id: "episode"}
 
 
 async def test_currency_is_never_stale_after_suppression_or_supersession(store: OxigraphGraphStore) -> None:
@@ -154,6 +193,8 @@ def test_a_reader_that_started_before_a_write_does_not_store_what_it_read() -> N
     cache.remember_items(before, {}, absent=[target.id])
     cache.remember_names(before, [])
     cache.remember_links_of(before, [target.id], None, [])
+    cache.remember_episode_turns(before, [target.id], {})
+    assert cache.episode_turns([target.id]) == ({}, [target.id])
     assert cache.currency_facts([target.id]) == ({}, [target.id])
     assert cache.items([target.id]) == ({}, [target.id])
     assert cache.names() is None

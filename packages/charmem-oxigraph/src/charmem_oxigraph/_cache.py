@@ -7,10 +7,15 @@ objects. :class:`GraphCache` keeps, per collection:
 * **items**: decoded objects, links and lifecycle records by id, and the stored **kind** of ids.
   Both are immutable once written (nothing is rewritten or deleted, DESIGN §4), so they are
   always safe to keep, even when another process writes to the same SPARQL server.
+* **hints**: the kind a reference IRI read back carried for an id (a link's endpoints, an
+  observation's episode, ...): almost always its stored kind, so a first read of that id binds
+  one IRI instead of one per kind; a read that does not find the node under its hinted IRI asks
+  again under every kind, so a wrong hint costs a query, never a wrong answer.
 * **coherent** knowledge that changes as the graph grows, kept only when every write of the
   collection passes through this process's writer (the embedded store holds RocksDB's lock, so
   it does): ids known to be **absent**, the **adjacency** of an id (its link ids per relation),
-  its **currency facts** (suppression and supersession instants) and the ``KnownAs`` **names**.
+  its **currency facts** (suppression and supersession instants), the **turns** of an episode
+  (:meth:`charmem.ports.EpisodeTurnReader.episode_turns`) and the ``KnownAs`` **names**.
   The writer updates them after each successful write (:meth:`GraphCache.apply_write`) and bumps a
   generation counter; a reader only stores what it read if no write happened since it started
   reading (:meth:`GraphCache.generation`), so a slow reader never puts stale knowledge back.
@@ -29,7 +34,8 @@ from typing import Final, Generic, TypeVar
 import attrs
 from charmem.domain.graph import LifecycleAction, LifecycleRecord
 from charmem.domain.ids import MemoryId
-from charmem.domain.model import MemoryLink, Relation
+from charmem.domain.model import MemoryLink, Observation, Relation
+from charmem.ports import EpisodeTurn
 
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._codec import StoredItem
@@ -113,12 +119,14 @@ class GraphCache:
         self._generation = 0
         self._items: _Bounded[MemoryId, StoredItem] = _Bounded(max_entries)
         self._kinds: _Bounded[MemoryId, str] = _Bounded(max_entries)
+        self._hints: _Bounded[MemoryId, str] = _Bounded(max_entries)
         self._absent: _Bounded[MemoryId, bool] = _Bounded(max_entries)
         # id -> (relations whose links are all listed, ids of those links)
         self._adjacency: _Bounded[MemoryId, tuple[frozenset[Relation], tuple[MemoryId, ...]]] = _Bounded(
             max_entries
         )
         self._facts: _Bounded[MemoryId, CurrencyFacts] = _Bounded(max_entries)
+        self._turns: _Bounded[MemoryId, tuple[EpisodeTurn, ...]] = _Bounded(max_entries)
         self._names: tuple[tuple[MemoryId, MemoryId, str], ...] | None = None
 
     # -- generation ---------------------------------------------------------------------------
@@ -156,6 +164,17 @@ class GraphCache:
         """The stored kinds (``urn:charmem:<kind>:`` segment) known for ``ids``."""
         with self._lock:
             return {memory_id: kind for memory_id in ids if (kind := self._kinds.get(memory_id)) is not None}
+
+    def hints(self, ids: Iterable[MemoryId]) -> dict[MemoryId, str]:
+        """The kinds reference IRIs suggested for ``ids`` (guesses: see the module docstring)."""
+        with self._lock:
+            return {memory_id: kind for memory_id in ids if (kind := self._hints.get(memory_id)) is not None}
+
+    def remember_hints(self, hints: Mapping[MemoryId, str]) -> None:
+        """Keep the kinds reference IRIs carried (:func:`charmem_oxigraph._codec.reference_kinds`)."""
+        with self._lock:
+            for memory_id, kind in hints.items():
+                self._hints.put(memory_id, kind)
 
     def remember_items(
         self, generation: int, items: Mapping[MemoryId, StoredItem], absent: Iterable[MemoryId] = ()
@@ -263,6 +282,45 @@ class GraphCache:
                 for memory_id, value in facts.items():
                     self._facts.put(memory_id, value)
 
+    # -- episode turns ------------------------------------------------------------------------
+
+    def episode_turns(
+        self, ids: Iterable[MemoryId]
+    ) -> tuple[dict[MemoryId, list[EpisodeTurn]], list[MemoryId]]:
+        """Cached turns of the episodes ``ids`` and the episodes to read.
+
+        Returns:
+            tuple: (turns by episode, episodes with turns only; episodes whose turns are unknown).
+        """
+        found: dict[MemoryId, list[EpisodeTurn]] = {}
+        unknown: list[MemoryId] = []
+        if not self.coherent:
+            return found, list(ids)
+        with self._lock:
+            for memory_id in ids:
+                turns = self._turns.get(memory_id)
+                if turns is None:
+                    unknown.append(memory_id)
+                elif turns:
+                    found[memory_id] = list(turns)
+        return found, unknown
+
+    def remember_episode_turns(
+        self, generation: int, ids: Iterable[MemoryId], turns: Mapping[MemoryId, Sequence[EpisodeTurn]]
+    ) -> None:
+        """Keep the turns of the episodes ``ids`` read from the store (an episode missing: none).
+
+        Only if no write happened since ``generation``; the turns' observations are known to be
+        stored as observations from then on.
+        """
+        with self._lock:
+            for listed in turns.values():
+                for turn in listed:
+                    self._kinds.put(turn.observation_id, "observation")
+            if self._current(generation):
+                for memory_id in ids:
+                    self._turns.put(memory_id, tuple(turns.get(memory_id, ())))
+
     # -- names --------------------------------------------------------------------------------
 
     def names(self) -> list[tuple[MemoryId, MemoryId, str]] | None:
@@ -283,7 +341,8 @@ class GraphCache:
 
         Called by the collection's writer (under its write lock) after the store accepted
         ``inserted``. Kinds are recorded; the ids stop being absent; a new link's endpoints forget
-        their adjacency (read again on next use, so only decoded links are served); a
+        their adjacency (read again on next use, so only decoded links are served); a new
+        observation or ``has_observation`` link makes its episode's turns be read again; a
         ``suppress`` record or a ``supersedes`` link adds its instant to the currency facts of its
         target; a new object becomes stored in its facts; names are forgotten when a derived
         memory is written (they are read again on the next use).
@@ -303,6 +362,8 @@ class GraphCache:
                     if item.action is LifecycleAction.SUPPRESS:
                         self._add_fact(item.target_id, suppressed=item.recorded_at)
                 else:
+                    if isinstance(item, Observation):
+                        self._turns.pop(item.episode_id)
                     facts = self._facts.get(item.id)
                     if facts is not None:
                         self._facts.put(item.id, attrs.evolve(facts, stored=True))
@@ -313,6 +374,8 @@ class GraphCache:
         # The endpoints' adjacency is read again on next use: only decoded links are cached.
         self._adjacency.pop(link.from_id)
         self._adjacency.pop(link.to_id)
+        if link.relation is Relation.HAS_OBSERVATION:
+            self._turns.pop(link.from_id)
         if link.relation is Relation.SUPERSEDES:
             self._add_fact(link.to_id, superseded=link.created_at)
 
@@ -332,6 +395,14 @@ class GraphCache:
         """Forget everything (a new generation starts)."""
         with self._lock:
             self._generation += 1
-            for lru in (self._items, self._kinds, self._absent, self._adjacency, self._facts):
+            for lru in (
+                self._items,
+                self._kinds,
+                self._hints,
+                self._absent,
+                self._adjacency,
+                self._facts,
+                self._turns,
+            ):
                 lru.clear()
             self._names = None

@@ -22,6 +22,7 @@ from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import content_equal, is_current
 from charmem.errors import BackupFormatError, IdConflictError, PurgedMemoryError
+from charmem.ports import EpisodeTurn
 from pyoxigraph import Literal, NamedNode, Quad
 
 from charmem_oxigraph import _queries as q
@@ -37,6 +38,7 @@ from charmem_oxigraph._codec import (
     kind_of_node,
     normalise_for_comparison,
     record_canonical,
+    reference_kinds,
     referenced_ids,
 )
 
@@ -53,11 +55,13 @@ __all__ = [
     "currency_iris",
     "decode_nodes",
     "endpoint_iris",
+    "episode_turn_iris",
     "erase_update",
     "facts_from_rows",
     "group_rows",
     "ids_from_rows",
     "iris",
+    "links_and_hints",
     "links_from_rows",
     "links_only",
     "names_from_rows",
@@ -69,7 +73,9 @@ __all__ = [
     "read_lookup",
     "records_from_rows",
     "relation_iris",
+    "retry_iris",
     "tombstones_from_rows",
+    "turns_from_rows",
     "unique",
 ]
 
@@ -109,6 +115,19 @@ def node_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str], kinds: Seq
         v.node_iri(kind, memory_id)
         for memory_id in ids
         for kind in ((known[memory_id],) if memory_id in known else kinds)
+    ]
+
+
+def retry_iris(missed: Iterable[MemoryId], hinted: Mapping[MemoryId, str], kinds: Sequence[str]) -> list[str]:
+    """The IRIs left to try for ids not found under their hinted kind: every other kind.
+
+    Args:
+        missed: ids read under ``hinted[id]`` and not found.
+        hinted: the kind each was read under (:meth:`GraphCache.hints`).
+        kinds: the kinds an id of unknown kind may be stored as.
+    """
+    return [
+        v.node_iri(kind, memory_id) for memory_id in missed for kind in kinds if kind != hinted[memory_id]
     ]
 
 
@@ -156,6 +175,41 @@ def endpoint_iris(
             else v.NODE_KINDS
         )
     ]
+
+
+def episode_turn_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str]) -> list[str]:
+    """The IRIs the ``vocab:from`` of a ``has_observation`` link from each episode id may carry.
+
+    The same as :func:`endpoint_iris` for that relation (:func:`charmem_oxigraph._queries.episode_turns`).
+    """
+    return endpoint_iris(ids, known, (Relation.HAS_OBSERVATION,))
+
+
+def turns_from_rows(rows: Iterable[Row]) -> dict[MemoryId, list[EpisodeTurn]]:
+    """Turns by episode from :func:`charmem_oxigraph._queries.episode_turns` rows.
+
+    A row counts when the link's ``from`` and the observation's ``episode`` carry the same id
+    (the contract of :meth:`charmem.ports.EpisodeTurnReader.episode_turns`).
+
+    Raises:
+        CorruptNodeError: an IRI or an instant is not valid.
+    """
+    turns: dict[MemoryId, list[EpisodeTurn]] = {}
+    try:
+        for episode_term, _link, observation, own_episode, observed_at, created_at in rows:
+            episode_id = v.memory_id_of(episode_term.value)
+            if v.memory_id_of(own_episode.value) != episode_id:
+                continue
+            turns.setdefault(episode_id, []).append(
+                EpisodeTurn(
+                    observation_id=v.memory_id_of(observation.value),
+                    observed_at=datetime.fromisoformat(observed_at.value),
+                    created_at=datetime.fromisoformat(created_at.value),
+                )
+            )
+    except ValueError as exc:
+        raise CorruptNodeError(f"a stored turn is not valid: {exc}") from exc
+    return turns
 
 
 def relation_iris(relations: Sequence[Relation] | None) -> list[str] | None:
@@ -409,9 +463,18 @@ def links_from_rows(rows: Iterable[Row]) -> list[MemoryLink]:
     Raises:
         CorruptNodeError: a link does not decode.
     """
-    items = [decode_item(node) for node in group_rows(rows)]
-    links = [item for item in items if isinstance(item, MemoryLink)]
-    return sorted(links, key=BY_LINK_ID)
+    return links_and_hints(rows)[0]
+
+
+def links_and_hints(rows: Iterable[Row]) -> tuple[list[MemoryLink], dict[MemoryId, str]]:
+    """:func:`links_from_rows`, plus the kinds the links' endpoint IRIs carry (kind hints).
+
+    Raises:
+        CorruptNodeError: a link does not decode.
+    """
+    nodes = group_rows(rows)
+    links = [item for item in (decode_item(node) for node in nodes) if isinstance(item, MemoryLink)]
+    return sorted(links, key=BY_LINK_ID), reference_kinds(nodes)
 
 
 def facts_from_rows(wanted: Sequence[MemoryId], rows: Iterable[Row]) -> dict[MemoryId, CurrencyFacts]:

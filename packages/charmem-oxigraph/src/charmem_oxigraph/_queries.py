@@ -22,6 +22,7 @@ from charmem_oxigraph import _vocab as v
 __all__ = [
     "construct_all",
     "currency",
+    "episode_turns",
     "erase",
     "insert_data",
     "links_of",
@@ -108,6 +109,21 @@ def currency(graph: str, iris: Iterable[str]) -> str:
         f'UNION {{ ?r {_p("target")} ?x . ?r {_p("action")} "{suppress}" . ?r {_p("recordedAt")} ?rt }} '
         f"UNION {{ ?l {_p('to')} ?x . ?l {_p('relation')} {supersedes} . ?l {_p('createdAt')} ?lt }} "
         f"}} }}"
+    )
+
+
+def episode_turns(graph: str, episode_iris: Iterable[str]) -> str:
+    """The order fields of the observations ``has_observation`` links from ``episode_iris`` reach.
+
+    One row per link ``?l`` whose ``vocab:from`` is one of ``episode_iris`` (``?x``) and whose
+    ``vocab:to`` is a stored ``Observation`` ``?o``: its ``vocab:episode`` ``?e``, ``observedAt``
+    ``?at`` and ``createdAt`` ``?ct`` (callers keep rows whose ``?e`` and ``?x`` carry one id).
+    """
+    return (
+        f"SELECT ?x ?l ?o ?e ?at ?ct WHERE {{ GRAPH {v.iri_ref(graph)} {{ {_values('x', episode_iris)} "
+        f"?l {_p('from')} ?x . ?l {_p('relation')} {v.iri_ref(v.VOCAB + 'has_observation')} . "
+        f"?l {_p('to')} ?o . ?o a {_p('Observation')} . ?o {_p('episode')} ?e . "
+        f"?o {_p('observedAt')} ?at . ?o {_p('createdAt')} ?ct }} }}"
     )
 
 

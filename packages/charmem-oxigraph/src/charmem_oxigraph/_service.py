@@ -26,6 +26,7 @@ from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.errors import BackendError, BackupFormatError, CollectionNotEmptyError, ConfigurationError
 from charmem.log import get_logger
+from charmem.ports import EpisodeTurn
 from charmem.settings import Settings, validate_collection_name
 from pyoxigraph import (
     NamedNode,
@@ -43,7 +44,7 @@ from charmem_oxigraph import _logic as lg
 from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._cache import GraphCache
-from charmem_oxigraph._codec import CorruptNodeError, StoredItem
+from charmem_oxigraph._codec import CorruptNodeError, StoredItem, reference_kinds
 
 __all__ = [
     "BEARER_TOKEN_KEY",
@@ -448,13 +449,20 @@ class SparqlServiceGraphStore:
         """The stored items among ``ids`` (stored as one of ``kinds``): cached, the rest in one query."""
         found, unknown = self._cache.items(ids)
         if unknown:
-            iris = lg.node_iris(unknown, self._cache.kinds(unknown), kinds)
-            rows = await self._select(q.nodes(self._graph_iri, iris), action)
+            known = self._cache.kinds(unknown)
+            hinted = self._cache.hints(i for i in unknown if i not in known)
+            iris = lg.node_iris(unknown, {**hinted, **known}, kinds)
             try:
-                read = lg.decode_nodes(lg.nodes_from_rows(rows))
+                nodes = lg.nodes_from_rows(await self._select(q.nodes(self._graph_iri, iris), action))
+                missed = [i for i in hinted if i not in nodes]
+                if missed:  # not under the kind a reference suggested: try every other kind
+                    retry = q.nodes(self._graph_iri, lg.retry_iris(missed, hinted, kinds))
+                    nodes.update(lg.nodes_from_rows(await self._select(retry, action)))
+                read = lg.decode_nodes(nodes)
             except CorruptNodeError as exc:
                 raise self._corrupt(exc) from exc
             self._cache.remember_items(self._cache.generation(), read)
+            self._cache.remember_hints(reference_kinds(nodes.values()))
             found.update(read)
         return found
 
@@ -564,10 +572,11 @@ class SparqlServiceGraphStore:
         iris = lg.endpoint_iris(wanted, self._cache.kinds(wanted), chosen)
         rows = await self._select(q.links_of(self._graph_iri, iris, lg.relation_iris(chosen)), "read links")
         try:
-            links = lg.links_from_rows(rows)
+            links, hints = lg.links_and_hints(rows)
         except CorruptNodeError as exc:
             raise self._corrupt(exc) from exc
         self._cache.remember_items(self._cache.generation(), {link.id: link for link in links})
+        self._cache.remember_hints(hints)
         return links
 
     async def currency(
@@ -598,6 +607,29 @@ class SparqlServiceGraphStore:
             raise BackendError(
                 f"a stored instant of collection {self._collection!r} is not valid: {exc}"
             ) from exc
+
+    async def episode_turns(self, episode_ids: Sequence[MemoryId]) -> dict[MemoryId, list[EpisodeTurn]]:
+        """The turns of each episode (:class:`charmem.ports.EpisodeTurnReader`), in one query.
+
+        Reads only the order fields of the episodes' observations (never cached: other processes
+        may add turns).
+
+        Returns:
+            dict[MemoryId, list[EpisodeTurn]]: one turn per ``has_observation`` link from the
+            episode to a stored observation of it; episodes without turns are missing.
+
+        Raises:
+            BackendError: the server failed or a stored turn is not valid.
+        """
+        wanted = lg.unique(episode_ids)
+        if not wanted:
+            return {}
+        iris = lg.episode_turn_iris(wanted, self._cache.kinds(wanted))
+        rows = await self._select(q.episode_turns(self._graph_iri, iris), "read episode turns")
+        try:
+            return lg.turns_from_rows(rows)
+        except CorruptNodeError as exc:
+            raise self._corrupt(exc) from exc
 
     async def statement_count(self) -> int:
         """Number of triples in the collection's named graph.

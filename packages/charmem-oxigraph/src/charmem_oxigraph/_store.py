@@ -30,6 +30,7 @@ from charmem.errors import (
     ConfigurationError,
 )
 from charmem.log import get_logger
+from charmem.ports import EpisodeTurn
 from charmem.settings import Settings, validate_collection_name
 from pyoxigraph import NamedNode, QuerySolution, QuerySolutions, RdfFormat, parse, serialize
 
@@ -38,7 +39,7 @@ from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _registry
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._cache import GraphCache
-from charmem_oxigraph._codec import CorruptNodeError, StoredItem
+from charmem_oxigraph._codec import CorruptNodeError, StoredItem, reference_kinds
 
 __all__ = ["ON_LOOP_IDS", "InMemoryOxigraphGraphStore", "OxigraphGraphStore", "PersistentOxigraphGraphStore"]
 
@@ -259,9 +260,17 @@ class OxigraphGraphStore:
         found, unknown = cache.items(ids)
         if unknown:
             generation = cache.generation()
-            iris = lg.node_iris(unknown, cache.kinds(unknown), lg.STORED_KINDS)
-            read = lg.decode_nodes(lg.nodes_from_rows(self._select(q.nodes(self._graph_iri, iris))))
+            known = cache.kinds(unknown)
+            hinted = cache.hints(i for i in unknown if i not in known)
+            iris = lg.node_iris(unknown, {**hinted, **known}, lg.STORED_KINDS)
+            nodes = lg.nodes_from_rows(self._select(q.nodes(self._graph_iri, iris)))
+            missed = [i for i in hinted if i not in nodes]
+            if missed:  # not under the kind a reference suggested: try every other kind
+                retry = lg.retry_iris(missed, hinted, lg.STORED_KINDS)
+                nodes.update(lg.nodes_from_rows(self._select(q.nodes(self._graph_iri, retry))))
+            read = lg.decode_nodes(nodes)
             cache.remember_items(generation, read, absent=[i for i in unknown if i not in read])
+            cache.remember_hints(reference_kinds(nodes.values()))
             found.update(read)
         return found
 
@@ -388,10 +397,11 @@ class OxigraphGraphStore:
             if unknown:
                 generation = cache.generation()
                 iris = lg.endpoint_iris(unknown, cache.kinds(unknown), chosen)
-                links = lg.links_from_rows(
+                links, hints = lg.links_and_hints(
                     self._select(q.links_of(self._graph_iri, iris, lg.relation_iris(chosen)))
                 )
                 cache.remember_links_of(generation, unknown, chosen, links)
+                cache.remember_hints(hints)
                 found.update((link.id, link) for link in links)
             return sorted(found.values(), key=lg.BY_LINK_ID)
 
@@ -426,6 +436,30 @@ class OxigraphGraphStore:
                 cache.remember_currency_facts(generation, facts)
                 found.update(facts)
             return lg.currency_from_facts(wanted, found, as_of)
+
+    def episode_turns_sync(self, episode_ids: Sequence[MemoryId]) -> dict[MemoryId, list[EpisodeTurn]]:
+        """Blocking :meth:`episode_turns`.
+
+        Args:
+            episode_ids: the episodes.
+
+        Returns:
+            dict[MemoryId, list[EpisodeTurn]]: turns by episode (episodes without turns missing).
+
+        Raises:
+            BackendError: Oxigraph failed or a stored turn is not valid.
+        """
+        wanted = lg.unique(episode_ids)
+        with self._backend_errors("read episode turns"):
+            cache = self._cache()
+            found, unknown = cache.episode_turns(wanted)
+            if unknown:
+                generation = cache.generation()
+                iris = lg.episode_turn_iris(unknown, cache.kinds(unknown))
+                turns = lg.turns_from_rows(self._select(q.episode_turns(self._graph_iri, iris)))
+                cache.remember_episode_turns(generation, unknown, turns)
+                found.update(turns)
+            return {i: found[i] for i in wanted if i in found}
 
     def statement_count_sync(self) -> int:
         """Blocking :meth:`statement_count`.
@@ -708,6 +742,30 @@ class OxigraphGraphStore:
             if not unknown:
                 return lg.currency_from_facts(wanted, found, as_of)
         return await asyncio.to_thread(self.currency_sync, wanted, as_of=as_of)
+
+    async def episode_turns(self, episode_ids: Sequence[MemoryId]) -> dict[MemoryId, list[EpisodeTurn]]:
+        """The turns of each episode (:class:`charmem.ports.EpisodeTurnReader`), in one query.
+
+        Reads only the order fields of the episodes' observations (not whole links and objects)
+        and keeps each episode's turns in the cache until a write adds an observation or a
+        ``has_observation`` link to it.
+
+        Args:
+            episode_ids: the episodes.
+
+        Returns:
+            dict[MemoryId, list[EpisodeTurn]]: one turn per ``has_observation`` link from the
+            episode to a stored observation of it; episodes without turns are missing.
+
+        Raises:
+            BackendError: Oxigraph failed or a stored turn is not valid.
+        """
+        wanted = lg.unique(episode_ids)
+        if len(wanted) <= ON_LOOP_IDS:
+            found, unknown = self._cache().episode_turns(wanted)
+            if not unknown:
+                return found
+        return await asyncio.to_thread(self.episode_turns_sync, wanted)
 
     async def statement_count(self) -> int:
         """Number of triples in the collection's named graph.

@@ -27,6 +27,7 @@ __all__ = [
     "DUMP_MEDIA_TYPE",
     "ITEM_CLASSES",
     "KIND_OF_CLASS",
+    "NODE_IRI",
     "NODE_KINDS",
     "OBJECT_KINDS",
     "RELATION_IRIS",
@@ -99,7 +100,8 @@ RELATION_IRIS: Final = tuple(VOCAB + relation.value for relation in Relation)
 DUMP_MEDIA_TYPE: Final = "application/n-quads"
 
 _SAFE_IRI = re.compile(r"[A-Za-z0-9:#/_.-]+")
-_NODE_IRI = re.compile(r"urn:charmem:([a-z]+):([0-9a-f-]{36})")
+#: A node IRI ``urn:charmem:<kind>:<uuid>`` (groups: kind, uuid).
+NODE_IRI: Final = re.compile(r"urn:charmem:([a-z]+):([0-9a-f-]{36})")
 
 
 def prop(local_name: str) -> NamedNode:
@@ -151,7 +153,7 @@ def relation_of(iri: str) -> Relation:
 
 
 def _node_parts(iri: str) -> tuple[str, MemoryId]:
-    match = _NODE_IRI.fullmatch(iri)
+    match = NODE_IRI.fullmatch(iri)
     if match is None:
         raise ValueError(f"{iri!r} is not a charmem node IRI")
     return match.group(1), MemoryId(uuid.UUID(match.group(2)))

@@ -30,6 +30,8 @@ from charmem.domain.retrieval import CurrencyStatus, VectorRecallCompleteness
 __all__ = [
     "Clock",
     "EmbeddingProvider",
+    "EpisodeTurn",
+    "EpisodeTurnReader",
     "GraphStore",
     "RetrievalStatsStore",
     "StatsEntry",
@@ -254,6 +256,54 @@ class GraphStore(Protocol):
 
     async def close(self) -> None:
         """Release resources. Acknowledged writes are already durable."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class EpisodeTurn:
+    """One observation's place in its episode: what ordering the turns of a session needs.
+
+    Attributes:
+        observation_id: the observation.
+        observed_at: its ``observed_at`` (the order within the episode is ``(observed_at, id)``).
+        created_at: its ``created_at`` (record time: an ``as_of`` view hides later turns).
+    """
+
+    observation_id: MemoryId
+    observed_at: datetime
+    created_at: datetime
+
+
+@runtime_checkable
+class EpisodeTurnReader(Protocol):
+    """Optional :class:`GraphStore` capability: the turns of episodes without reading them whole.
+
+    Context expansion (``charmem.usecases.retrieval``) needs the order of a recalled
+    observation's episode to find its neighbours; a graph store that implements this answers
+    from the observations' order fields alone (and may cache it). Graph stores without it are
+    read through ``links_of`` and ``get_objects``, with the same result.
+    """
+
+    async def episode_turns(self, episode_ids: Sequence[MemoryId]) -> dict[MemoryId, list[EpisodeTurn]]:
+        """The turns of each episode: one per stored ``has_observation`` link from it.
+
+        Contract: the same answer as reading ``links_of(episode_ids, relations=[has_observation])``
+        and ``get_objects`` of their ``to_id``: each link from an asked episode (its ``from_id``)
+        to a stored :class:`~charmem.domain.model.Observation` whose ``episode_id`` is that
+        episode gives one turn (an observation linked twice appears twice), whatever the
+        ``as_of`` view (callers filter by ``created_at``). Order within a list is not part of the
+        contract (callers sort by ``(observed_at, observation_id)``).
+
+        Args:
+            episode_ids: the episodes.
+
+        Returns:
+            dict[MemoryId, list[EpisodeTurn]]: by episode id; an episode without turns (or not
+            stored) may be missing.
+
+        Raises:
+            BackendError: the store failed.
+        """
         ...
 
 

@@ -75,6 +75,8 @@ from charmem.domain.rules import name_occurs_in
 from charmem.domain.timecues import time_cues
 from charmem.ports import (
     EmbeddingProvider,
+    EpisodeTurn,
+    EpisodeTurnReader,
     GraphStore,
     RetrievalStatsStore,
     TokenCounter,
@@ -84,7 +86,7 @@ from charmem.ports import (
 from charmem.usecases.embedding import embed_cue
 from charmem.usecases.names import current_names
 
-__all__ = ["EXPANSION_DECAY", "retrieve_pack"]
+__all__ = ["EXPANSION_DECAY", "episode_turns", "retrieve_pack"]
 
 #: Score of an expanded memory relative to the root it was reached from.
 EXPANSION_DECAY = 0.5
@@ -460,26 +462,22 @@ async def _adjacent_observations(recall: _Recall, roots: list[MemoryId], window:
     """Offer the ``window`` observations before and after each root observation in its episode.
 
     People remember an utterance with what was said around it: the answer to a question is
-    usually the next turn. Order within an episode is (observed_at, id).
+    usually the next turn. Order within an episode is (observed_at, id). Only the order of the
+    episodes' turns is read (:func:`episode_turns`); the neighbours offered are loaded.
     """
     root_observations = [recall.chosen[i].obj for i in roots if isinstance(recall.chosen[i].obj, Observation)]
     episodes = sorted({obs.episode_id for obs in root_observations if isinstance(obs, Observation)})
     if not episodes:
         return
-    links = await recall.graph.links_of(episodes, relations=[Relation.HAS_OBSERVATION])
-    # Every turn of those episodes is needed for its place in the order, but only the neighbours
-    # offered need their currency: read the objects here, load (objects and currency) only those.
-    turn_ids = [i for i in dict.fromkeys(link.to_id for link in links) if i not in recall.loaded]
-    fetched = await recall.graph.get_objects(turn_ids) if turn_ids else {}
-    known = recall.objects
-    turns: dict[MemoryId, list[Observation]] = defaultdict(list)
-    for link in links:
-        obs = known.get(link.to_id) or fetched.get(link.to_id)
-        if isinstance(obs, Observation) and obs.episode_id == link.from_id and recall.visible(obs):
-            turns[link.from_id].append(obs)
-    for episode_turns in turns.values():
-        episode_turns.sort(key=lambda o: (o.observed_at, o.id))
-    places: list[tuple[_Candidate, list[Observation], int]] = []  # (root, its episode's turns, its place)
+    as_of = recall.context.as_of
+    turns = {
+        episode_id: sorted(
+            (t for t in listed if as_of is None or t.created_at <= as_of),
+            key=lambda t: (t.observed_at, t.observation_id),
+        )
+        for episode_id, listed in (await episode_turns(recall.graph, episodes)).items()
+    }
+    places: list[tuple[_Candidate, list[EpisodeTurn], int]] = []  # (root, its episode's turns, its place)
     positions: dict[MemoryId, dict[MemoryId, int]] = {}
     for root_id in roots:
         root = recall.chosen[root_id]
@@ -488,12 +486,12 @@ async def _adjacent_observations(recall: _Recall, roots: list[MemoryId], window:
         episode_id = root.obj.episode_id
         if episode_id not in positions:
             sequence = turns.get(episode_id, [])  # the first place of an id, as a scan finds it
-            positions[episode_id] = {sequence[n].id: n for n in reversed(range(len(sequence)))}
+            positions[episode_id] = {sequence[n].observation_id: n for n in reversed(range(len(sequence)))}
         position = positions[episode_id].get(root_id)
         if position is not None:
             places.append((root, turns[episode_id], position))
     await recall.load(
-        sequence[n].id
+        sequence[n].observation_id
         for _root, sequence, position in places
         for n in range(max(0, position - window), min(len(sequence), position + window + 1))
         if n != position
@@ -503,7 +501,41 @@ async def _adjacent_observations(recall: _Recall, roots: list[MemoryId], window:
             for neighbour in (position - offset, position + offset):
                 if 0 <= neighbour < len(sequence):
                     score = root.score * CONTEXT_DECAY**offset
-                    recall.offer(sequence[neighbour].id, score, "context:adjacent")
+                    recall.offer(sequence[neighbour].observation_id, score, "context:adjacent")
+
+
+async def episode_turns(
+    graph: GraphStore, episode_ids: Sequence[MemoryId]
+) -> dict[MemoryId, list[EpisodeTurn]]:
+    """The turns of each episode (:meth:`charmem.ports.EpisodeTurnReader.episode_turns`).
+
+    Asks the graph store when it implements :class:`~charmem.ports.EpisodeTurnReader`; otherwise
+    reads the episodes' ``has_observation`` links and their observations (the contract's
+    definition).
+
+    Args:
+        graph: the graph authority.
+        episode_ids: the episodes.
+
+    Returns:
+        dict[MemoryId, list[EpisodeTurn]]: by episode id, one turn per link (unordered).
+
+    Raises:
+        BackendError: the store failed.
+    """
+    if isinstance(graph, EpisodeTurnReader):
+        return await graph.episode_turns(episode_ids)
+    links = await graph.links_of(episode_ids, relations=[Relation.HAS_OBSERVATION])
+    turn_ids = list(dict.fromkeys(link.to_id for link in links))
+    observations = await graph.get_objects(turn_ids) if turn_ids else {}
+    turns: dict[MemoryId, list[EpisodeTurn]] = defaultdict(list)
+    for link in links:
+        obs = observations.get(link.to_id)
+        if isinstance(obs, Observation) and obs.episode_id == link.from_id:
+            turns[link.from_id].append(
+                EpisodeTurn(observation_id=obs.id, observed_at=obs.observed_at, created_at=obs.created_at)
+            )
+    return dict(turns)
 
 
 async def _named_notions(graph: GraphStore, context: RetrievalContext) -> list[MemoryId]:
