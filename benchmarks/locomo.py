@@ -6,7 +6,7 @@ Oxigraph, Qdrant Edge, SQLite stats; local MiniLM embeddings). Then every questi
 categories is asked three ways, over the same stored memories:
 
 * ``charmem``: ``memory.retrieve(RetrievalContext(query=question))`` with library defaults (dense
-  vector plus the BM25 lexical cue fused by RRF, graph authority, one-hop expansion, 40 items).
+  vector plus the BM25 lexical cue fused by RRF, graph authority, one-hop expansion, 32 items).
 * ``vector``: plain dense search. The texts of the indexed memories, read back from the graph,
   are embedded once per collection by the same model; a question ranks them by cosine
   similarity (numpy, stable sort, ties in id order).
@@ -14,7 +14,7 @@ categories is asked three ways, over the same stored memories:
   sparse vector (``qdrant_edge.Bm25().embed_document``, ``Modifier.Idf``, the same BM25 model and
   defaults as charmem's lexical cue), queried with ``Bm25().embed_query``; ties in id order.
 
-Both baselines return at most as many memories as charmem's pack may hold (``max_items``, 40).
+Both baselines return at most as many memories as charmem's pack may hold (``max_items``, 32).
 
 The data is read from ``--data`` (CC BY-NC: never copy it into the repository). Gold labels
 (``evidence``) are used for scoring only; ``conversation_drafts`` never reads them.

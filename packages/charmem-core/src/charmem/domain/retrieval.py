@@ -222,7 +222,9 @@ class RetrievalContext:
         object_type_defaults: object types candidate recall searches (vector scope); default
             episode, observation, derived, thread.
         candidate_limit: vector candidates fetched before graph authority (count).
-        max_items: most items in the pack (count).
+        max_items: most items in the pack (count). The default 32 keeps a pack near 1,400 word
+            pieces when rendered; on LoCoMo, turn recall@10 and @20 are the same at 30, 32, 36
+            and 40 items (the last items are context around lower roots).
         graph_limits: bounds of expansion (:class:`GraphLimits`).
         section_limits: per-section caps, merged over :data:`DEFAULT_SECTION_LIMITS`.
         max_tokens: if set, :meth:`ContinuityContextPack.render` defaults to this budget.
@@ -257,7 +259,7 @@ class RetrievalContext:
         default=_DEFAULT_SCOPE, converter=_object_types
     )
     candidate_limit: int = attrs.field(default=40, validator=_positive_int)
-    max_items: int = attrs.field(default=40, validator=_positive_int)
+    max_items: int = attrs.field(default=32, validator=_positive_int)
     graph_limits: GraphLimits = attrs.field(factory=GraphLimits, validator=_fields.instance_of(GraphLimits))
     section_limits: Mapping[str, int] = attrs.field(factory=dict, converter=_section_limits)
     max_tokens: int | None = attrs.field(default=None, validator=_optional_count)
