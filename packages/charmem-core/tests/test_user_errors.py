@@ -52,6 +52,8 @@ WHEN = datetime(2024, 2, 1, tzinfo=UTC)
         lambda: RetrievalContext(query="x", object_type_defaults=("episodes",)),
         lambda: RetrievalContext(query="x", object_type_defaults="episode"),
         lambda: RetrievalContext(query="x", score_floor="0.5"),
+        lambda: RetrievalContext(query="x", score_floor=5),  # a cosine floor above 1 recalls nothing
+        lambda: RetrievalContext(query="x", object_type_defaults=("entity",)),  # entities have no vectors
         lambda: RememberInput(None),  # type: ignore[arg-type]
         lambda: RememberDrafts(episodes="abc"),
         lambda: RememberDrafts(episodes=[{"summary": "x"}]),

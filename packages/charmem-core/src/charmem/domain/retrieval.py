@@ -77,6 +77,26 @@ def _object_types(values: Any) -> tuple[ObjectType, ...]:
     return tuple(sorted({ObjectType(value) for value in chosen}, key=lambda t: t.value))
 
 
+def _recall_scope(values: Any) -> tuple[ObjectType, ...]:
+    chosen = _object_types(values)
+    if ObjectType.ENTITY in chosen:
+        raise DraftValidationError(
+            "notions (entities) have no vectors, so candidate recall cannot find them: leave "
+            "ObjectType.ENTITY out of object_type_defaults; name a notion in the query or pass it "
+            "in focus_entity_ids to recall the memories about it",
+            field="object_type_defaults",
+        )
+    return chosen
+
+
+def _cosine_floor(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
+    _number(instance, attribute, value)
+    if not -1.0 <= float(value) <= 1.0:  # type: ignore[arg-type]
+        raise DraftValidationError(
+            f"{attribute.name} is a cosine similarity, between -1 and 1, not {value!r}", field=attribute.name
+        )
+
+
 def _relations(values: Any) -> tuple[Relation, ...] | None:
     if values is None:
         return None
@@ -220,7 +240,8 @@ class RetrievalContext:
     Attributes:
         query: the cue text (for example the user's message); must not be blank.
         object_type_defaults: object types candidate recall searches (vector scope); default
-            episode, observation, derived, thread.
+            episode, observation, derived, thread; ``()`` searches every type with vectors.
+            Entities have none (``DraftValidationError`` if named here).
         candidate_limit: vector candidates fetched before graph authority (count).
         max_items: most items in the pack (count). The default 32 keeps a pack near 1,400 word
             pieces when rendered; on LoCoMo, turn recall@10 and @20 are the same at 30, 32, 36
@@ -230,7 +251,8 @@ class RetrievalContext:
         max_tokens: if set, :meth:`ContinuityContextPack.render` defaults to this budget.
         score_floor: a floor on the dense similarity (cosine) of candidate recall: memories
             less similar than this to the query are not candidates, unless the lexical cue finds
-            a shared term (near-zero similarity is noise, not memory). Default 0.1.
+            a shared term (near-zero similarity is noise, not memory). Default 0.1; between -1
+            and 1 (``DraftValidationError`` otherwise).
         focus_entity_ids: notions the caller is focused on; memories about, involving or
             mentioning them are recalled through the graph (hubs excepted).
         include_superseded: return superseded memories met during recall as items with status
@@ -256,14 +278,14 @@ class RetrievalContext:
 
     query: str = attrs.field(validator=_query)
     object_type_defaults: tuple[ObjectType, ...] = attrs.field(
-        default=_DEFAULT_SCOPE, converter=_object_types
+        default=_DEFAULT_SCOPE, converter=_recall_scope
     )
     candidate_limit: int = attrs.field(default=40, validator=_positive_int)
     max_items: int = attrs.field(default=32, validator=_positive_int)
     graph_limits: GraphLimits = attrs.field(factory=GraphLimits, validator=_fields.instance_of(GraphLimits))
     section_limits: Mapping[str, int] = attrs.field(factory=dict, converter=_section_limits)
     max_tokens: int | None = attrs.field(default=None, validator=_optional_count)
-    score_floor: float = attrs.field(default=0.1, validator=_number)
+    score_floor: float = attrs.field(default=0.1, validator=_cosine_floor)
     focus_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     include_superseded: bool = attrs.field(default=False, validator=_fields.boolean)
     include_suppressed: bool = attrs.field(default=False, validator=_fields.boolean)
