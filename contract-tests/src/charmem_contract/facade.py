@@ -39,6 +39,7 @@ from charmem import (
     ThreadDraft,
     VectorOperation,
 )
+from charmem.domain.retrieval import rank_key
 from charmem.errors import BackendError
 from charmem.ports import GraphStore, RetrievalStatsStore, VectorIndex, VectorPoint
 from charmem.testing import FaultyGraphStore, FaultyStatsStore, FaultyVectorIndex
@@ -65,8 +66,8 @@ async def _counts(memory: CharacterMemory) -> Counts:
     )
 
 
-def _rank_key(item: PackItem) -> tuple[float, float, str, MemoryId]:
-    return (-item.score, -item.occurred_at.timestamp(), item.object_type.value, item.id)
+def _rank_key(item: PackItem) -> tuple[int, float, str, MemoryId]:
+    return rank_key(item.score, item.occurred_at, item.object_type, item.id)
 
 
 def _session(tag: str, texts: list[str]) -> tuple[RememberDrafts, dict[str, Any]]:

@@ -20,11 +20,13 @@ from charmem import (
     KnownAs,
     LinkDraft,
     MemoryId,
+    ObjectType,
     ObservationDraft,
     Relation,
     RememberInput,
     RememberWritePlan,
 )
+from charmem.domain.retrieval import rank_key
 from charmem.domain.rules import canonical_content, content_equal, name_occurs_in, normalise_name
 from charmem.usecases.planning import build_plan
 
@@ -168,3 +170,21 @@ def test_plan_json_round_trip_is_exact() -> None:
         RememberWritePlan.from_json('{"format_version": 99}')
     with pytest.raises(DraftValidationError):
         RememberWritePlan.from_json("{not json")
+
+
+def test_scores_closer_than_the_resolution_rank_as_ties() -> None:
+    """float32 and float64 stores score one memory a few 1e-8 apart: the canonical tie-break decides."""
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    episode, observation = MemoryId(uuid.uuid4()), MemoryId(uuid.uuid4())
+    noisy = [
+        (0.25 + 3e-8, when, ObjectType.OBSERVATION, observation),
+        (0.25, when, ObjectType.EPISODE, episode),
+    ]
+    ranked = sorted(noisy, key=lambda row: rank_key(*row))
+    assert [row[2] for row in ranked] == [ObjectType.EPISODE, ObjectType.OBSERVATION]  # type order, not noise
+    assert rank_key(0.5 + 1e-5, when, ObjectType.OBSERVATION, observation) < rank_key(
+        0.5, when, ObjectType.EPISODE, episode
+    )  # a real difference still ranks first
+    assert rank_key(0.5, when + timedelta(seconds=1), ObjectType.OBSERVATION, observation) < rank_key(
+        0.5, when, ObjectType.EPISODE, episode
+    )  # then newer first

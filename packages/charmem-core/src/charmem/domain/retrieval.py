@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SECTION_LIMITS",
     "PACK_FORMAT_VERSION",
+    "SCORE_RESOLUTION",
     "SECTION_OF_DERIVED_TYPE",
     "CompletenessKind",
     "ContinuityContextPack",
@@ -32,6 +33,7 @@ __all__ = [
     "PackItem",
     "RetrievalContext",
     "VectorRecallCompleteness",
+    "rank_key",
 ]
 
 #: Version of :meth:`ContinuityContextPack.to_dict`.
@@ -295,6 +297,27 @@ class RetrievalContext:
     )
     recency: timedelta | None = attrs.field(default=None, validator=_half_life)
     time_cues: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+
+
+#: Scores closer than this rank as ties, broken canonically by :func:`rank_key`: stores that
+#: compute in float32 and in float64 give one memory scores a few 1e-8 apart, and the pack's order
+#: must not depend on that.
+SCORE_RESOLUTION = 1e-6
+
+
+def rank_key(
+    score: float, occurred_at: datetime, object_type: ObjectType, memory_id: MemoryId
+) -> tuple[int, float, str, MemoryId]:
+    """The sort key of a pack's items (DESIGN §6.6): score descending, newer first, type, id.
+
+    Scores are compared in steps of :data:`SCORE_RESOLUTION`, so float noise below it never
+    decides an order; what it would have decided falls to the canonical tie-breaks. Sorting
+    ``pack.items`` by ``rank_key(i.score, i.occurred_at, i.object_type, i.id)`` gives their order.
+
+    Returns:
+        tuple[int, float, str, MemoryId]: ascending order is rank order.
+    """
+    return (-round(score / SCORE_RESOLUTION), -occurred_at.timestamp(), object_type.value, memory_id)
 
 
 @attrs.frozen(kw_only=True)

@@ -70,6 +70,7 @@ from charmem.domain.retrieval import (
     PackItem,
     RetrievalContext,
     VectorRecallCompleteness,
+    rank_key,
 )
 from charmem.domain.rules import name_occurs_in
 from charmem.domain.timecues import time_cues
@@ -171,9 +172,9 @@ def _section(obj: MemoryObject) -> str | None:
     return None
 
 
-def _rank_key(candidate: _Candidate) -> tuple[float, float, str, MemoryId]:
+def _rank_key(candidate: _Candidate) -> tuple[int, float, str, MemoryId]:
     obj = candidate.obj
-    return (-candidate.score, -event_time(obj).timestamp(), object_type_of(obj).value, obj.id)
+    return rank_key(candidate.score, event_time(obj), object_type_of(obj), obj.id)
 
 
 async def retrieve_pack(
