@@ -114,3 +114,24 @@ def test_remember_occurred_at_errors_name_the_option(
     err = capsys.readouterr().err
     assert f"--occurred-at {value!r} {says}" in err and "2024-06-01T18:30:00+00:00" in err
     assert main(["--store", str(store), "remember", TEXT, "--occurred-at", "2024-06-01T18:30:00Z"]) == 0
+
+
+def test_the_printed_pack_lists_entities_in_the_order_render_does() -> None:
+    """The demo printed "Tomas; Ines" above a rendered "Ines; Tomas": both now sort by name."""
+    import io
+    import uuid
+
+    from charmem import ContinuityContextPack, MemoryId, PackEntity
+    from charmem_cli.app import print_pack
+
+    first_id, second_id = sorted(MemoryId(uuid.uuid4()) for _ in range(2))
+    pack = ContinuityContextPack(
+        query="who?",
+        entities=(
+            PackEntity(id=first_id, entity_type="person", names=("Tomas",)),
+            PackEntity(id=second_id, entity_type="person", names=("Ines",)),
+        ),
+    )
+    out = io.StringIO()
+    print_pack(pack, out)
+    assert "entities: Ines; Tomas" in out.getvalue()

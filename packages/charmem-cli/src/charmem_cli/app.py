@@ -241,7 +241,10 @@ def print_pack(pack: ContinuityContextPack, out: Any = None) -> None:
             f"{str(item.id)[:8]}{status}  {text}",
             file=out,
         )
-    names = [", ".join(e.names) for e in pack.entities if e.names]
+    named = sorted(
+        (e for e in pack.entities if e.names), key=lambda e: (e.names, e.id)
+    )  # as render lists them
+    names = [", ".join(e.names) for e in named]
     if names:
         print(f"  entities: {'; '.join(names)}", file=out)
     if pack.omissions:
