@@ -11,6 +11,7 @@ import math
 import random
 import uuid
 from collections.abc import Callable
+from operator import itemgetter
 from pathlib import Path
 from typing import cast
 
@@ -195,7 +196,9 @@ def test_stage_ranker_cuts_ties_by_id_whatever_the_storage_order(
     results = []
     for seed in seeds:
         tops = [_fake_qdrant(points, seed + n) for n in range(len(wants))]
-        ranker: StageRanker[tuple[str, float]] = StageRanker(wants, available, lambda p: p)
+        ranker: StageRanker[tuple[str, float]] = StageRanker(
+            wants, available, itemgetter(0), itemgetter(1)
+        )
         rounds = 0
         while ranker.pending:
             ranker.accept([tops[stage](n) for stage, n in ranker.pending])
@@ -208,7 +211,7 @@ def test_stage_ranker_cuts_ties_by_id_whatever_the_storage_order(
 
 def test_stage_ranker_fetches_a_margin_then_doubles_while_the_cut_is_tied() -> None:
     points = [(str(uuid.UUID(int=n + 1)), 1.0) for n in range(100)]
-    ranker: StageRanker[tuple[str, float]] = StageRanker([10], 100, lambda p: p)
+    ranker: StageRanker[tuple[str, float]] = StageRanker([10], 100, itemgetter(0), itemgetter(1))
     asked = []
     while ranker.pending:
         ((_, n),) = ranker.pending
@@ -217,11 +220,11 @@ def test_stage_ranker_fetches_a_margin_then_doubles_while_the_cut_is_tied() -> N
     assert asked == [10 + TIE_MARGIN, 36, 72, 100]
     assert ranker.ranked() == [points[:10]]
     with pytest.raises(ValueError, match="answers"):
-        StageRanker([1], 1, lambda p: p).accept([])
+        StageRanker([1], 1, itemgetter(0), itemgetter(1)).accept([])
     with pytest.raises(RuntimeError):
-        StageRanker([1], 1, lambda p: p).ranked()
+        StageRanker([1], 1, itemgetter(0), itemgetter(1)).ranked()
     with pytest.raises(ValueError, match="want"):
-        StageRanker([0], 1, lambda p: p)
+        StageRanker([0], 1, itemgetter(0), itemgetter(1))
 
 
 # ---------------------------------------------------------------- against Qdrant's own RRF

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import math
+import operator
 import os
 import shutil
 import subprocess
@@ -211,9 +212,11 @@ def _found(point: qe.ScoredPoint) -> _Found:
     )
 
 
-def _point_key(found: _Found) -> tuple[str, float]:
-    """A found point's (id, score), the input of the canonical ranking and of the fusion."""
-    return found[0], found[1]
+#: A found point's id, score, and (id, score): the input of the canonical ranking and of the fusion
+#: (``operator`` getters: the stage sorts call them in C).
+_FOUND_ID: Final = operator.itemgetter(0)
+_FOUND_SCORE: Final = operator.itemgetter(1)
+_point_key: Final = operator.itemgetter(0, 1)
 
 
 def _shard_path(root: str | os.PathLike[str], collection: str) -> tuple[Path, Path]:
@@ -944,7 +947,9 @@ class EdgeVectorIndex:
                 if total == scanned:  # every point is of a scoped type: a filter only slows it
                     scan_filter = None
             want = limit if len(stages) == 1 else stage_size(limit)
-            ranker = StageRanker([want] * len(stages), scanned, _point_key)
+            ranker: StageRanker[_Found] = StageRanker(
+                [want] * len(stages), scanned, _FOUND_ID, _FOUND_SCORE
+            )
             while ranker.pending:
                 batch = qe.QueryBatchRequest([request(s, n) for s, n in ranker.pending])
                 answers = shard.query_batch(batch)
@@ -957,7 +962,7 @@ class EdgeVectorIndex:
         else:
             by_id = {found[0]: found for stage in ranked for found in stage}
             fused = rrf_fuse(
-                [[_point_key(found) for found in stage] for stage in ranked],
+                [list(map(_point_key, stage)) for stage in ranked],
                 k=RRF_K,
                 weights=self._weights,
             )

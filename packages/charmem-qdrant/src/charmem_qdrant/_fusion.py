@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 from typing import Final, Generic, TypeVar
 
 __all__ = [
@@ -52,6 +53,23 @@ DEFAULT_FUSION_WEIGHTS: Final[tuple[float, float]] = (1.5, 1.0)
 TIE_MARGIN: Final = 8
 #: The smallest number of points each stage of a fused search contributes.
 MIN_STAGE: Final = 64
+
+
+_ID: Final = itemgetter(0)
+_SCORE: Final = itemgetter(1)
+
+
+def _canonical(
+    points: Iterable[P], id_of: Callable[[P], str], score_of: Callable[[P], float]
+) -> list[P]:
+    """``points`` by score descending, then id ascending.
+
+    Two stable sorts whose keys run in C when ``id_of`` and ``score_of`` are ``operator`` getters
+    (no Python call per point).
+    """
+    ordered = sorted(points, key=id_of)
+    ordered.sort(key=score_of, reverse=True)  # stable: equal scores keep the id order
+    return ordered
 
 
 def stage_size(limit: int) -> int:
@@ -133,7 +151,7 @@ def rrf_fuse(
     checked = check_weights([1.0] * len(stages) if weights is None else weights, len(stages))
     fused: dict[str, float] = {}
     for stage, weight in zip(stages, checked, strict=True):
-        ranked = sorted(stage, key=lambda point: (-point[1], point[0]))
+        ranked = _canonical(stage, _ID, _SCORE)
         ranks = competition_ranks([score for _, score in ranked])
         seen: set[str] = set()
         for (point_id, _), rank in zip(ranked, ranks, strict=True):
@@ -141,7 +159,7 @@ def rrf_fuse(
                 raise ValueError(f"point {point_id} appears twice in one stage")
             seen.add(point_id)
             fused[point_id] = fused.get(point_id, 0.0) + rrf_contribution(rank, weight, k)
-    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+    return _canonical(fused.items(), _ID, _SCORE)
 
 
 class StageRanker(Generic[P]):
@@ -155,7 +173,7 @@ class StageRanker(Generic[P]):
 
     The caller runs the rounds, all pending stages of a round in one batch request::
 
-        ranker = StageRanker(wants, available, key)
+        ranker = StageRanker(wants, available, id_of, score_of)
         while ranker.pending:
             ranker.accept(run_batch(ranker.pending))  # one answer per (stage, n), in order
         stages = ranker.ranked()
@@ -164,17 +182,23 @@ class StageRanker(Generic[P]):
         wants: per stage, the points it must contribute (count, >= 1).
         available: an upper bound on the points any stage can return (count, >= 1): the points
             matching the query's filter.
-        key: a point's ``(id, score)``.
+        id_of: a point's id (an ``operator.itemgetter`` / ``attrgetter`` keeps sorting in C).
+        score_of: a point's stage score (likewise).
     """
 
     def __init__(
-        self, wants: Sequence[int], available: int, key: Callable[[P], tuple[str, float]]
+        self,
+        wants: Sequence[int],
+        available: int,
+        id_of: Callable[[P], str],
+        score_of: Callable[[P], float],
     ) -> None:
         if available < 1 or any(want < 1 for want in wants):
             raise ValueError("every stage must want >= 1 point, from >= 1 available")
         self._wants = list(wants)
         self._available = available
-        self._key = key
+        self._id_of = id_of
+        self._score_of = score_of
         self._fetch = [max(1, min(want + TIE_MARGIN, available)) for want in wants]
         self._ranked: list[list[P] | None] = [None] * len(self._wants)
 
@@ -189,13 +213,13 @@ class StageRanker(Generic[P]):
         if len(answers) != len(wanted):
             raise ValueError(f"expected {len(wanted)} answers, got {len(answers)}")
         for (stage, fetched), answer in zip(wanted, answers, strict=True):
-            points = sorted(answer, key=self._canonical)
+            points = _canonical(answer, self._id_of, self._score_of)
             want = self._wants[stage]
             settled = (
                 len(points) < fetched
                 or fetched >= self._available
                 or len(points) <= want
-                or self._key(points[-1])[1] < self._key(points[want - 1])[1]
+                or self._score_of(points[-1]) < self._score_of(points[want - 1])
             )
             if settled:
                 self._ranked[stage] = points[:want]
@@ -212,7 +236,3 @@ class StageRanker(Generic[P]):
         if len(done) != len(self._ranked):
             raise RuntimeError("some stages are still pending")
         return done
-
-    def _canonical(self, point: P) -> tuple[float, str]:
-        point_id, score = self._key(point)
-        return -score, point_id

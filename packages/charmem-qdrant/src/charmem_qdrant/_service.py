@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import math
+import operator
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import urlsplit
@@ -103,6 +104,15 @@ def _type_filter(
 def _point_key(point: models.ScoredPoint) -> tuple[str, float]:
     """A scored point's (id, score), the input of the canonical ranking and of the fusion."""
     return str(point.id), float(point.score)
+
+
+def _point_id(point: models.ScoredPoint) -> str:
+    """A scored point's id as the canonical ranking compares it."""
+    return str(point.id)
+
+
+#: A scored point's stage score.
+_point_score: Final = operator.attrgetter("score")
 
 
 def _is_unavailable(exc: BaseException) -> bool:
@@ -804,7 +814,7 @@ class QdrantServiceVectorIndex:
             if limit <= 0 or scanned == 0:
                 return scanned, []
             want = limit if len(stages) == 1 else stage_size(limit)
-            ranker = StageRanker([want] * len(stages), scanned, _point_key)
+            ranker = StageRanker([want] * len(stages), scanned, _point_id, _point_score)
             while ranker.pending:
                 responses = await client.query_batch_points(
                     name, requests=[request(s, n) for s, n in ranker.pending]
