@@ -21,6 +21,7 @@ from charmem.domain.model import (
     Observation,
     Relation,
     ThreadStatus,
+    object_type_of,
 )
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import canonical_content, content_equal
@@ -32,7 +33,7 @@ from charmem.errors import (
     PurgedMemoryError,
     StoreLockedError,
 )
-from charmem.ports import GraphStore
+from charmem.ports import GraphStore, ObjectTypeHints
 from charmem.usecases.retrieval import episode_turns
 from charmem_contract import data
 from charmem_contract._base import ContractSuite, requires
@@ -721,6 +722,48 @@ class GraphStoreContract(ContractSuite, suite=True):
             assert list(again.inserted_ids) == []
         finally:
             await reopened.close()
+
+    @requires("supports_reopen")
+    async def test_object_type_hints_never_change_an_answer(self, graph_store: GraphStore) -> None:
+        """Hints (:class:`~charmem.ports.ObjectTypeHints`), right, wrong or about absent ids and
+        links, leave every answer of a freshly opened store as it was.
+
+        Skipped for a store that takes no hints (an optional capability).
+
+        If this fails: treat a hint as a guess. Read a hinted id under its hinted type first and,
+        when it is not there, under every other type; never let a hint decide absence, currency or
+        links.
+        """
+        if not isinstance(graph_store, ObjectTypeHints):
+            pytest.skip(f"{type(graph_store).__name__} takes no ObjectTypeHints (optional capability)")
+        batch, _ = _world()
+        await graph_store.write_batch(batch)
+        objects = _ids(batch.objects)
+        asked = [*objects, *_ids(batch.links), MemoryId.new(), MemoryId.new()]
+
+        async def answers(store: GraphStore) -> tuple[object, ...]:
+            return (
+                await store.get_objects(asked),
+                await store.get_links(asked),
+                await store.currency(asked),
+                await store.links_of(objects),
+            )
+
+        expected = await answers(graph_store)
+        assert len(expected[0]) == len(objects)  # type: ignore[arg-type]
+        await graph_store.close()
+        types = list(ObjectType)
+        truth = {obj.id: types.index(object_type_of(obj)) for obj in batch.objects}
+        for shift in range(len(types)):  # right for the objects once, then wrong in every way
+            reopened = await self.reopen(graph_store)
+            try:
+                assert isinstance(reopened, ObjectTypeHints)
+                reopened.hint_object_types(
+                    {i: types[(truth.get(i, n) + shift) % len(types)] for n, i in enumerate(asked)}
+                )
+                assert await answers(reopened) == expected
+            finally:
+                await reopened.close()
 
     @requires("supports_lock")
     async def test_second_opener_gets_store_locked_error(self, graph_store: GraphStore) -> None:

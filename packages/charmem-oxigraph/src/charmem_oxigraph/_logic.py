@@ -61,6 +61,7 @@ __all__ = [
     "group_rows",
     "ids_from_rows",
     "iris",
+    "kind_hints",
     "links_and_hints",
     "links_from_rows",
     "links_only",
@@ -116,6 +117,18 @@ def node_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str], kinds: Seq
         for memory_id in ids
         for kind in ((known[memory_id],) if memory_id in known else kinds)
     ]
+
+
+def kind_hints(types: Mapping[MemoryId, ObjectType]) -> dict[MemoryId, str]:
+    """The stored kinds ``types`` suggest (:class:`charmem.ports.ObjectTypeHints`).
+
+    An object type's value is the ``<kind>`` segment of its node IRI, so a read of such an id
+    binds one IRI; a wrong hint is retried under every other kind (:func:`retry_iris`).
+
+    Raises:
+        ValueError: a value is not an :class:`~charmem.domain.model.ObjectType`.
+    """
+    return {memory_id: ObjectType(object_type).value for memory_id, object_type in types.items()}
 
 
 def retry_iris(missed: Iterable[MemoryId], hinted: Mapping[MemoryId, str], kinds: Sequence[str]) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -635,6 +635,19 @@ class OxigraphGraphStore:
             BackendError: Oxigraph failed; nothing was written.
         """
         return await asyncio.to_thread(self.write_batch_sync, batch)
+
+    def hint_object_types(self, types: Mapping[MemoryId, ObjectType]) -> None:
+        """Keep the object types candidate recall reported as kind hints (advisory, no I/O).
+
+        Implements :class:`charmem.ports.ObjectTypeHints`: a first read of a hinted id binds its
+        one node IRI instead of one per kind; a wrong hint costs a second query, never another
+        answer. Ignored once the store is closed.
+
+        Args:
+            types: object type by id.
+        """
+        if not self.closed:
+            self._cache().remember_hints(lg.kind_hints(types))
 
     async def get_objects(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryObject]:
         """Objects stored under ``ids``; absent ids (and ids of links) are missing from the dict.

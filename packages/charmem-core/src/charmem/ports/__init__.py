@@ -33,6 +33,7 @@ __all__ = [
     "EpisodeTurn",
     "EpisodeTurnReader",
     "GraphStore",
+    "ObjectTypeHints",
     "RetrievalStatsStore",
     "StatsEntry",
     "StatsSummary",
@@ -303,6 +304,29 @@ class EpisodeTurnReader(Protocol):
 
         Raises:
             BackendError: the store failed.
+        """
+        ...
+
+
+@runtime_checkable
+class ObjectTypeHints(Protocol):
+    """Optional :class:`GraphStore` capability: take the object types candidate recall reported.
+
+    The vector index keeps each point's object type (:class:`VectorHit`); retrieval passes them
+    on before it reads the recalled memories. A graph store whose node addresses depend on the
+    type (the Oxigraph stores' IRIs carry it) then reads a node of known type with one lookup
+    instead of one per possible type. Graph stores without it answer the same, only slower.
+    """
+
+    def hint_object_types(self, types: Mapping[MemoryId, ObjectType]) -> None:
+        """Take ``types`` as hints about ids the store may soon be asked for.
+
+        Contract: advisory only. A wrong or stale hint (another type, an absent id) may cost the
+        store another lookup, never a different answer from any method. It runs on the event
+        loop, so it must not block (no I/O, no waiting on a lock held across I/O).
+
+        Args:
+            types: object type by id (as the vector index recorded it).
         """
         ...
 

@@ -3,7 +3,9 @@
 The order of operations:
 
 1. Candidate recall: the query is embedded and the vector index returns the nearest memories of
-   the scoped object types (``RetrievalContext.object_type_defaults``).
+   the scoped object types (``RetrievalContext.object_type_defaults``). The types it reports
+   are handed to a graph store that takes them (:class:`~charmem.ports.ObjectTypeHints`), so
+   it reads the candidates with one lookup each.
 2. Graph authority: a candidate the graph does not hold is omitted (``not_in_graph``); one that is
    not current is omitted with its status (``suppressed`` beats ``superseded``).
 3. Bounded expansion (one hop): from each admitted root, in rank order, follow its links to
@@ -79,8 +81,10 @@ from charmem.ports import (
     EpisodeTurn,
     EpisodeTurnReader,
     GraphStore,
+    ObjectTypeHints,
     RetrievalStatsStore,
     TokenCounter,
+    VectorHit,
     VectorIndex,
     VectorQuery,
 )
@@ -217,6 +221,7 @@ async def retrieve_pack(
         )
     )
     hits = found.hits
+    _hint_object_types(graph, hits)
     await recall.load([hit.id for hit in hits])
     roots: list[MemoryId] = []
     for hit in hits:
@@ -245,7 +250,7 @@ async def retrieve_pack(
             recall.telemetry["hub_notions_narrowed"] += int(hub)
             fanout = max(1, limits.per_node_fanout // HUB_FANOUT_DIVISOR) if hub else limits.per_node_fanout
             score = top * EXPANSION_DECAY * (limits.hub_edge_cap / degree if hub else 1.0)
-            chosen = await _most_relevant(vectors, query_vector, context, around, fanout)
+            chosen = await _most_relevant(graph, vectors, query_vector, context, around, fanout)
             await recall.load(chosen)
             for memory_id in chosen:
                 recall.offer(memory_id, score, seeds[seed])
@@ -389,6 +394,7 @@ def _rescore(recall: _Recall, reference: datetime, periods: Sequence[tuple[datet
 
 
 async def _most_relevant(
+    graph: GraphStore,
     vectors: VectorIndex,
     query_vector: Sequence[float],
     context: RetrievalContext,
@@ -413,7 +419,14 @@ async def _most_relevant(
             within=tuple(sorted(members)),
         )
     )
+    _hint_object_types(graph, found.hits)
     return [hit.id for hit in found.hits]
+
+
+def _hint_object_types(graph: GraphStore, hits: Sequence[VectorHit]) -> None:
+    """Pass the types candidate recall reported to a graph store that takes them (advisory)."""
+    if hits and isinstance(graph, ObjectTypeHints):
+        graph.hint_object_types({hit.id: hit.object_type for hit in hits})
 
 
 async def _thread_continuity(recall: _Recall, relations: Sequence[Relation]) -> None:

@@ -1,0 +1,50 @@
+"""Retrieval hands the object types candidate recall reported to a graph store that takes them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from charmem import CharacterMemory, MemoryId, ObjectType, RememberInput, RetrievalContext
+from charmem.domain.model import object_type_of
+from charmem.ports import ObjectTypeHints
+from charmem.stats import InMemoryRetrievalStatsStore
+from charmem.testing import HashingEmbeddingProvider, ReferenceGraphStore, ReferenceVectorIndex
+from charmem_contract.stacks import FixedClock
+
+
+class HintedGraph(ReferenceGraphStore):
+    """The reference graph store, recording the hints it is given."""
+
+    def __init__(self, collection: str) -> None:
+        super().__init__(collection)
+        self.hints: list[dict[MemoryId, ObjectType]] = []
+
+    def hint_object_types(self, types: Mapping[MemoryId, ObjectType]) -> None:
+        self.hints.append(dict(types))
+
+
+async def test_retrieve_hints_the_types_of_the_recalled_candidates() -> None:
+    embedder = HashingEmbeddingProvider()
+    graph = HintedGraph("hints")
+    assert isinstance(graph, ObjectTypeHints)
+    memory = CharacterMemory(
+        graph=graph,
+        vectors=ReferenceVectorIndex("hints", model_id=embedder.model_id, vector_size=embedder.vector_size),
+        embedder=embedder,
+        stats=InMemoryRetrievalStatsStore("hints"),
+        collection="hints",
+        clock=FixedClock(),
+    )
+    when = datetime(2026, 5, 1, tzinfo=UTC)
+    for text, summary in [("we planted tomatoes", "the allotment"), ("tomatoes need sun", None)]:
+        await memory.remember(RememberInput(text, occurred_at=when, summary=summary))
+    pack = await memory.retrieve(RetrievalContext(query="the allotment where we planted tomatoes"))
+
+    assert graph.hints, "retrieve gave no hint"
+    hinted = graph.hints[0]
+    stored = await graph.get_objects(list(hinted))
+    assert {i: object_type_of(o) for i, o in stored.items()} == hinted  # each the stored type
+    recalled = {item.id for item in pack.items if "vector" in item.signals}
+    assert recalled and recalled <= hinted.keys()
+    assert {ObjectType.EPISODE, ObjectType.OBSERVATION} <= set(hinted.values())
