@@ -43,6 +43,7 @@ The order of operations:
 
 from __future__ import annotations
 
+import asyncio
 import operator
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -255,56 +256,52 @@ async def retrieve_pack(
             for memory_id in chosen:
                 recall.offer(memory_id, score, seeds[seed])
 
-    # one hop of bounded expansion from the roots
-    if limits.depth >= 1 and roots and limits.node_budget > 0:
-        allowed_relations = limits.allowed_relation_types or tuple(
-            r for r in Relation if r is not Relation.SUPERSEDES
-        )
-        relations = tuple(r for r in allowed_relations if r is not Relation.SUPERSEDES)
-        links = await graph.links_of(roots, relations=relations)
-        by_root: dict[MemoryId, list[MemoryLink]] = defaultdict(list)
-        root_set = set(roots)
-        for link in links:
-            for end in {link.from_id, link.to_id} & root_set:
-                by_root[end].append(link)
-        reached: dict[MemoryId, tuple[float, str]] = {}
-        for root_id in roots:
-            root = recall.chosen[root_id]
-            followed_links = 0
-            for link in sorted(by_root[root_id], key=lambda lk: (lk.relation.value, lk.id)):
-                if followed_links >= limits.per_node_fanout or len(reached) >= limits.node_budget:
-                    break
-                if not _follows(root.obj, link):
-                    continue
-                other = link.to_id if link.from_id == root_id else link.from_id
-                recall.links[link.id] = link
-                followed_links += 1
-                signal = f"expansion:{link.relation.value}"
-                score = root.score * EXPANSION_DECAY
-                if other in recall.chosen:
-                    recall.chosen[other].signals.add(signal)
-                elif other not in reached or reached[other][0] < score:
-                    reached[other] = (score, signal)
-        await recall.load(reached)
-        allowed_types = set(limits.allowed_object_types)
-        for other, (score, signal) in sorted(reached.items(), key=_by_id):
-            obj = recall.objects.get(other)
-            if obj is not None and object_type_of(obj) not in allowed_types:
-                continue
-            if isinstance(obj, Entity):
-                recall.entity_ids.add(other)
-                continue
-            if recall.offer(other, score, signal):
-                recall.telemetry["nodes_expanded"] += 1
+    # one hop of bounded expansion from the roots, and the turns around them: their reads are
+    # independent, so they run together and what they reach is loaded in one go
+    expand = limits.depth >= 1 and bool(roots) and limits.node_budget > 0
+    window = limits.context_window
+    allowed_relations = limits.allowed_relation_types or tuple(
+        r for r in Relation if r is not Relation.SUPERSEDES
+    )
+    relations = tuple(r for r in allowed_relations if r is not Relation.SUPERSEDES)
+    links, turns = await asyncio.gather(
+        graph.links_of(roots, relations=relations) if expand else _no_links(),
+        _turns_around(recall, roots) if window > 0 else _no_turns(),
+    )
+    reached = _expansion_targets(recall, roots, links) if expand else {}
+    places = _context_places(recall, roots, turns)
+    await recall.load(
+        [
+            *reached,
+            *(
+                sequence[n].observation_id
+                for _root, sequence, position in places
+                for n in range(max(0, position - window), min(len(sequence), position + window + 1))
+                if n != position
+            ),
+        ]
+    )
+    allowed_types = set(limits.allowed_object_types)
+    for other, (score, signal) in sorted(reached.items(), key=_by_id):
+        obj = recall.objects.get(other)
+        if obj is not None and object_type_of(obj) not in allowed_types:
+            continue
+        if isinstance(obj, Entity):
+            recall.entity_ids.add(other)
+            continue
+        if recall.offer(other, score, signal):
+            recall.telemetry["nodes_expanded"] += 1
 
     # conversational context: the turns just before and after each recalled observation
-    if limits.context_window > 0:
-        await _adjacent_observations(recall, roots, limits.context_window)
+    for root, sequence, position in places:  # in root order: an offer may raise a later root's score
+        for offset in range(1, window + 1):
+            for neighbour in (position - offset, position + offset):
+                if 0 <= neighbour < len(sequence):
+                    score = root.score * CONTEXT_DECAY**offset
+                    recall.offer(sequence[neighbour].observation_id, score, "context:adjacent")
 
     # thread continuity: an active thread met comes with its most recent members
-    await _thread_continuity(
-        recall, limits.allowed_relation_types or tuple(r for r in Relation if r is not Relation.SUPERSEDES)
-    )
+    await _thread_continuity(recall, relations)
 
     # currency: one hop of supersedes around every admitted memory
     admitted = sorted(recall.chosen, key=_ID_ORDER)
@@ -472,26 +469,74 @@ async def _thread_continuity(recall: _Recall, relations: Sequence[Relation]) -> 
                 recall.telemetry["nodes_expanded"] += 1
 
 
-async def _adjacent_observations(recall: _Recall, roots: list[MemoryId], window: int) -> None:
-    """Offer the ``window`` observations before and after each root observation in its episode.
+async def _no_links() -> list[MemoryLink]:
+    return []
+
+
+async def _no_turns() -> dict[MemoryId, list[EpisodeTurn]]:
+    return {}
+
+
+def _expansion_targets(
+    recall: _Recall, roots: list[MemoryId], links: Sequence[MemoryLink]
+) -> dict[MemoryId, tuple[float, str]]:
+    """The memories one hop from the roots along ``links``: id -> (best score, signal).
+
+    In root order, at most ``per_node_fanout`` followed links per root (by relation, then link
+    id) and ``node_budget`` memories in all; a memory already chosen only gains the signal.
+    Followed links are kept for the pack.
+    """
+    limits = recall.context.graph_limits
+    by_root: dict[MemoryId, list[MemoryLink]] = defaultdict(list)
+    root_set = set(roots)
+    for link in links:
+        for end in {link.from_id, link.to_id} & root_set:
+            by_root[end].append(link)
+    reached: dict[MemoryId, tuple[float, str]] = {}
+    for root_id in roots:
+        root = recall.chosen[root_id]
+        followed_links = 0
+        for link in sorted(by_root[root_id], key=lambda lk: (lk.relation.value, lk.id)):
+            if followed_links >= limits.per_node_fanout or len(reached) >= limits.node_budget:
+                break
+            if not _follows(root.obj, link):
+                continue
+            other = link.to_id if link.from_id == root_id else link.from_id
+            recall.links[link.id] = link
+            followed_links += 1
+            signal = f"expansion:{link.relation.value}"
+            score = root.score * EXPANSION_DECAY
+            if other in recall.chosen:
+                recall.chosen[other].signals.add(signal)
+            elif other not in reached or reached[other][0] < score:
+                reached[other] = (score, signal)
+    return reached
+
+
+async def _turns_around(recall: _Recall, roots: list[MemoryId]) -> dict[MemoryId, list[EpisodeTurn]]:
+    """The turns of the root observations' episodes in order (observed_at, id), as of the context.
 
     People remember an utterance with what was said around it: the answer to a question is
-    usually the next turn. Order within an episode is (observed_at, id). Only the order of the
-    episodes' turns is read (:func:`episode_turns`); the neighbours offered are loaded.
+    usually the next turn. Only the order of the episodes' turns is read (:func:`episode_turns`).
     """
-    root_observations = [recall.chosen[i].obj for i in roots if isinstance(recall.chosen[i].obj, Observation)]
-    episodes = sorted({obs.episode_id for obs in root_observations if isinstance(obs, Observation)})
+    episodes = sorted({obj.episode_id for i in roots if isinstance(obj := recall.chosen[i].obj, Observation)})
     if not episodes:
-        return
+        return {}
     as_of = recall.context.as_of
-    turns = {
+    return {
         episode_id: sorted(
             (t for t in listed if as_of is None or t.created_at <= as_of),
             key=lambda t: (t.observed_at, t.observation_id),
         )
         for episode_id, listed in (await episode_turns(recall.graph, episodes)).items()
     }
-    places: list[tuple[_Candidate, list[EpisodeTurn], int]] = []  # (root, its episode's turns, its place)
+
+
+def _context_places(
+    recall: _Recall, roots: list[MemoryId], turns: dict[MemoryId, list[EpisodeTurn]]
+) -> list[tuple[_Candidate, list[EpisodeTurn], int]]:
+    """Each root observation with its episode's turns and its place among them, in root order."""
+    places: list[tuple[_Candidate, list[EpisodeTurn], int]] = []
     positions: dict[MemoryId, dict[MemoryId, int]] = {}
     for root_id in roots:
         root = recall.chosen[root_id]
@@ -504,18 +549,7 @@ async def _adjacent_observations(recall: _Recall, roots: list[MemoryId], window:
         position = positions[episode_id].get(root_id)
         if position is not None:
             places.append((root, turns[episode_id], position))
-    await recall.load(
-        sequence[n].observation_id
-        for _root, sequence, position in places
-        for n in range(max(0, position - window), min(len(sequence), position + window + 1))
-        if n != position
-    )
-    for root, sequence, position in places:  # in root order: an offer may raise a later root's score
-        for offset in range(1, window + 1):
-            for neighbour in (position - offset, position + offset):
-                if 0 <= neighbour < len(sequence):
-                    score = root.score * CONTEXT_DECAY**offset
-                    recall.offer(sequence[neighbour].observation_id, score, "context:adjacent")
+    return places
 
 
 async def episode_turns(
