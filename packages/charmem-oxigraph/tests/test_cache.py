@@ -267,3 +267,68 @@ async def test_only_small_warm_reads_run_on_the_event_loop(
     assert await store.currency(ids) == dict.fromkeys(ids, C)
     assert await store.links_of(ids) == []
     assert hops == ["get_objects_sync", "currency_sync", "links_of_sync"]
+
+
+async def test_the_lifecycle_index_answers_currency_and_the_supersedes_hop_without_queries(
+    store: OxigraphGraphStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once read, every supersedes link and suppress instant is known: currency of ids of known kind
+    and ``links_of(..., [supersedes])`` run no query, and writes after the read keep it exact."""
+    old, new, other, forgotten = (derived(created_at=at(0)) for _ in range(4))
+    await store.write_batch(GraphBatch(objects=[old, new, other, forgotten]))
+    ids = [old.id, new.id, other.id, forgotten.id]
+    first = link(new.id, Relation.SUPERSEDES, old.id, created_at=at(5))
+    await store.write_batch(GraphBatch(links=[first], records=[record(forgotten.id, recorded_at=at(6))]))
+    assert await store.currency(ids) == {old.id: S, new.id: C, other.id: C, forgotten.id: E}  # reads it
+    assert store._shared is not None
+    real = store._shared._store
+    monkeypatch.setattr(store._shared, "_store", _NoQueries())
+    assert await store.currency(ids, as_of=at(5)) == {old.id: S, new.id: C, other.id: C, forgotten.id: C}
+    assert await store.links_of(ids, relations=[Relation.SUPERSEDES]) == [first]
+    assert store.links_of_sync([other.id], relations=[Relation.SUPERSEDES]) == []
+    monkeypatch.setattr(store._shared, "_store", real)
+    second = link(other.id, Relation.SUPERSEDES, new.id, created_at=at(7))
+    await store.write_batch(GraphBatch(links=[second], records=[record(other.id, recorded_at=at(8))]))
+    monkeypatch.setattr(store._shared, "_store", _NoQueries())
+    expected = {old.id: S, new.id: S, other.id: E, forgotten.id: E}
+    assert await store.currency(ids) == expected
+    assert await store.currency(ids, as_of=at(7)) == {old.id: S, new.id: S, other.id: C, forgotten.id: E}
+    assert await store.links_of([new.id], relations=[Relation.SUPERSEDES]) == sorted(
+        [first, second], key=lambda lk: lk.id
+    )
+    monkeypatch.setattr(store._shared, "_store", real)
+    store._shared.cache(store.graph_iri).clear()  # what a fresh process reads per id agrees
+    assert await store.links_of([new.id], relations=[Relation.SUPERSEDES]) == sorted(
+        [first, second], key=lambda lk: lk.id
+    )
+    assert await store.currency(ids) == expected
+
+
+def test_a_lifecycle_larger_than_the_cache_is_not_indexed() -> None:
+    cache = GraphCache(max_entries=2)
+    old, new = derived(), derived()
+    cache.remember_items(cache.generation(), {old.id: old, new.id: new})
+    links = [link(new.id, Relation.SUPERSEDES, old.id) for _ in range(3)]
+    assert cache.wants_lifecycle()
+    cache.remember_lifecycle(cache.generation(), links, [])
+    assert not cache.wants_lifecycle()  # refused: currency and the hop are read per id
+    assert cache.currency_facts([old.id]) == ({}, [old.id])
+    assert cache.links_of([old.id], [Relation.SUPERSEDES]) == ({}, [old.id])
+
+    growing = GraphCache(max_entries=2)
+    growing.remember_items(growing.generation(), {old.id: old})
+    growing.remember_lifecycle(growing.generation(), links[:1], [])
+    assert growing.currency_facts([old.id])[0] == {old.id: CurrencyFacts(True, (), (links[0].created_at,))}
+    growing.apply_write([*links[1:], record(old.id)])  # now 4 entries: the index is dropped
+    assert growing.currency_facts([old.id]) == ({}, [old.id])
+    assert not growing.wants_lifecycle()
+    growing.clear()
+    assert growing.wants_lifecycle()
+
+
+def test_a_lifecycle_read_across_a_write_is_not_kept() -> None:
+    cache = GraphCache()
+    before = cache.generation()
+    cache.apply_write([record(MemoryId.new())])
+    cache.remember_lifecycle(before, [], [])
+    assert cache.wants_lifecycle()

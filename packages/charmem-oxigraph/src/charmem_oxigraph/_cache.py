@@ -16,6 +16,10 @@ objects. :class:`GraphCache` keeps, per collection:
   it does): ids known to be **absent**, the **adjacency** of an id (its link ids per relation),
   its **currency facts** (suppression and supersession instants), the **turns** of an episode
   (:meth:`charmem.ports.EpisodeTurnReader.episode_turns`) and the ``KnownAs`` **names**.
+  Also, once read whole, the collection's **lifecycle index**: every ``supersedes`` link and the
+  instant of every ``suppress`` record (corrections and forgetting are rare next to memories), so
+  the currency of an id of known kind and its ``supersedes`` hop need no query at all; a
+  collection with more of them than ``max_entries`` is not indexed (per-id queries instead).
   The writer updates them after each successful write (:meth:`GraphCache.apply_write`) and bumps a
   generation counter; a reader only stores what it read if no write happened since it started
   reading (:meth:`GraphCache.generation`), so a slow reader never puts stale knowledge back.
@@ -46,6 +50,7 @@ __all__ = ["DEFAULT_MAX_ENTRIES", "CurrencyFacts", "GraphCache"]
 DEFAULT_MAX_ENTRIES: Final = 50_000
 
 _ALL: Final = frozenset(Relation)
+_SUPERSEDES: Final = frozenset({Relation.SUPERSEDES})
 
 
 def _relation_of(item: StoredItem | None) -> Relation | None:
@@ -100,6 +105,46 @@ class CurrencyFacts:
     superseded_at: tuple[datetime, ...] = ()
 
 
+_STORED: Final = CurrencyFacts(stored=True)
+_NOT_STORED: Final = CurrencyFacts(stored=False)
+
+
+@attrs.define
+class _Lifecycle:
+    """Every ``supersedes`` link of a collection and every ``suppress`` instant, by id."""
+
+    links: dict[MemoryId, MemoryLink] = attrs.field(factory=dict)
+    by_end: dict[MemoryId, list[MemoryId]] = attrs.field(factory=dict)  # endpoint -> link ids
+    suppressed: dict[MemoryId, list[datetime]] = attrs.field(factory=dict)  # target -> instants
+
+    @property
+    def size(self) -> int:
+        return len(self.links) + sum(len(instants) for instants in self.suppressed.values())
+
+    def add_link(self, link: MemoryLink) -> None:
+        if link.id in self.links:
+            return
+        self.links[link.id] = link
+        for end in {link.from_id, link.to_id}:
+            self.by_end.setdefault(end, []).append(link.id)
+
+    def add_suppress(self, target: MemoryId, recorded_at: datetime) -> None:
+        self.suppressed.setdefault(target, []).append(recorded_at)
+
+    def facts(self, memory_id: MemoryId, stored: bool) -> CurrencyFacts:
+        if memory_id not in self.by_end and memory_id not in self.suppressed:  # the common case
+            return _STORED if stored else _NOT_STORED
+        superseded = tuple(
+            link.created_at
+            for link_id in self.by_end.get(memory_id, ())
+            if (link := self.links[link_id]).to_id == memory_id
+        )
+        return CurrencyFacts(stored, tuple(self.suppressed.get(memory_id, ())), superseded)
+
+    def links_of(self, ids: Iterable[MemoryId]) -> dict[MemoryId, MemoryLink]:
+        return {link_id: self.links[link_id] for i in ids for link_id in self.by_end.get(i, ())}
+
+
 class GraphCache:
     """Knowledge of one collection's graph held in this process (module docstring).
 
@@ -128,6 +173,9 @@ class GraphCache:
         self._facts: _Bounded[MemoryId, CurrencyFacts] = _Bounded(max_entries)
         self._turns: _Bounded[MemoryId, tuple[EpisodeTurn, ...]] = _Bounded(max_entries)
         self._names: tuple[tuple[MemoryId, MemoryId, str], ...] | None = None
+        self._max_entries = max_entries
+        self._lifecycle: _Lifecycle | None = None
+        self._lifecycle_refused = False  # more than max_entries: stays so until clear()
 
     # -- generation ---------------------------------------------------------------------------
 
@@ -205,6 +253,8 @@ class GraphCache:
             return found, list(ids)
         items = self._items
         with self._lock:
+            if wanted == _SUPERSEDES and self._lifecycle is not None:
+                return self._lifecycle.links_of(ids), unknown
             for memory_id in ids:
                 entry = self._adjacency.get(memory_id)
                 if entry is None or not wanted <= entry[0]:
@@ -267,13 +317,59 @@ class GraphCache:
         if not self.coherent:
             return found, list(ids)
         with self._lock:
+            lifecycle = self._lifecycle
             for memory_id in ids:
                 facts = self._facts.get(memory_id)
+                if facts is None and lifecycle is not None:
+                    kind = self._kinds.get(memory_id)
+                    if kind is not None:
+                        facts = lifecycle.facts(memory_id, stored=kind in v.OBJECT_KINDS)
+                    elif self._absent.get(memory_id):
+                        facts = CurrencyFacts(stored=False)
                 if facts is None:
                     unknown.append(memory_id)
                 else:
                     found[memory_id] = facts
         return found, unknown
+
+    @property
+    def max_entries(self) -> int:
+        """Entries kept per map (and the largest lifecycle index kept)."""
+        return self._max_entries
+
+    def wants_lifecycle(self) -> bool:
+        """Whether the lifecycle index should be read now (coherent, not read, not too large)."""
+        with self._lock:
+            return self.coherent and self._lifecycle is None and not self._lifecycle_refused
+
+    def remember_lifecycle(
+        self,
+        generation: int,
+        links: Iterable[MemoryLink],
+        suppressed: Iterable[tuple[MemoryId, datetime]],
+    ) -> None:
+        """Keep the whole lifecycle index read from the store (if no write happened since).
+
+        Args:
+            generation: :meth:`generation` taken before the read.
+            links: every ``supersedes`` link of the collection.
+            suppressed: (target id, ``recorded_at``) of every ``suppress`` record.
+        """
+        index = _Lifecycle()
+        for link in links:
+            index.add_link(link)
+        for target, recorded_at in suppressed:
+            index.add_suppress(target, recorded_at)
+        with self._lock:
+            if index.size > self._max_entries:
+                self._lifecycle_refused = True
+            elif self._current(generation):
+                self._lifecycle = index
+
+    def refuse_lifecycle(self) -> None:
+        """Do not index this collection's lifecycle (it holds more than ``max_entries`` entries)."""
+        with self._lock:
+            self._lifecycle_refused = True
 
     def remember_currency_facts(self, generation: int, facts: Mapping[MemoryId, CurrencyFacts]) -> None:
         """Keep currency facts read from the store (if no write happened since ``generation``)."""
@@ -358,9 +454,13 @@ class GraphCache:
                 self._absent.pop(item.id)
                 if isinstance(item, MemoryLink):
                     self._add_link(item)
+                    if item.relation is Relation.SUPERSEDES and self._lifecycle is not None:
+                        self._lifecycle.add_link(item)
                 elif isinstance(item, LifecycleRecord):
                     if item.action is LifecycleAction.SUPPRESS:
                         self._add_fact(item.target_id, suppressed=item.recorded_at)
+                        if self._lifecycle is not None:
+                            self._lifecycle.add_suppress(item.target_id, item.recorded_at)
                 else:
                     if isinstance(item, Observation):
                         self._turns.pop(item.episode_id)
@@ -369,6 +469,8 @@ class GraphCache:
                         self._facts.put(item.id, attrs.evolve(facts, stored=True))
                     if kind == "derived":
                         self._names = None
+            if self._lifecycle is not None and self._lifecycle.size > self._max_entries:
+                self._lifecycle, self._lifecycle_refused = None, True
 
     def _add_link(self, link: MemoryLink) -> None:
         # The endpoints' adjacency is read again on next use: only decoded links are cached.
@@ -406,3 +508,4 @@ class GraphCache:
             ):
                 lru.clear()
             self._names = None
+            self._lifecycle, self._lifecycle_refused = None, False

@@ -62,6 +62,7 @@ __all__ = [
     "ids_from_rows",
     "iris",
     "kind_hints",
+    "lifecycle_size",
     "links_and_hints",
     "links_from_rows",
     "links_only",
@@ -75,6 +76,7 @@ __all__ = [
     "records_from_rows",
     "relation_iris",
     "retry_iris",
+    "suppress_from_rows",
     "tombstones_from_rows",
     "turns_from_rows",
     "unique",
@@ -555,6 +557,20 @@ def currency_from_facts(
         else:
             statuses[memory_id] = CurrencyStatus.SUPERSEDED
     return statuses
+
+
+def suppress_from_rows(rows: Iterable[Row]) -> list[tuple[MemoryId, datetime]]:
+    """(target id, ``recordedAt``) of :func:`charmem_oxigraph._queries.suppress_instants` rows.
+
+    Raises:
+        ValueError: a target is not a node IRI, or an instant not a valid ``xsd:dateTime``.
+    """
+    return [(v.memory_id_of(target.value), datetime.fromisoformat(at.value)) for target, at in rows]
+
+
+def lifecycle_size(rows: Sequence[Row]) -> int:
+    """``?links`` + ``?records`` of :func:`charmem_oxigraph._queries.lifecycle_count` (0 without a row)."""
+    return int(rows[0]["links"].value) + int(rows[0]["records"].value) if rows else 0
 
 
 def count_from_rows(rows: Sequence[Row]) -> int:

@@ -25,11 +25,14 @@ __all__ = [
     "episode_turns",
     "erase",
     "insert_data",
+    "lifecycle_count",
     "links_of",
     "name_assertions",
     "nodes",
     "records_about",
     "statement_count",
+    "superseding_links",
+    "suppress_instants",
     "tombstones",
     "typed_nodes",
 ]
@@ -100,15 +103,43 @@ def currency(graph: str, iris: Iterable[str]) -> str:
     ``suppress`` record targeting ``?x``), ``?lt`` (``createdAt`` of a ``supersedes`` link to ``?x``).
     """
     supersedes = v.iri_ref(v.VOCAB + "supersedes")
-    suppress = LifecycleAction.SUPPRESS.value
-    if re.fullmatch(r"[a-z_]+", suppress) is None:  # pragma: no cover - an enum constant
-        raise ValueError(f"unexpected action value {suppress!r}")
     return (
         f"SELECT ?x ?c ?rt ?lt WHERE {{ GRAPH {v.iri_ref(graph)} {{ {_values('x', iris)} "
         f"{{ ?x a ?c }} "
-        f'UNION {{ ?r {_p("target")} ?x . ?r {_p("action")} "{suppress}" . ?r {_p("recordedAt")} ?rt }} '
+        f"UNION {{ ?r {_p('target')} ?x . ?r {_p('action')} {_suppress()} . ?r {_p('recordedAt')} ?rt }} "
         f"UNION {{ ?l {_p('to')} ?x . ?l {_p('relation')} {supersedes} . ?l {_p('createdAt')} ?lt }} "
         f"}} }}"
+    )
+
+
+def _suppress() -> str:
+    suppress = LifecycleAction.SUPPRESS.value
+    if re.fullmatch(r"[a-z_]+", suppress) is None:  # pragma: no cover - an enum constant
+        raise ValueError(f"unexpected action value {suppress!r}")
+    return f'"{suppress}"'
+
+
+def lifecycle_count(graph: str) -> str:
+    """How many ``supersedes`` links (``?links``) and ``suppress`` records (``?records``) there are."""
+    g = v.iri_ref(graph)
+    supersedes = v.iri_ref(v.VOCAB + "supersedes")
+    links = f"SELECT (COUNT(?l) AS ?links) WHERE {{ GRAPH {g} {{ ?l {_p('relation')} {supersedes} }} }}"
+    records = f"SELECT (COUNT(?r) AS ?records) WHERE {{ GRAPH {g} {{ ?r {_p('action')} {_suppress()} }} }}"
+    return f"SELECT ?links ?records WHERE {{ {{ {links} }} {{ {records} }} }}"
+
+
+def superseding_links(graph: str) -> str:
+    """Every triple of every ``supersedes`` link node of the collection (``?l ?p ?o``)."""
+    supersedes = v.iri_ref(v.VOCAB + "supersedes")
+    pattern = f"?l {_p('relation')} {supersedes} . ?l ?p ?o"
+    return f"SELECT ?l ?p ?o WHERE {{ GRAPH {v.iri_ref(graph)} {{ {pattern} }} }}"
+
+
+def suppress_instants(graph: str) -> str:
+    """The target (``?t``) and ``recordedAt`` (``?rt``) of every ``suppress`` record."""
+    return (
+        f"SELECT ?t ?rt WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?r {_p('action')} {_suppress()} . "
+        f"?r {_p('target')} ?t . ?r {_p('recordedAt')} ?rt }} }}"
     )
 
 

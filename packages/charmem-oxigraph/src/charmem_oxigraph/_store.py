@@ -274,6 +274,22 @@ class OxigraphGraphStore:
             found.update(read)
         return found
 
+    def _read_lifecycle(self, cache: GraphCache) -> None:
+        """Read the collection's lifecycle index into ``cache`` if it wants it (three queries).
+
+        Every ``supersedes`` link and ``suppress`` instant, unless there are more than the cache
+        keeps (then currency and the supersedes hop keep reading per id).
+        """
+        if not cache.wants_lifecycle():
+            return
+        generation = cache.generation()
+        if lg.lifecycle_size(self._select(q.lifecycle_count(self._graph_iri))) > cache.max_entries:
+            cache.refuse_lifecycle()
+            return
+        links, _hints = lg.links_and_hints(self._select(q.superseding_links(self._graph_iri)))
+        suppressed = lg.suppress_from_rows(self._select(q.suppress_instants(self._graph_iri)))
+        cache.remember_lifecycle(generation, links, suppressed)
+
     def _read_kinds(self, cache: GraphCache, ids: Sequence[MemoryId]) -> dict[MemoryId, str]:
         """The stored kinds among ``ids`` (absent ids are missing)."""
         kinds = cache.kinds(ids)
@@ -394,6 +410,9 @@ class OxigraphGraphStore:
         with self._backend_errors("read links"):
             cache = self._cache()
             found, unknown = cache.links_of(wanted, chosen)
+            if unknown and chosen == (Relation.SUPERSEDES,):
+                self._read_lifecycle(cache)
+                found, unknown = cache.links_of(wanted, chosen)
             if unknown:
                 generation = cache.generation()
                 iris = lg.endpoint_iris(unknown, cache.kinds(unknown), chosen)
@@ -429,6 +448,10 @@ class OxigraphGraphStore:
         with self._backend_errors("read currency"):
             cache = self._cache()
             found, unknown = cache.currency_facts(wanted)
+            if unknown:
+                self._read_lifecycle(cache)
+                more, unknown = cache.currency_facts(unknown)
+                found.update(more)
             if unknown:
                 generation = cache.generation()
                 iris = lg.currency_iris(unknown, cache.kinds(unknown))
