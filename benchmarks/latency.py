@@ -843,6 +843,8 @@ async def run_dim(
                 local_count = n
             console.log(f"dim {dim}, {n:,} memories: queries")
             queries = corpus.queries(n, args.queries, args.seed + n)
+            if args.gc_freeze:  # what a long-running application may do once it has started
+                gc.freeze()
             latencies = await query_latencies(stack, queries, local if n <= 50_000 else None, local_name)
             disk = stack.disk()
             marginal = (
@@ -1130,6 +1132,11 @@ def parser() -> argparse.ArgumentParser:
     )
     cli.add_argument("--hnsw-ef-construct", type=int, default=100)
     cli.add_argument("--no-gil-probe", action="store_true", help="skip the in-process optimize() comparison")
+    cli.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() after each size is written: collections then skip what start-up allocated",
+    )
     cli.add_argument("--concurrency-seconds", type=float, default=6.0, help="0: skip the concurrency part")
     cli.add_argument(
         "--no-qdrant-client", action="store_true", help="skip the qdrant-client local-mode column"
@@ -1196,6 +1203,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             )
     out = Console(width=max(160, Console().width), soft_wrap=False)
     render(results, large, out)
+    if args.gc_freeze:
+        out.print("gc.freeze() ran after each size was written (--gc-freeze)")
     document = jsonable(results, large)
     document["arguments"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     document["machine"] = {
