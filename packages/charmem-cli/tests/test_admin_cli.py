@@ -104,6 +104,31 @@ def test_reading_commands_on_a_missing_store_create_nothing(
 
 
 @pytest.mark.parametrize(
+    "command",
+    [
+        ["recall", "Ana visiting"],
+        ["export", "backup"],
+        ["purge", "--yes", "0c7f3a4e-1b2c-4d5e-8f90-123456789abc"],
+    ],
+    ids=["recall", "export", "purge"],
+)
+def test_reading_commands_on_a_mistyped_collection_create_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    # the store exists, the collection does not: no empty shard is left behind
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "store"
+    assert main(["--store", str(store), "--collection", "cli", "remember", TEXT]) == 0
+    capsys.readouterr()
+    assert main(["--store", str(store), "--collection", "clii", *command]) == 2
+    err = capsys.readouterr().err
+    assert "ConfigurationError" in err and "'clii' has no vector index" in err
+    assert not (store / "vectors" / "clii").exists()
+    assert not (tmp_path / "backup").exists()
+    assert main(["--store", str(store), "--collection", "cli", "recall", "Ana visiting"]) == 0
+
+
+@pytest.mark.parametrize(
     ("value", "says"), [("2024-06-01", "has no UTC offset"), ("yesterday", "is not an ISO 8601 time")]
 )
 def test_remember_occurred_at_errors_name_the_option(

@@ -119,21 +119,24 @@ def _provider(settings: Settings) -> EmbeddingProvider:
     return provider
 
 
-def require_graph_store(settings: Settings, collection: str) -> None:
-    """Refuse a command that reads a collection when its graph store does not exist.
+def require_graph_store(settings: Settings, collection: str, *, need_vectors: bool = True) -> None:
+    """Refuse a command that reads a collection when its stores do not exist.
 
     Opening a memory creates its stores, so ``recall``, ``export``, ``purge`` and
-    ``rebuild-vectors`` on a mistyped ``--store`` would otherwise leave new, empty stores
-    behind and answer as if the collection were empty. Adapters without the
+    ``rebuild-vectors`` on a mistyped ``--store`` or ``--collection`` would otherwise leave new,
+    empty stores behind and answer as if the collection were empty. Adapters without the
     ``exists_from_settings`` hook (servers, in-memory stores) are not checked.
 
     Args:
         settings: the deployment settings.
         collection: the collection name.
+        need_vectors: also require the collection's vector shard (``rebuild-vectors``, which
+            re-creates a lost one, passes ``False``).
 
     Raises:
-        ConfigurationError: the persistent graph store is missing (``key="OXIGRAPH_PATH"``), or the
-            collection name is not allowed.
+        ConfigurationError: the persistent graph store is missing (``key="OXIGRAPH_PATH"``), the
+            collection has no vector shard (``key="collection"``), or the collection name is not
+            allowed.
     """
     from charmem.composition import load_adapter
 
@@ -144,6 +147,14 @@ def require_graph_store(settings: Settings, collection: str) -> None:
             f"{settings.oxigraph_path}; nothing was created (point OXIGRAPH_PATH or --store at an "
             "existing store)",
             key="OXIGRAPH_PATH",
+        )
+    shard = getattr(load_adapter("vectors", settings.vector_store_mode), "exists_from_settings", None)
+    if need_vectors and shard is not None and not shard(settings, collection):
+        raise ConfigurationError(
+            f"collection {collection!r} has no vector index at {settings.vector_store_path}; "
+            "nothing was created. Check --collection (or COLLECTION); if the collection's vectors "
+            "were lost, `charmem rebuild-vectors` re-creates them from the graph",
+            key="collection",
         )
 
 
@@ -328,7 +339,7 @@ async def rebuild_vectors(
         DimensionMismatchError, EmbedderMismatchError: the vectors were made by another embedder
             and ``drop`` is false.
     """
-    require_graph_store(settings, collection)
+    require_graph_store(settings, collection, need_vectors=False)
     bar, on_progress = _vector_progress(progress)
     start = time.perf_counter()
     try:
