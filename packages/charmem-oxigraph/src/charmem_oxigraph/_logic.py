@@ -11,6 +11,7 @@ check half of a check-then-write.
 from __future__ import annotations
 
 import operator
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
@@ -27,7 +28,7 @@ from pyoxigraph import Literal, NamedNode, Quad
 
 from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
-from charmem_oxigraph._cache import CurrencyFacts
+from charmem_oxigraph._cache import PURGED, CurrencyFacts
 from charmem_oxigraph._codec import (
     ENDPOINT_KINDS,
     CorruptNodeError,
@@ -46,6 +47,7 @@ __all__ = [
     "BY_LINK_ID",
     "STORED_KINDS",
     "PreparedBatch",
+    "census_from_rows",
     "check_as_of",
     "check_dump",
     "check_media_type",
@@ -54,6 +56,7 @@ __all__ = [
     "currency_from_facts",
     "currency_iris",
     "decode_nodes",
+    "early_from_rows",
     "endpoint_iris",
     "episode_turn_iris",
     "erase_update",
@@ -286,6 +289,41 @@ def read_lookup(rows: Iterable[Row]) -> tuple[dict[MemoryId, NodeTriples], set[M
             raise CorruptNodeError(f"id {memory_id} is stored under two kinds")
         found[memory_id] = node
     return found, purged
+
+
+def _uuid_int(iri: str) -> int:
+    match = v.NODE_IRI.fullmatch(iri)
+    if match is None:
+        raise CorruptNodeError(f"{iri!r} is not a charmem node IRI")
+    return uuid.UUID(match.group(2)).int
+
+
+def census_from_rows(rows: Iterable[Row]) -> dict[int, str]:
+    """The census from :func:`charmem_oxigraph._queries.census` rows.
+
+    Returns:
+        dict[int, str]: UUID integer -> stored kind, or :data:`charmem_oxigraph._cache.PURGED`
+        for a tombstone (the query lets only item classes and the tombstone class through).
+
+    Raises:
+        CorruptNodeError: an IRI is not a node IRI, or an id is typed as two kinds.
+    """
+    census: dict[int, str] = {}
+    for node, cls in rows:
+        kind = v.ITEM_CLASSES.get(cls.value, PURGED)
+        key = _uuid_int(node.value)
+        if census.setdefault(key, kind) != kind:
+            raise CorruptNodeError(f"id {uuid.UUID(int=key)} is stored under two kinds")
+    return census
+
+
+def early_from_rows(rows: Iterable[Row]) -> set[int]:
+    """The UUID integers of :func:`charmem_oxigraph._queries.early_references` rows.
+
+    Raises:
+        CorruptNodeError: an IRI is not a node IRI.
+    """
+    return {_uuid_int(row[0].value) for row in rows}
 
 
 def group_rows(rows: Iterable[Row]) -> list[NodeTriples]:

@@ -20,8 +20,10 @@ from pyoxigraph import Quad
 from charmem_oxigraph import _vocab as v
 
 __all__ = [
+    "census",
     "construct_all",
     "currency",
+    "early_references",
     "episode_turns",
     "erase",
     "insert_data",
@@ -109,6 +111,37 @@ def currency(graph: str, iris: Iterable[str]) -> str:
         f'UNION {{ ?r {_p("target")} ?x . ?r {_p("action")} "{suppress}" . ?r {_p("recordedAt")} ?rt }} '
         f"UNION {{ ?l {_p('to')} ?x . ?l {_p('relation')} {supersedes} . ?l {_p('createdAt')} ?lt }} "
         f"}} }}"
+    )
+
+
+def census(graph: str, limit: int) -> str:
+    """Every item node and tombstone of the collection (``?x``) with its class (``?c``).
+
+    One scan of the graph's ``rdf:type`` triples, at most ``limit`` rows.
+    """
+    classes = ", ".join(v.iri_ref(iri) for iri in (*v.ITEM_CLASSES, v.TOMBSTONE_CLASS))
+    return (
+        f"SELECT ?x ?c WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?x a ?c . FILTER(?c IN ({classes})) }} }} "
+        f"LIMIT {int(limit)}"
+    )
+
+
+def early_references(graph: str) -> str:
+    """The ``urn:charmem:object:`` IRIs (``?x``) a ``suppress`` record or ``supersedes`` link targets.
+
+    A reference carries ``object`` when its target was not stored at write time (neither field
+    declares a kind): those are the currency facts of an id that predate its node.
+    """
+    supersedes = v.iri_ref(v.VOCAB + "supersedes")
+    suppress = LifecycleAction.SUPPRESS.value
+    if re.fullmatch(r"[a-z_]+", suppress) is None:  # pragma: no cover - an enum constant
+        raise ValueError(f"unexpected action value {suppress!r}")
+    prefix = v.node_iri("object", MemoryId(uuid.UUID(int=0))).removesuffix(str(uuid.UUID(int=0)))
+    return (
+        f"SELECT DISTINCT ?x WHERE {{ GRAPH {v.iri_ref(graph)} {{ "
+        f'{{ ?r {_p("target")} ?x . ?r {_p("action")} "{suppress}" }} '
+        f"UNION {{ ?l {_p('relation')} {supersedes} . ?l {_p('to')} ?x }} "
+        f'FILTER(STRSTARTS(STR(?x), "{prefix}")) }} }}'
     )
 
 

@@ -41,12 +41,23 @@ from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._cache import GraphCache
 from charmem_oxigraph._codec import CorruptNodeError, StoredItem, reference_kinds
 
-__all__ = ["ON_LOOP_IDS", "InMemoryOxigraphGraphStore", "OxigraphGraphStore", "PersistentOxigraphGraphStore"]
+__all__ = [
+    "CENSUS_MIN_PROBES",
+    "ON_LOOP_IDS",
+    "InMemoryOxigraphGraphStore",
+    "OxigraphGraphStore",
+    "PersistentOxigraphGraphStore",
+]
 
 #: A read the cache answers entirely runs on the event loop (no worker thread) for up to this
 #: many ids: a few milliseconds of dictionary work at most. Larger reads go to a worker thread,
 #: which uses the cache too, so the event loop is never blocked for long.
 ON_LOOP_IDS: Final = 2048
+
+#: A read that would probe at least this many IRIs (ids of unknown kind, one IRI per kind) may
+#: take a census of the collection instead (:meth:`OxigraphGraphStore._take_census`): below it,
+#: probing costs a few milliseconds.
+CENSUS_MIN_PROBES: Final = 4096
 
 _log = get_logger("charmem_oxigraph.store")
 
@@ -256,23 +267,55 @@ class OxigraphGraphStore:
         return self._handle().cache(self._graph_iri)
 
     def _read_items(self, cache: GraphCache, ids: Sequence[MemoryId]) -> dict[MemoryId, StoredItem]:
-        """The stored items among ``ids``: cached ones, the rest in one query (then cached)."""
+        """The stored items among ``ids``: cached ones, the rest in one query (then cached).
+
+        An id of unknown kind is probed under every kind; when that would bind at least
+        :data:`CENSUS_MIN_PROBES` IRIs, a census of the collection (:meth:`_take_census`) may
+        answer instead.
+        """
         found, unknown = cache.items(ids)
         if unknown:
             generation = cache.generation()
             known = cache.kinds(unknown)
             hinted = cache.hints(i for i in unknown if i not in known)
             iris = lg.node_iris(unknown, {**hinted, **known}, lg.STORED_KINDS)
-            nodes = lg.nodes_from_rows(self._select(q.nodes(self._graph_iri, iris)))
+            if len(iris) >= CENSUS_MIN_PROBES and self._take_census(cache, len(iris)):
+                return self._read_items(cache, ids)  # every kind is known now
+            nodes, purged = lg.read_lookup(self._select(q.nodes(self._graph_iri, iris)))
             missed = [i for i in hinted if i not in nodes]
             if missed:  # not under the kind a reference suggested: try every other kind
                 retry = lg.retry_iris(missed, hinted, lg.STORED_KINDS)
-                nodes.update(lg.nodes_from_rows(self._select(q.nodes(self._graph_iri, retry))))
+                more, more_purged = lg.read_lookup(self._select(q.nodes(self._graph_iri, retry)))
+                nodes.update(more)
+                purged |= more_purged
             read = lg.decode_nodes(nodes)
-            cache.remember_items(generation, read, absent=[i for i in unknown if i not in read])
+            # Every id not found was read under every kind: absent, unless it is a tombstone.
+            absent = [i for i in unknown if i not in read and i not in purged]
+            cache.remember_items(generation, read, absent=absent)
             cache.remember_hints(reference_kinds(nodes.values()))
             found.update(read)
         return found
+
+    def _take_census(self, cache: GraphCache, probes: int) -> bool:
+        """Read the census of the collection (:class:`GraphCache`) instead of ``probes`` lookups.
+
+        Scans at most ``probes`` item nodes (a census costs about as much per node as a probe per
+        IRI); a collection holding more is remembered as too large for censuses of that size.
+
+        Returns:
+            bool: whether the cache now holds a census.
+        """
+        limit = cache.census_limit(probes)
+        if not limit:
+            return False
+        generation = cache.generation()
+        rows = self._select(q.census(self._graph_iri, limit + 1))
+        if len(rows) > limit:
+            cache.census_refused(limit)
+            return False
+        census = lg.census_from_rows(rows)
+        early = lg.early_from_rows(self._select(q.early_references(self._graph_iri)))
+        return cache.remember_census(generation, census, early)
 
     def _read_kinds(self, cache: GraphCache, ids: Sequence[MemoryId]) -> dict[MemoryId, str]:
         """The stored kinds among ``ids`` (absent ids are missing)."""
@@ -512,12 +555,17 @@ class OxigraphGraphStore:
     def tombstones_sync(self, ids: Sequence[MemoryId] | None = None) -> dict[MemoryId, Tombstone]:
         """Blocking :meth:`tombstones`.
 
+        Ids the cache knows are not purged (stored, or read as absent) are not looked up.
+
         Raises:
             BackendError: Oxigraph failed or a tombstone is not valid.
         """
         wanted = None if ids is None else lg.unique(ids)
-        if wanted is not None and not wanted:
-            return {}
+        if wanted is not None:
+            clean = self._cache().unpurged(wanted)
+            wanted = [i for i in wanted if i not in clean]
+            if not wanted:
+                return {}
         iris = None if wanted is None else lg.iris(wanted, v.OBJECT_KINDS)
         with self._backend_errors("read tombstones"):
             found = lg.tombstones_from_rows(self._select(q.tombstones(self._graph_iri, iris)))
@@ -819,6 +867,8 @@ class OxigraphGraphStore:
         Raises:
             BackendError: Oxigraph failed or a tombstone is not valid.
         """
+        if ids is not None and len(ids) <= ON_LOOP_IDS and len(self._cache().unpurged(ids)) == len(set(ids)):
+            return {}  # every id is known stored or absent: no worker thread, no query
         return await asyncio.to_thread(self.tombstones_sync, ids)
 
     async def erase(self, erasure: GraphErasure) -> None:
