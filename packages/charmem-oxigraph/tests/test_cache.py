@@ -34,7 +34,7 @@ class _NoQueries:
     def query(self, *_args: object, **_kwargs: object) -> object:
         raise AssertionError("a warm read ran a query")
 
-    def extend(self, *_args: object) -> None:
+    def load(self, *_args: object, **_kwargs: object) -> None:
         raise AssertionError("unexpected write")
 
 

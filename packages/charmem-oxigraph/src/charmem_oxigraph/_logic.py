@@ -378,21 +378,20 @@ def plan_write(
     prepared: PreparedBatch,
     stored: Mapping[MemoryId, StoredItem],
     stored_kinds: Mapping[MemoryId, str],
-    graph: NamedNode,
     purged: set[MemoryId] | None = None,
-) -> tuple[list[MemoryId], list[MemoryId], list[Quad]]:
-    """Compare a prepared batch with what is stored and build the quads of the new items.
+) -> tuple[list[MemoryId], list[MemoryId], list[str]]:
+    """Compare a prepared batch with what is stored and build the triples of the new items.
 
     Args:
         prepared: from :func:`prepare_batch`.
         stored: the stored items among the batch's ids (decoded, :func:`decode_nodes`).
         stored_kinds: the stored kind of every id of ``prepared.lookup`` that is stored (ids
             the batch references resolve to their stored node's IRI).
-        graph: the collection's named graph.
         purged: the tombstoned ids among ``prepared.lookup`` (:func:`read_lookup`).
 
     Returns:
-        tuple: (inserted ids, ids already stored with equal content, quads to write), ids in batch
+        tuple: (inserted ids, ids already stored with equal content, N-Triples lines to write
+        into the collection's graph, :func:`charmem_oxigraph._codec.encode_item`), ids in batch
         order.
 
     Raises:
@@ -433,19 +432,17 @@ def plan_write(
             reasons=reasons,
         )
     known = {memory_id: _kind(item) for memory_id, item in prepared.items.items()}
-    resolved: dict[tuple[MemoryId, str | None], NamedNode] = {}
+    resolved: dict[tuple[MemoryId, str | None], str] = {}
 
-    def resolve(memory_id: MemoryId, declared: str | None) -> NamedNode:
-        node = resolved.get((memory_id, declared))
-        if node is None:
+    def resolve(memory_id: MemoryId, declared: str | None) -> str:
+        term = resolved.get((memory_id, declared))
+        if term is None:
             kind = known.get(memory_id) or stored_kinds.get(memory_id) or declared or "object"
-            node = resolved[memory_id, declared] = NamedNode(v.node_iri(kind, memory_id))
-        return node
+            term = resolved[memory_id, declared] = f"<{v.node_iri(kind, memory_id)}>"
+        return term
 
-    quads = [
-        quad for memory_id in inserted for quad in encode_item(prepared.items[memory_id], graph, resolve)
-    ]
-    return inserted, existing, quads
+    lines = [line for memory_id in inserted for line in encode_item(prepared.items[memory_id], resolve)]
+    return inserted, existing, lines
 
 
 def decode_nodes(nodes: Mapping[MemoryId, NodeTriples]) -> dict[MemoryId, StoredItem]:
@@ -646,17 +643,14 @@ def erase_update(graph: NamedNode, erasure: GraphErasure, already: set[MemoryId]
     if not (tombstones or erasure.link_ids or erasure.record_ids):
         return None
     objects = [v.node_iri(t.object_type.value, t.id) for t in tombstones]
-    quads = [
-        quad
+    tombstone_class, purged_at = f"<{v.TOMBSTONE_CLASS}>", f"<{v.VOCAB}{v.PURGED_AT}>"
+    datetime_type = NamedNode(v.XSD + "dateTime")
+    lines = [
+        line
         for t, iri in zip(tombstones, objects, strict=True)
-        for quad in (
-            Quad(NamedNode(iri), NamedNode(v.RDF_TYPE), NamedNode(v.TOMBSTONE_CLASS), graph),
-            Quad(
-                NamedNode(iri),
-                v.prop(v.PURGED_AT),
-                Literal(t.purged_at.isoformat(), datatype=NamedNode(v.XSD + "dateTime")),
-                graph,
-            ),
+        for line in (
+            f"<{iri}> <{v.RDF_TYPE}> {tombstone_class} .",
+            f"<{iri}> {purged_at} {Literal(t.purged_at.isoformat(), datatype=datetime_type)} .",
         )
     ]
     return q.erase(
@@ -664,7 +658,7 @@ def erase_update(graph: NamedNode, erasure: GraphErasure, already: set[MemoryId]
         objects,
         [v.node_iri("link", i) for i in erasure.link_ids],
         [v.node_iri("record", i) for i in erasure.record_ids],
-        quads,
+        lines,
     )
 
 

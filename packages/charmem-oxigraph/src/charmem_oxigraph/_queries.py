@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 
 from charmem.domain.graph import LifecycleAction
 from charmem.domain.ids import MemoryId
-from pyoxigraph import Quad
 
 from charmem_oxigraph import _vocab as v
 
@@ -190,10 +189,14 @@ def tombstones(graph: str, iris: Iterable[str] | None) -> str:
     )
 
 
-def insert_data(graph: str, quads: Sequence[Quad]) -> str:
-    """``INSERT DATA`` of ``quads`` into ``graph``, each serialised by pyoxigraph (escaped terms)."""
-    triples = " .\n".join(str(quad.triple) for quad in quads)
-    return f"INSERT DATA {{ GRAPH {v.iri_ref(graph)} {{\n{triples} .\n}} }}"
+def insert_data(graph: str, lines: Sequence[str]) -> str:
+    """``INSERT DATA`` into ``graph`` of N-Triples ``lines``.
+
+    The lines come from :func:`charmem_oxigraph._codec.encode_item` (literals serialised by
+    pyoxigraph, IRIs built from constants and UUIDs).
+    """
+    triples = "\n".join(lines)
+    return f"INSERT DATA {{ GRAPH {v.iri_ref(graph)} {{\n{triples}\n}} }}"
 
 
 def erase(
@@ -201,7 +204,7 @@ def erase(
     object_iris: Sequence[str],
     link_iris: Sequence[str],
     record_iris: Sequence[str],
-    tombstone_quads: Sequence[Quad],
+    tombstone_lines: Sequence[str],
 ) -> str:
     """One update request (applied atomically) removing nodes and writing tombstones.
 
@@ -229,8 +232,8 @@ def erase(
             f"DELETE {{ GRAPH {g} {{ ?x ?p ?o }} }} WHERE {{ GRAPH {g} {{ {_values('x', subjects)} "
             f"?x ?p ?o . FILTER(?p NOT IN ({edges})) }} }}"
         )
-    if tombstone_quads:
-        operations.append(insert_data(graph, tombstone_quads))
+    if tombstone_lines:
+        operations.append(insert_data(graph, tombstone_lines))
     return " ;\n".join(operations)
 
 
