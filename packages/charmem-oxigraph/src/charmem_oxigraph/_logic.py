@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import attrs
 from charmem.domain.graph import GraphBatch, GraphErasure, LifecycleRecord, Tombstone
-from charmem.domain.ids import MemoryId
+from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import content_equal, is_current
@@ -371,7 +371,7 @@ def prepare_batch(batch: GraphBatch) -> PreparedBatch:
                 "the batch holds this id twice with different content"
             )
     references = {ref for item in items.values() for ref in referenced_ids(item)} - items.keys()
-    return PreparedBatch(items, reasons, [*items, *sorted(references)])
+    return PreparedBatch(items, reasons, [*items, *sorted(references, key=ID_ORDER)])
 
 
 def plan_write(
