@@ -278,9 +278,11 @@ class OxigraphGraphStore:
             generation = cache.generation()
             known = cache.kinds(unknown)
             hinted = cache.hints(i for i in unknown if i not in known)
-            iris = lg.node_iris(unknown, {**hinted, **known}, lg.STORED_KINDS)
-            if len(iris) >= CENSUS_MIN_PROBES and self._take_census(cache, len(iris)):
+            # IRIs to bind: one per id of known or hinted kind, one per kind for the others
+            probes = len(unknown) + (len(unknown) - len(known) - len(hinted)) * (len(lg.STORED_KINDS) - 1)
+            if probes >= CENSUS_MIN_PROBES and self._take_census(cache, probes):
                 return self._read_items(cache, ids)  # every kind is known now
+            iris = lg.node_iris(unknown, {**hinted, **known}, lg.STORED_KINDS)
             nodes, purged = lg.read_lookup(self._select(q.nodes(self._graph_iri, iris)))
             missed = [i for i in hinted if i not in nodes]
             if missed:  # not under the kind a reference suggested: try every other kind
