@@ -153,6 +153,42 @@ async def test_new_links_and_names_are_seen_after_a_warm_read(store: OxigraphGra
     assert await store.name_assertions() == [(name.id, person.id, "Bo")]
 
 
+async def test_names_follow_writes_without_reading_them_again(
+    store: OxigraphGraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write adds the new beliefs' names to the cached ones (no query); what a cold read finds
+    afterwards is the same list."""
+    ana, bo = entity(), entity()
+    first = derived(given_by_application=True, entity_ids=[ana.id], assertions=[known_as(ana.id, "Ana")])
+    await store.write_batch(GraphBatch(objects=[ana, bo, first]))
+    assert await store.name_assertions() == [(first.id, ana.id, "Ana")]  # warm
+    queries: list[str] = []
+    real = store._select
+
+    def spying(query: str) -> list[object]:
+        queries.append(query)
+        return real(query)
+
+    monkeypatch.setattr(store, "_select", spying)
+    both = derived(
+        given_by_application=True,
+        entity_ids=[ana.id, bo.id],
+        assertions=[known_as(bo.id, "Bo"), known_as(ana.id, "Annie")],
+    )
+    unnamed = derived(given_by_application=True, entity_ids=[bo.id])
+    await store.write_batch(GraphBatch(objects=[both, unnamed]))
+    queries.clear()
+    warm = await store.name_assertions()
+    assert queries == []
+    store._cache().clear()
+    assert warm == await store.name_assertions()
+    assert {(b, s, n) for b, s, n in warm} == {
+        (first.id, ana.id, "Ana"),
+        (both.id, bo.id, "Bo"),
+        (both.id, ana.id, "Annie"),
+    }
+
+
 async def test_handles_of_one_path_share_the_cache_and_the_writer(tmp_path: Path) -> None:
     """Two graph stores opened on one path: a write through one is seen through the other, and
     racing writers of one id with different content are serialised (exactly one wins)."""

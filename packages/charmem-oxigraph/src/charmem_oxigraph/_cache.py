@@ -450,8 +450,9 @@ class GraphCache:
         their adjacency (read again on next use, so only decoded links are served); a new
         observation or ``has_observation`` link makes its episode's turns be read again; a
         ``suppress`` record or a ``supersedes`` link adds its instant to the currency facts of its
-        target; a new object becomes stored in its facts; names are forgotten when a derived
-        memory is written (they are read again on the next use).
+        target; a new object becomes stored in its facts; the ``KnownAs`` assertions of a new
+        derived memory join the cached names (every stored assertion, current or not, as
+        :meth:`charmem.ports.GraphStore.name_assertions` lists them).
 
         With a census, the inserted ids join it, and a new object that no earlier reference names
         (the census's ``early`` ids) gets the currency facts of a stored object with no suppression
@@ -465,6 +466,7 @@ class GraphCache:
         with self._lock:
             self._generation += 1
             census = self._census
+            named: list[tuple[MemoryId, MemoryId, str]] = []
             for item in inserted:
                 kind = v.KIND_OF_CLASS[type(item)]
                 self._kinds.put(item.id, kind)
@@ -481,8 +483,10 @@ class GraphCache:
                     self._facts.put(item.id, attrs.evolve(facts, stored=True))
                 elif census is not None and item.id.value.int not in self._early:
                     self._facts.put(item.id, CurrencyFacts(stored=True))
-                if isinstance(item, DerivedMemory):
-                    self._names = None
+                if isinstance(item, DerivedMemory) and item.assertions:
+                    named.extend((item.id, a.subject, a.predicate.name) for a in item.assertions)
+            if named and self._names is not None:  # the stored assertions plus this write's
+                self._names = tuple(sorted((*self._names, *named)))  # as names_from_rows sorts
             for item in inserted:
                 if isinstance(item, MemoryLink):
                     self._add_link(item)

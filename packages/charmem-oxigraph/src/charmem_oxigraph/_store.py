@@ -55,9 +55,11 @@ __all__ = [
 ON_LOOP_IDS: Final = 2048
 
 #: A read that would probe at least this many IRIs (ids of unknown kind, one IRI per kind) may
-#: take a census of the collection instead (:meth:`OxigraphGraphStore._take_census`): below it,
-#: probing costs a few milliseconds.
-CENSUS_MIN_PROBES: Final = 4096
+#: take a census of the collection instead (:meth:`OxigraphGraphStore._take_census`). A census
+#: scans at most as many item nodes as the read would probe, so it never costs much more than the
+#: probe; once held, the writer keeps it, so a small collection (a new one, or one written in
+#: sessions) gets it on its first such read and then answers every later check from memory.
+CENSUS_MIN_PROBES: Final = 64
 
 _log = get_logger("charmem_oxigraph.store")
 
