@@ -186,7 +186,8 @@ async def maintain_stats(
     if not ids:
         return []
     try:
-        extra = await graph.get_objects([i for i in also_check if i not in {o.id for o in objects}])
+        known = {o.id for o in objects}
+        extra = await graph.get_objects([i for i in also_check if i not in known])
         every = [*objects, *extra.values()]
         currency = await graph.currency([o.id for o in every])
         rows = [object_stats_row(o, currency) for o in every]
