@@ -23,7 +23,17 @@ from charmem.ports import EpisodeTurn
 from charmem_oxigraph import OxigraphGraphStore
 from charmem_oxigraph._cache import CurrencyFacts, GraphCache
 
-from oxigraph_builders import at, derived, entity, episode, known_as, link, observation, record
+from oxigraph_builders import (
+    at,
+    derived,
+    entity,
+    episode,
+    known_as,
+    link,
+    observation,
+    record,
+    spy_queries,
+)
 
 C, S, E = CurrencyStatus.CURRENT, CurrencyStatus.SUPERSEDED, CurrencyStatus.SUPPRESSED
 
@@ -86,14 +96,7 @@ async def test_reference_iris_hint_the_kind_and_a_wrong_hint_falls_back(
     await store.write_batch(GraphBatch(objects=[ep, obs], links=[turn]))
     cache = store._cache()
     cache.clear()  # a new process: no kind known
-    queries: list[str] = []
-    real = store._select
-
-    def spying(query: str) -> list[object]:
-        queries.append(query)
-        return real(query)
-
-    monkeypatch.setattr(store, "_select", spying)
+    queries = spy_queries(store, monkeypatch)
     assert await store.get_links([turn.id]) == {turn.id: turn}
     assert cache.hints([ep.id, obs.id]) == {ep.id: "episode", obs.id: "observation"}
     queries.clear()
@@ -162,14 +165,7 @@ async def test_names_follow_writes_without_reading_them_again(
     first = derived(given_by_application=True, entity_ids=[ana.id], assertions=[known_as(ana.id, "Ana")])
     await store.write_batch(GraphBatch(objects=[ana, bo, first]))
     assert await store.name_assertions() == [(first.id, ana.id, "Ana")]  # warm
-    queries: list[str] = []
-    real = store._select
-
-    def spying(query: str) -> list[object]:
-        queries.append(query)
-        return real(query)
-
-    monkeypatch.setattr(store, "_select", spying)
+    queries = spy_queries(store, monkeypatch)
     both = derived(
         given_by_application=True,
         entity_ids=[ana.id, bo.id],

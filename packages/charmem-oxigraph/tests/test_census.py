@@ -20,7 +20,7 @@ from charmem.errors import IdConflictError, PurgedMemoryError
 from charmem_oxigraph import OxigraphGraphStore, _store
 from charmem_oxigraph._cache import GraphCache
 
-from oxigraph_builders import at, derived, entity, episode, link, observation, record
+from oxigraph_builders import at, derived, entity, episode, link, observation, record, spy_queries
 
 C, S, E = CurrencyStatus.CURRENT, CurrencyStatus.SUPERSEDED, CurrencyStatus.SUPPRESSED
 
@@ -28,20 +28,6 @@ C, S, E = CurrencyStatus.CURRENT, CurrencyStatus.SUPERSEDED, CurrencyStatus.SUPP
 @pytest.fixture
 def census_always(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_store, "CENSUS_MIN_PROBES", 1)
-
-
-class _Spy:
-    """Records the SPARQL text of every query a store runs (and runs it)."""
-
-    def __init__(self, store: OxigraphGraphStore, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.queries: list[str] = []
-        real = store._select
-
-        def spying(query: str) -> list[object]:
-            self.queries.append(query)
-            return real(query)
-
-        monkeypatch.setattr(store, "_select", spying)
 
 
 async def _purge(store: OxigraphGraphStore, memory_id: MemoryId, object_type: ObjectType) -> Tombstone:
@@ -63,7 +49,7 @@ async def test_a_census_still_refuses_ids_stored_as_any_kind_and_purged_ids(
     statements = await store.statement_count()
     cache = store._cache()
     cache.clear()  # a new process
-    spy = _Spy(store, monkeypatch)
+    queries = spy_queries(store, monkeypatch)
 
     fresh = [entity() for _ in range(3)]
     for clash in (
@@ -81,7 +67,7 @@ async def test_a_census_still_refuses_ids_stored_as_any_kind_and_purged_ids(
             await store.write_batch(batch)
     assert cache.has_census
     # no id was probed kind by kind: stored ones were read under their own kind only
-    assert not any("urn:charmem:thread:" in query for query in spy.queries)
+    assert not any("urn:charmem:thread:" in query for query in queries)
     with pytest.raises(PurgedMemoryError):
         await store.write_batch(GraphBatch(objects=[*fresh, gone]))
     assert await store.statement_count() == statements  # nothing was written
@@ -143,9 +129,9 @@ async def test_a_census_knows_what_one_write_does_to_its_own_objects(
         )
     )
     ids = [ep.id, obs.id, old.id, new.id, hidden.id]
-    spy = _Spy(store, monkeypatch)
+    queries = spy_queries(store, monkeypatch)
     warm = await store.currency(ids)
-    assert spy.queries == []
+    assert queries == []
     assert warm == {ep.id: C, obs.id: C, old.id: S, new.id: C, hidden.id: E}
     assert await store.currency([old.id], as_of=at(4)) == {old.id: C}
     store._cache().clear()
@@ -162,14 +148,14 @@ async def test_no_census_of_a_collection_larger_than_the_probe(
     await store.write_batch(GraphBatch(objects=people))
     cache = store._cache()
     cache.clear()
-    spy = _Spy(store, monkeypatch)
+    queries = spy_queries(store, monkeypatch)
     unknown = MemoryId.new()
     assert await store.get_objects([unknown, people[0].id]) == {people[0].id: people[0]}  # 14 IRIs
     assert not cache.has_census
-    assert len(spy.queries) == 2  # the census capped at 14 nodes (of 20), then the probe
-    spy.queries.clear()
+    assert len(queries) == 2  # the census capped at 14 nodes (of 20), then the probe
+    queries.clear()
     assert await store.get_objects([MemoryId.new()]) == {}
-    assert len(spy.queries) == 1  # 7 IRIs: no census tried
+    assert len(queries) == 1  # 7 IRIs: no census tried
     assert await store.get_objects([MemoryId.new() for _ in range(3)]) == {}  # 21 IRIs > 20 nodes
     assert cache.has_census
 
@@ -206,11 +192,11 @@ async def test_absent_ids_skip_the_tombstone_lookup_but_purged_ids_do_not(
     tombstone = await _purge(store, gone.id, ObjectType.DERIVED)
     never = MemoryId.new()
     assert await store.get_objects([gone.id, never, person.id]) == {person.id: person}
-    spy = _Spy(store, monkeypatch)
+    queries = spy_queries(store, monkeypatch)
     assert await store.tombstones([never, person.id]) == {}
-    assert spy.queries == []
+    assert queries == []
     assert await store.tombstones([never, gone.id]) == {gone.id: tombstone}
-    assert len(spy.queries) == 1
+    assert len(queries) == 1
     with pytest.raises(PurgedMemoryError):
         await store.write_batch(GraphBatch(objects=[gone]))
 
