@@ -1,8 +1,9 @@
-"""Builders of domain values for the tests, and hostile memory texts."""
+"""Builders of domain values for the tests, hostile memory texts, and a query spy."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 from charmem.domain.graph import LifecycleAction, LifecycleRecord
 from charmem.domain.ids import MemoryId
@@ -124,3 +125,20 @@ def record(target_id: MemoryId, **kwargs: object) -> LifecycleRecord:
 
 def known_as(subject: MemoryId, name: str) -> BeliefAssertion:
     return BeliefAssertion(subject, KnownAs(name))
+
+
+def spy_queries(store: Any, monkeypatch: Any) -> list[str]:
+    """Record the SPARQL text of every query an embedded graph store runs (and still run it).
+
+    Returns:
+        list[str]: filled as queries run (clear it between steps).
+    """
+    queries: list[str] = []
+    real = store._select
+
+    def spying(query: str) -> list[object]:
+        queries.append(query)
+        return list(real(query))
+
+    monkeypatch.setattr(store, "_select", spying)
+    return queries

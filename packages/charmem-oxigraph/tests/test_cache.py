@@ -23,7 +23,17 @@ from charmem.ports import EpisodeTurn
 from charmem_oxigraph import OxigraphGraphStore
 from charmem_oxigraph._cache import CurrencyFacts, GraphCache
 
-from oxigraph_builders import at, derived, entity, episode, known_as, link, observation, record
+from oxigraph_builders import (
+    at,
+    derived,
+    entity,
+    episode,
+    known_as,
+    link,
+    observation,
+    record,
+    spy_queries,
+)
 
 C, S, E = CurrencyStatus.CURRENT, CurrencyStatus.SUPERSEDED, CurrencyStatus.SUPPRESSED
 
@@ -34,7 +44,7 @@ class _NoQueries:
     def query(self, *_args: object, **_kwargs: object) -> object:
         raise AssertionError("a warm read ran a query")
 
-    def extend(self, *_args: object) -> None:
+    def load(self, *_args: object, **_kwargs: object) -> None:
         raise AssertionError("unexpected write")
 
 
@@ -86,14 +96,7 @@ async def test_reference_iris_hint_the_kind_and_a_wrong_hint_falls_back(
     await store.write_batch(GraphBatch(objects=[ep, obs], links=[turn]))
     cache = store._cache()
     cache.clear()  # a new process: no kind known
-    queries: list[str] = []
-    real = store._select
-
-    def spying(query: str) -> list[object]:
-        queries.append(query)
-        return real(query)
-
-    monkeypatch.setattr(store, "_select", spying)
+    queries = spy_queries(store, monkeypatch)
     assert await store.get_links([turn.id]) == {turn.id: turn}
     assert cache.hints([ep.id, obs.id]) == {ep.id: "episode", obs.id: "observation"}
     queries.clear()
@@ -151,6 +154,35 @@ async def test_new_links_and_names_are_seen_after_a_warm_read(store: OxigraphGra
     turns = await store.links_of([ep.id], relations=[Relation.HAS_OBSERVATION])
     assert {lk.to_id for lk in turns} == {first.id, second.id}
     assert await store.name_assertions() == [(name.id, person.id, "Bo")]
+
+
+async def test_names_follow_writes_without_reading_them_again(
+    store: OxigraphGraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write adds the new beliefs' names to the cached ones (no query); what a cold read finds
+    afterwards is the same list."""
+    ana, bo = entity(), entity()
+    first = derived(given_by_application=True, entity_ids=[ana.id], assertions=[known_as(ana.id, "Ana")])
+    await store.write_batch(GraphBatch(objects=[ana, bo, first]))
+    assert await store.name_assertions() == [(first.id, ana.id, "Ana")]  # warm
+    queries = spy_queries(store, monkeypatch)
+    both = derived(
+        given_by_application=True,
+        entity_ids=[ana.id, bo.id],
+        assertions=[known_as(bo.id, "Bo"), known_as(ana.id, "Annie")],
+    )
+    unnamed = derived(given_by_application=True, entity_ids=[bo.id])
+    await store.write_batch(GraphBatch(objects=[both, unnamed]))
+    queries.clear()
+    warm = await store.name_assertions()
+    assert queries == []
+    store._cache().clear()
+    assert warm == await store.name_assertions()
+    assert {(b, s, n) for b, s, n in warm} == {
+        (first.id, ana.id, "Ana"),
+        (both.id, bo.id, "Bo"),
+        (both.id, ana.id, "Annie"),
+    }
 
 
 async def test_handles_of_one_path_share_the_cache_and_the_writer(tmp_path: Path) -> None:

@@ -181,21 +181,20 @@ async def test_link_to_an_object_stored_later_still_reads_back(store: OxigraphGr
 @pytest.mark.parametrize("first", [True, False])
 def test_shared_literal_terms_keep_their_datatypes(first: bool) -> None:
     """Repeated values share one term each; ``True`` and ``1`` stay a boolean and an integer."""
-    from pyoxigraph import NamedNode
+    from pyoxigraph import RdfFormat, parse
 
     from charmem_oxigraph._codec import encode_item
 
-    graph = NamedNode("urn:charmem:collection:terms")
-
-    def resolve(memory_id: MemoryId, declared: str | None) -> NamedNode:
-        return NamedNode(f"urn:charmem:{declared or 'object'}:{memory_id}")
+    def resolve(memory_id: MemoryId, declared: str | None) -> str:
+        return f"<urn:charmem:{declared or 'object'}:{memory_id}>"
 
     person = entity(entity_type="person")
     given = derived(text="given", given_by_application=first, entity_ids=[person.id])
     other = derived(text="other", given_by_application=not first, entity_ids=[person.id])
     for item in (given, other, person):
+        text = "\n".join(encode_item(item, resolve))
         by_predicate = {
-            q.predicate.value.rpartition("#")[2]: q.object for q in encode_item(item, graph, resolve)
+            t.predicate.value.rpartition("#")[2]: t.object for t in parse(text, RdfFormat.N_TRIPLES)
         }
         assert by_predicate["schemaVersion"].datatype.value.endswith("#integer")
         if item is not person:

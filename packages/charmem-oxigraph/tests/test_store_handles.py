@@ -272,25 +272,48 @@ async def test_driver_errors_are_translated(
     monkeypatch.undo()
 
 
-async def test_failed_extend_writes_nothing(
+async def test_failed_write_writes_nothing(
     store: OxigraphGraphStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert store._shared is not None
     real = store._shared.store
 
-    class FailingExtend:
+    class FailingLoad:
         def __init__(self) -> None:
             self.query = real.query
 
-        def extend(self, *_args: object) -> None:
+        def load(self, *_args: object, **_kwargs: object) -> None:
             raise OSError("write refused")
 
-    monkeypatch.setattr(store._shared, "_store", FailingExtend())
+    monkeypatch.setattr(store._shared, "_store", FailingLoad())
     batch = _world()
     with pytest.raises(BackendError):
         await store.write_batch(batch)
     monkeypatch.undo()
     assert await store.statement_count() == 0
+    assert (await store.write_batch(batch)).existing_ids == ()
+
+
+async def test_a_write_failing_on_its_last_triple_leaves_none_of_the_others(
+    store: OxigraphGraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real pyoxigraph load is one transaction: a bad last line stores nothing before it."""
+    from charmem_oxigraph import _logic
+
+    real = _logic.plan_write
+
+    def broken_at_the_end(*args: object, **kwargs: object) -> object:
+        inserted, existing, lines = real(*args, **kwargs)  # type: ignore[arg-type]
+        return inserted, existing, [*lines, "<urn:charmem:x> <urn:charmem:y> not a term ."]
+
+    monkeypatch.setattr(_logic, "plan_write", broken_at_the_end)
+    batch = _world()
+    with pytest.raises(BackendError):
+        await store.write_batch(batch)
+    monkeypatch.undo()
+    assert await store.statement_count() == 0
+    store._cache().clear()
+    assert await store.get_objects([o.id for o in batch.objects]) == {}
     assert (await store.write_batch(batch)).existing_ids == ()
 
 

@@ -264,6 +264,38 @@ async def test_non_finite_vectors_are_refused(index: EdgeVectorIndex, bad: float
         await index.search(VectorQuery(vector=[bad, 0.0, 0.0], limit=1))
 
 
+async def test_vectors_of_any_number_type_score_as_their_floats(index: EdgeVectorIndex) -> None:
+    """Ints, bools, numpy scalars and other sequences store the same vector as plain floats.
+
+    Lists pass unscanned when their sum is finite (the driver converts the numbers).
+    """
+    import numpy as np
+
+    same = [
+        point([0.6, 0.8, 0.0]),
+        point([np.float32(0.6), np.float64(0.8), 0]),  # type: ignore[list-item]
+        point(np.array([0.6, 0.8, 0.0], dtype=np.float32)),  # type: ignore[arg-type]
+        point((0.6, 0.8, False)),  # type: ignore[arg-type]
+    ]
+    axis = point([3, 0, 0])
+    await index.upsert([*same, axis])
+    result = await index.search(VectorQuery(vector=[6, 8, 0], limit=5))
+    assert result.hits[-1].id == axis.id
+    scores = [hit.score for hit in result.hits[:4]]
+    assert {hit.id for hit in result.hits[:4]} == {p.id for p in same}
+    assert max(scores) - min(scores) < 1e-6
+    assert result.hits[-1].score == pytest.approx(0.6, abs=1e-6)
+
+
+@pytest.mark.parametrize("bad", ["0.5x", None, object()])
+async def test_a_vector_element_that_is_no_number_writes_nothing(
+    index: EdgeVectorIndex, bad: object
+) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        await index.upsert([point([1, 0, 0]), point([bad, 0.0, 0.0])])  # type: ignore[list-item]
+    assert await index.count() == 0
+
+
 async def test_lexical_cue_puts_the_exact_word_match_first(
     lexical_index: EdgeVectorIndex,
 ) -> None:

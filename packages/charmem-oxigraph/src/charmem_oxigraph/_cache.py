@@ -20,6 +20,15 @@ objects. :class:`GraphCache` keeps, per collection:
   instant of every ``suppress`` record (corrections and forgetting are rare next to memories), so
   the currency of an id of known kind and its ``supersedes`` hop need no query at all; a
   collection with more of them than ``max_entries`` is not indexed (per-id queries instead).
+  An id is only known absent when a read under every kind found neither its node nor its
+  tombstone, so absent ids are known not to be purged too (:meth:`GraphCache.unpurged`).
+* a **census** (coherent only, optional): the kind of every item node and tombstone of the
+  collection, and the ids that ``suppress`` records or ``supersedes`` links refer to before they
+  were stored (under ``urn:charmem:object:``). The store takes one when a read would otherwise
+  probe many unknown ids one IRI per kind (a bulk write); from then on every id is known stored
+  (and of which kind), purged or absent without a query, and an object a write inserts has known
+  currency facts unless such an early reference names it. It is bounded
+  (:data:`CENSUS_MAX_ENTRIES` per ``max_entries``): beyond that the census is dropped.
   The writer updates them after each successful write (:meth:`GraphCache.apply_write`) and bumps a
   generation counter; a reader only stores what it read if no write happened since it started
   reading (:meth:`GraphCache.generation`), so a slow reader never puts stale knowledge back.
@@ -38,16 +47,21 @@ from typing import Final, Generic, TypeVar
 import attrs
 from charmem.domain.graph import LifecycleAction, LifecycleRecord
 from charmem.domain.ids import MemoryId
-from charmem.domain.model import MemoryLink, Observation, Relation
+from charmem.domain.model import DerivedMemory, MemoryLink, Observation, Relation
 from charmem.ports import EpisodeTurn
 
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._codec import StoredItem
 
-__all__ = ["DEFAULT_MAX_ENTRIES", "CurrencyFacts", "GraphCache"]
+__all__ = ["CENSUS_MAX_ENTRIES", "DEFAULT_MAX_ENTRIES", "PURGED", "CurrencyFacts", "GraphCache"]
 
 #: Entries kept per map of a collection's cache (items, kinds, absent ids, adjacency, currency).
 DEFAULT_MAX_ENTRIES: Final = 50_000
+#: A census holds up to this many times ``max_entries`` ids (its entries are small: a UUID's
+#: integer and a shared kind string, about 100 bytes each).
+CENSUS_MAX_ENTRIES: Final = 4
+#: The census entry of a purged id (its node is a tombstone).
+PURGED: Final = "purged"
 
 _ALL: Final = frozenset(Relation)
 _SUPERSEDES: Final = frozenset({Relation.SUPERSEDES})
@@ -176,6 +190,12 @@ class GraphCache:
         self._max_entries = max_entries
         self._lifecycle: _Lifecycle | None = None
         self._lifecycle_refused = False  # more than max_entries: stays so until clear()
+        # census: UUID integer -> stored kind or PURGED, for every item node and tombstone
+        self._census: dict[int, str] | None = None
+        # ids referred to under ``urn:charmem:object:`` by a suppress record or a supersedes link
+        self._early: set[int] = set()
+        self._census_cap = max_entries * CENSUS_MAX_ENTRIES
+        self._census_floor = 0  # the collection is known to hold more item nodes than this
 
     # -- generation ---------------------------------------------------------------------------
 
@@ -200,10 +220,15 @@ class GraphCache:
         found: dict[MemoryId, StoredItem] = {}
         unknown: list[MemoryId] = []
         with self._lock:
+            census = self._census
             for memory_id in ids:
                 item = self._items.get(memory_id)
                 if item is not None:
                     found[memory_id] = item
+                elif census is not None:
+                    kind = census.get(memory_id.value.int)
+                    if kind is not None and kind != PURGED:  # stored, not cached: read it
+                        unknown.append(memory_id)
                 elif not (self.coherent and self._absent.get(memory_id)):
                     unknown.append(memory_id)
         return found, unknown
@@ -211,7 +236,36 @@ class GraphCache:
     def kinds(self, ids: Iterable[MemoryId]) -> dict[MemoryId, str]:
         """The stored kinds (``urn:charmem:<kind>:`` segment) known for ``ids``."""
         with self._lock:
-            return {memory_id: kind for memory_id in ids if (kind := self._kinds.get(memory_id)) is not None}
+            census = self._census
+            if census is None:
+                return {
+                    memory_id: kind for memory_id in ids if (kind := self._kinds.get(memory_id)) is not None
+                }
+            return {
+                memory_id: kind
+                for memory_id in ids
+                if (kind := census.get(memory_id.value.int)) is not None and kind != PURGED
+            }
+
+    def unpurged(self, ids: Iterable[MemoryId]) -> set[MemoryId]:
+        """The ids among ``ids`` known not to be tombstones (coherent caches only).
+
+        Stored ids (an erasure clears the cache) and absent ids (read under every kind, neither
+        node nor tombstone found) are not purged; so is every id a census does not list as purged.
+        """
+        if not self.coherent:
+            return set()
+        with self._lock:
+            census = self._census
+            if census is not None:
+                return {memory_id for memory_id in ids if census.get(memory_id.value.int) != PURGED}
+            return {
+                memory_id
+                for memory_id in ids
+                if self._absent.get(memory_id)
+                or self._kinds.get(memory_id) is not None
+                or self._items.get(memory_id) is not None
+            }
 
     def hints(self, ids: Iterable[MemoryId]) -> dict[MemoryId, str]:
         """The kinds reference IRIs suggested for ``ids`` (guesses: see the module docstring)."""
@@ -227,7 +281,13 @@ class GraphCache:
     def remember_items(
         self, generation: int, items: Mapping[MemoryId, StoredItem], absent: Iterable[MemoryId] = ()
     ) -> None:
-        """Keep items read from the store, and ids it did not hold (if no write happened since)."""
+        """Keep items read from the store, and ids it did not hold (if no write happened since).
+
+        Args:
+            generation: :meth:`generation` taken before the read.
+            items: the items read.
+            absent: ids read under every kind that have neither a node nor a tombstone.
+        """
         with self._lock:
             for memory_id, item in items.items():
                 self._items.put(memory_id, item)
@@ -235,6 +295,52 @@ class GraphCache:
             if self._current(generation):
                 for memory_id in absent:
                     self._absent.put(memory_id, True)
+
+    # -- census -------------------------------------------------------------------------------
+
+    @property
+    def has_census(self) -> bool:
+        """Whether a census of the collection is held."""
+        with self._lock:
+            return self._census is not None
+
+    def census_limit(self, probes: int) -> int:
+        """How many item nodes a census may scan instead of probing ``probes`` IRIs (0: none).
+
+        A census costs about as much per item node as a probe per IRI, so it scans at most
+        ``probes`` nodes (and at most the census bound). 0 when the cache is not coherent, already
+        holds a census, or the collection is known to hold at least that many item nodes.
+        """
+        with self._lock:
+            limit = min(probes, self._census_cap)
+            if not self.coherent or self._census is not None or limit <= self._census_floor:
+                return 0
+            return limit
+
+    def census_refused(self, limit: int) -> None:
+        """Record that the collection holds more than ``limit`` item nodes (a census hit its cap)."""
+        with self._lock:
+            self._census_floor = max(self._census_floor, limit)
+
+    def remember_census(self, generation: int, kinds: Mapping[int, str], early: Iterable[int]) -> bool:
+        """Keep a census read from the store (if no write happened since ``generation``).
+
+        Args:
+            generation: :meth:`generation` taken before the census was read.
+            kinds: every item node and tombstone of the collection: UUID integer -> stored kind
+                (``urn:charmem:<kind>:`` segment) or :data:`PURGED`.
+            early: UUID integers of the ids ``suppress`` records and ``supersedes`` links refer to
+                under ``urn:charmem:object:`` (written before the id was stored).
+
+        Returns:
+            bool: whether the census is now held.
+        """
+        with self._lock:
+            if not self._current(generation) or len(kinds) > self._census_cap:
+                return False
+            self._census = dict(kinds)
+            self._early = set(early)
+            return True
 
     # -- adjacency ----------------------------------------------------------------------------
 
@@ -317,15 +423,17 @@ class GraphCache:
         if not self.coherent:
             return found, list(ids)
         with self._lock:
-            lifecycle = self._lifecycle
+            lifecycle, census = self._lifecycle, self._census
             for memory_id in ids:
                 facts = self._facts.get(memory_id)
                 if facts is None and lifecycle is not None:
                     kind = self._kinds.get(memory_id)
+                    if kind is None and census is not None:  # complete: not in it, not stored
+                        kind = census.get(memory_id.value.int, PURGED)
                     if kind is not None:
                         facts = lifecycle.facts(memory_id, stored=kind in v.OBJECT_KINDS)
                     elif self._absent.get(memory_id):
-                        facts = CurrencyFacts(stored=False)
+                        facts = _NOT_STORED
                 if facts is None:
                     unknown.append(memory_id)
                 else:
@@ -440,37 +548,65 @@ class GraphCache:
         their adjacency (read again on next use, so only decoded links are served); a new
         observation or ``has_observation`` link makes its episode's turns be read again; a
         ``suppress`` record or a ``supersedes`` link adds its instant to the currency facts of its
-        target; a new object becomes stored in its facts; names are forgotten when a derived
-        memory is written (they are read again on the next use).
+        target; a new object becomes stored in its facts; the ``KnownAs`` assertions of a new
+        derived memory join the cached names (every stored assertion, current or not, as
+        :meth:`charmem.ports.GraphStore.name_assertions` lists them).
+
+        With a census, the inserted ids join it, and a new object that no earlier reference names
+        (the census's ``early`` ids) gets the currency facts of a stored object with no suppression
+        and no supersession, to which this write's own records and links then add; a ``suppress``
+        record or ``supersedes`` link to an id neither stored nor in the write (written under
+        ``urn:charmem:object:``) makes that id an early reference.
 
         Args:
             inserted: the objects, links and records the write stored (not those already stored).
         """
         with self._lock:
             self._generation += 1
+            census = self._census
+            named: list[tuple[MemoryId, MemoryId, str]] = []
             for item in inserted:
                 kind = v.KIND_OF_CLASS[type(item)]
                 self._kinds.put(item.id, kind)
                 self._absent.pop(item.id)
+                if census is not None:
+                    census[item.id.value.int] = kind
+            for item in inserted:  # objects first: their facts exist before links add to them
+                if isinstance(item, MemoryLink | LifecycleRecord):
+                    continue
+                if isinstance(item, Observation):
+                    self._turns.pop(item.episode_id)
+                facts = self._facts.get(item.id)
+                if facts is not None:
+                    self._facts.put(item.id, attrs.evolve(facts, stored=True))
+                elif census is not None and item.id.value.int not in self._early:
+                    self._facts.put(item.id, CurrencyFacts(stored=True))
+                if isinstance(item, DerivedMemory) and item.assertions:
+                    named.extend((item.id, a.subject, a.predicate.name) for a in item.assertions)
+            if named and self._names is not None:  # the stored assertions plus this write's
+                self._names = tuple(sorted((*self._names, *named)))  # as names_from_rows sorts
+            for item in inserted:
                 if isinstance(item, MemoryLink):
                     self._add_link(item)
-                    if item.relation is Relation.SUPERSEDES and self._lifecycle is not None:
-                        self._lifecycle.add_link(item)
-                elif isinstance(item, LifecycleRecord):
-                    if item.action is LifecycleAction.SUPPRESS:
-                        self._add_fact(item.target_id, suppressed=item.recorded_at)
+                    if item.relation is Relation.SUPERSEDES:
+                        self._note_early(census, item.to_id)
                         if self._lifecycle is not None:
-                            self._lifecycle.add_suppress(item.target_id, item.recorded_at)
-                else:
-                    if isinstance(item, Observation):
-                        self._turns.pop(item.episode_id)
-                    facts = self._facts.get(item.id)
-                    if facts is not None:
-                        self._facts.put(item.id, attrs.evolve(facts, stored=True))
-                    if kind == "derived":
-                        self._names = None
+                            self._lifecycle.add_link(item)
+                elif isinstance(item, LifecycleRecord) and item.action is LifecycleAction.SUPPRESS:
+                    self._add_fact(item.target_id, suppressed=item.recorded_at)
+                    self._note_early(census, item.target_id)
+                    if self._lifecycle is not None:
+                        self._lifecycle.add_suppress(item.target_id, item.recorded_at)
+            if census is not None and len(census) > self._census_cap:
+                self._census, self._early = None, set()
+                self._census_floor = max(self._census_floor, self._census_cap)
             if self._lifecycle is not None and self._lifecycle.size > self._max_entries:
                 self._lifecycle, self._lifecycle_refused = None, True
+
+    def _note_early(self, census: dict[int, str] | None, target: MemoryId) -> None:
+        # A reference to an id neither stored nor in the write was written under ``object:``.
+        if census is not None and census.get(target.value.int, PURGED) == PURGED:
+            self._early.add(target.value.int)
 
     def _add_link(self, link: MemoryLink) -> None:
         # The endpoints' adjacency is read again on next use: only decoded links are cached.
@@ -509,3 +645,4 @@ class GraphCache:
                 lru.clear()
             self._names = None
             self._lifecycle, self._lifecycle_refused = None, False
+            self._census, self._early, self._census_floor = None, set(), 0

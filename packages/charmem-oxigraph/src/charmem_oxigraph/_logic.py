@@ -11,13 +11,14 @@ check half of a check-then-write.
 from __future__ import annotations
 
 import operator
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
 import attrs
 from charmem.domain.graph import GraphBatch, GraphErasure, LifecycleRecord, Tombstone
-from charmem.domain.ids import MemoryId
+from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import content_equal, is_current
@@ -27,7 +28,7 @@ from pyoxigraph import Literal, NamedNode, Quad
 
 from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
-from charmem_oxigraph._cache import CurrencyFacts
+from charmem_oxigraph._cache import PURGED, CurrencyFacts
 from charmem_oxigraph._codec import (
     ENDPOINT_KINDS,
     CorruptNodeError,
@@ -46,6 +47,7 @@ __all__ = [
     "BY_LINK_ID",
     "STORED_KINDS",
     "PreparedBatch",
+    "census_from_rows",
     "check_as_of",
     "check_dump",
     "check_media_type",
@@ -54,6 +56,7 @@ __all__ = [
     "currency_from_facts",
     "currency_iris",
     "decode_nodes",
+    "early_from_rows",
     "endpoint_iris",
     "episode_turn_iris",
     "erase_update",
@@ -303,6 +306,41 @@ def read_lookup(rows: Iterable[Row]) -> tuple[dict[MemoryId, NodeTriples], set[M
     return found, purged
 
 
+def _uuid_int(iri: str) -> int:
+    match = v.NODE_IRI.fullmatch(iri)
+    if match is None:
+        raise CorruptNodeError(f"{iri!r} is not a charmem node IRI")
+    return uuid.UUID(match.group(2)).int
+
+
+def census_from_rows(rows: Iterable[Row]) -> dict[int, str]:
+    """The census from :func:`charmem_oxigraph._queries.census` rows.
+
+    Returns:
+        dict[int, str]: UUID integer -> stored kind, or :data:`charmem_oxigraph._cache.PURGED`
+        for a tombstone (the query lets only item classes and the tombstone class through).
+
+    Raises:
+        CorruptNodeError: an IRI is not a node IRI, or an id is typed as two kinds.
+    """
+    census: dict[int, str] = {}
+    for node, cls in rows:
+        kind = v.ITEM_CLASSES.get(cls.value, PURGED)
+        key = _uuid_int(node.value)
+        if census.setdefault(key, kind) != kind:
+            raise CorruptNodeError(f"id {uuid.UUID(int=key)} is stored under two kinds")
+    return census
+
+
+def early_from_rows(rows: Iterable[Row]) -> set[int]:
+    """The UUID integers of :func:`charmem_oxigraph._queries.early_references` rows.
+
+    Raises:
+        CorruptNodeError: an IRI is not a node IRI.
+    """
+    return {_uuid_int(row[0].value) for row in rows}
+
+
 def group_rows(rows: Iterable[Row]) -> list[NodeTriples]:
     """Group ``(?subject, ?p, ?o)`` rows into one node per subject, first occurrence order."""
     nodes: dict[str, NodeTriples] = {}
@@ -348,28 +386,27 @@ def prepare_batch(batch: GraphBatch) -> PreparedBatch:
                 "the batch holds this id twice with different content"
             )
     references = {ref for item in items.values() for ref in referenced_ids(item)} - items.keys()
-    return PreparedBatch(items, reasons, [*items, *sorted(references)])
+    return PreparedBatch(items, reasons, [*items, *sorted(references, key=ID_ORDER)])
 
 
 def plan_write(
     prepared: PreparedBatch,
     stored: Mapping[MemoryId, StoredItem],
     stored_kinds: Mapping[MemoryId, str],
-    graph: NamedNode,
     purged: set[MemoryId] | None = None,
-) -> tuple[list[MemoryId], list[MemoryId], list[Quad]]:
-    """Compare a prepared batch with what is stored and build the quads of the new items.
+) -> tuple[list[MemoryId], list[MemoryId], list[str]]:
+    """Compare a prepared batch with what is stored and build the triples of the new items.
 
     Args:
         prepared: from :func:`prepare_batch`.
         stored: the stored items among the batch's ids (decoded, :func:`decode_nodes`).
         stored_kinds: the stored kind of every id of ``prepared.lookup`` that is stored (ids
             the batch references resolve to their stored node's IRI).
-        graph: the collection's named graph.
         purged: the tombstoned ids among ``prepared.lookup`` (:func:`read_lookup`).
 
     Returns:
-        tuple: (inserted ids, ids already stored with equal content, quads to write), ids in batch
+        tuple: (inserted ids, ids already stored with equal content, N-Triples lines to write
+        into the collection's graph, :func:`charmem_oxigraph._codec.encode_item`), ids in batch
         order.
 
     Raises:
@@ -410,19 +447,17 @@ def plan_write(
             reasons=reasons,
         )
     known = {memory_id: _kind(item) for memory_id, item in prepared.items.items()}
-    resolved: dict[tuple[MemoryId, str | None], NamedNode] = {}
+    resolved: dict[tuple[MemoryId, str | None], str] = {}
 
-    def resolve(memory_id: MemoryId, declared: str | None) -> NamedNode:
-        node = resolved.get((memory_id, declared))
-        if node is None:
+    def resolve(memory_id: MemoryId, declared: str | None) -> str:
+        term = resolved.get((memory_id, declared))
+        if term is None:
             kind = known.get(memory_id) or stored_kinds.get(memory_id) or declared or "object"
-            node = resolved[memory_id, declared] = NamedNode(v.node_iri(kind, memory_id))
-        return node
+            term = resolved[memory_id, declared] = f"<{v.node_iri(kind, memory_id)}>"
+        return term
 
-    quads = [
-        quad for memory_id in inserted for quad in encode_item(prepared.items[memory_id], graph, resolve)
-    ]
-    return inserted, existing, quads
+    lines = [line for memory_id in inserted for line in encode_item(prepared.items[memory_id], resolve)]
+    return inserted, existing, lines
 
 
 def decode_nodes(nodes: Mapping[MemoryId, NodeTriples]) -> dict[MemoryId, StoredItem]:
@@ -637,17 +672,14 @@ def erase_update(graph: NamedNode, erasure: GraphErasure, already: set[MemoryId]
     if not (tombstones or erasure.link_ids or erasure.record_ids):
         return None
     objects = [v.node_iri(t.object_type.value, t.id) for t in tombstones]
-    quads = [
-        quad
+    tombstone_class, purged_at = f"<{v.TOMBSTONE_CLASS}>", f"<{v.VOCAB}{v.PURGED_AT}>"
+    datetime_type = NamedNode(v.XSD + "dateTime")
+    lines = [
+        line
         for t, iri in zip(tombstones, objects, strict=True)
-        for quad in (
-            Quad(NamedNode(iri), NamedNode(v.RDF_TYPE), NamedNode(v.TOMBSTONE_CLASS), graph),
-            Quad(
-                NamedNode(iri),
-                v.prop(v.PURGED_AT),
-                Literal(t.purged_at.isoformat(), datatype=NamedNode(v.XSD + "dateTime")),
-                graph,
-            ),
+        for line in (
+            f"<{iri}> <{v.RDF_TYPE}> {tombstone_class} .",
+            f"<{iri}> {purged_at} {Literal(t.purged_at.isoformat(), datatype=datetime_type)} .",
         )
     ]
     return q.erase(
@@ -655,7 +687,7 @@ def erase_update(graph: NamedNode, erasure: GraphErasure, already: set[MemoryId]
         objects,
         [v.node_iri("link", i) for i in erasure.link_ids],
         [v.node_iri("record", i) for i in erasure.record_ids],
-        quads,
+        lines,
     )
 
 

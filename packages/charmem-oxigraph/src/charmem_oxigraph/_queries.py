@@ -15,13 +15,14 @@ from collections.abc import Iterable, Sequence
 
 from charmem.domain.graph import LifecycleAction
 from charmem.domain.ids import MemoryId
-from pyoxigraph import Quad
 
 from charmem_oxigraph import _vocab as v
 
 __all__ = [
+    "census",
     "construct_all",
     "currency",
+    "early_references",
     "episode_turns",
     "erase",
     "insert_data",
@@ -143,6 +144,34 @@ def suppress_instants(graph: str) -> str:
     )
 
 
+def census(graph: str, limit: int) -> str:
+    """Every item node and tombstone of the collection (``?x``) with its class (``?c``).
+
+    One scan of the graph's ``rdf:type`` triples, at most ``limit`` rows.
+    """
+    classes = ", ".join(v.iri_ref(iri) for iri in (*v.ITEM_CLASSES, v.TOMBSTONE_CLASS))
+    return (
+        f"SELECT ?x ?c WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?x a ?c . FILTER(?c IN ({classes})) }} }} "
+        f"LIMIT {int(limit)}"
+    )
+
+
+def early_references(graph: str) -> str:
+    """The ``urn:charmem:object:`` IRIs (``?x``) a ``suppress`` record or ``supersedes`` link targets.
+
+    A reference carries ``object`` when its target was not stored at write time (neither field
+    declares a kind): those are the currency facts of an id that predate its node.
+    """
+    supersedes = v.iri_ref(v.VOCAB + "supersedes")
+    prefix = v.node_iri("object", MemoryId(uuid.UUID(int=0))).removesuffix(str(uuid.UUID(int=0)))
+    return (
+        f"SELECT DISTINCT ?x WHERE {{ GRAPH {v.iri_ref(graph)} {{ "
+        f"{{ ?r {_p('target')} ?x . ?r {_p('action')} {_suppress()} }} "
+        f"UNION {{ ?l {_p('relation')} {supersedes} . ?l {_p('to')} ?x }} "
+        f'FILTER(STRSTARTS(STR(?x), "{prefix}")) }} }}'
+    )
+
+
 def episode_turns(graph: str, episode_iris: Iterable[str]) -> str:
     """The order fields of the observations ``has_observation`` links from ``episode_iris`` reach.
 
@@ -188,10 +217,14 @@ def tombstones(graph: str, iris: Iterable[str] | None) -> str:
     )
 
 
-def insert_data(graph: str, quads: Sequence[Quad]) -> str:
-    """``INSERT DATA`` of ``quads`` into ``graph``, each serialised by pyoxigraph (escaped terms)."""
-    triples = " .\n".join(str(quad.triple) for quad in quads)
-    return f"INSERT DATA {{ GRAPH {v.iri_ref(graph)} {{\n{triples} .\n}} }}"
+def insert_data(graph: str, lines: Sequence[str]) -> str:
+    """``INSERT DATA`` into ``graph`` of N-Triples ``lines``.
+
+    The lines come from :func:`charmem_oxigraph._codec.encode_item` (literals serialised by
+    pyoxigraph, IRIs built from constants and UUIDs).
+    """
+    triples = "\n".join(lines)
+    return f"INSERT DATA {{ GRAPH {v.iri_ref(graph)} {{\n{triples}\n}} }}"
 
 
 def erase(
@@ -199,7 +232,7 @@ def erase(
     object_iris: Sequence[str],
     link_iris: Sequence[str],
     record_iris: Sequence[str],
-    tombstone_quads: Sequence[Quad],
+    tombstone_lines: Sequence[str],
 ) -> str:
     """One update request (applied atomically) removing nodes and writing tombstones.
 
@@ -227,8 +260,8 @@ def erase(
             f"DELETE {{ GRAPH {g} {{ ?x ?p ?o }} }} WHERE {{ GRAPH {g} {{ {_values('x', subjects)} "
             f"?x ?p ?o . FILTER(?p NOT IN ({edges})) }} }}"
         )
-    if tombstone_quads:
-        operations.append(insert_data(graph, tombstone_quads))
+    if tombstone_lines:
+        operations.append(insert_data(graph, tombstone_lines))
     return " ;\n".join(operations)
 
 

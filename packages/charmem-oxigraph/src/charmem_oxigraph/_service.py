@@ -188,8 +188,8 @@ class SparqlServiceGraphStore:
     same code, ids bound with ``VALUES`` inside the ``GRAPH`` group) sent to the query endpoint
     (``POST``, ``application/sparql-query``, answers as SPARQL JSON results parsed by pyoxigraph);
     every :meth:`write_batch` is at most one ``INSERT DATA`` request to the update endpoint,
-    which a SPARQL 1.1 server applies atomically. Quads are serialised by pyoxigraph
-    (``str(Quad.triple)``: N-Triples terms with correct escaping), so memory text is always data.
+    which a SPARQL 1.1 server applies atomically. Literals are serialised by pyoxigraph
+    (``str(Literal(...))``: N-Triples terms with correct escaping), so memory text is always data.
 
     Writers: the check-then-write of :meth:`write_batch` is serialised per (update endpoint,
     collection) by an :class:`asyncio.Lock` in this process. Writers in *other processes* against
@@ -427,9 +427,9 @@ class SparqlServiceGraphStore:
                 f"{self._collection!r} with something that is not SPARQL JSON results: {exc}"
             ) from exc
 
-    async def _insert(self, quads: Sequence[Quad], action: str = "write a batch") -> None:
-        """One ``INSERT DATA`` request holding every quad (atomic on a SPARQL 1.1 server)."""
-        await self._update(q.insert_data(self._graph_iri, quads), action)
+    async def _insert(self, lines: Sequence[str], action: str = "write a batch") -> None:
+        """One ``INSERT DATA`` request holding every triple (atomic on a SPARQL 1.1 server)."""
+        await self._update(q.insert_data(self._graph_iri, lines), action)
 
     async def _update(self, update: str, action: str) -> None:
         """Send one SPARQL update request (a SPARQL 1.1 server applies a request atomically)."""
@@ -500,9 +500,9 @@ class SparqlServiceGraphStore:
             stored = {i: found[i] for i in prepared.items if i in found}
             kinds = {i: v.KIND_OF_CLASS[type(item)] for i, item in found.items()}
             purged = set(await self.tombstones(list(prepared.items)))
-            inserted, existing, quads = lg.plan_write(prepared, stored, kinds, self._graph, purged)
-            if quads:
-                await self._insert(quads)
+            inserted, existing, lines = lg.plan_write(prepared, stored, kinds, purged)
+            if lines:
+                await self._insert(lines)
         _log.debug(
             "sparql_batch_written",
             collection=self._collection,
@@ -794,7 +794,7 @@ class SparqlServiceGraphStore:
                     counts={"graph statements": present},
                 )
             if quads:
-                await self._insert(quads, "import the graph")
+                await self._insert([f"{quad.triple} ." for quad in quads], "import the graph")
                 self._cache.clear()  # ids cached as absent may be stored now
         return len(quads)
 

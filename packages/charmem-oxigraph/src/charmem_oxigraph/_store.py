@@ -41,12 +41,25 @@ from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._cache import GraphCache
 from charmem_oxigraph._codec import CorruptNodeError, StoredItem, reference_kinds
 
-__all__ = ["ON_LOOP_IDS", "InMemoryOxigraphGraphStore", "OxigraphGraphStore", "PersistentOxigraphGraphStore"]
+__all__ = [
+    "CENSUS_MIN_PROBES",
+    "ON_LOOP_IDS",
+    "InMemoryOxigraphGraphStore",
+    "OxigraphGraphStore",
+    "PersistentOxigraphGraphStore",
+]
 
 #: A read the cache answers entirely runs on the event loop (no worker thread) for up to this
 #: many ids: a few milliseconds of dictionary work at most. Larger reads go to a worker thread,
 #: which uses the cache too, so the event loop is never blocked for long.
 ON_LOOP_IDS: Final = 2048
+
+#: A read that would probe at least this many IRIs (ids of unknown kind, one IRI per kind) may
+#: take a census of the collection instead (:meth:`OxigraphGraphStore._take_census`). A census
+#: scans at most as many item nodes as the read would probe, so it never costs much more than the
+#: probe; once held, the writer keeps it, so a small collection (a new one, or one written in
+#: sessions) gets it on its first such read and then answers every later check from memory.
+CENSUS_MIN_PROBES: Final = 64
 
 _log = get_logger("charmem_oxigraph.store")
 
@@ -256,20 +269,33 @@ class OxigraphGraphStore:
         return self._handle().cache(self._graph_iri)
 
     def _read_items(self, cache: GraphCache, ids: Sequence[MemoryId]) -> dict[MemoryId, StoredItem]:
-        """The stored items among ``ids``: cached ones, the rest in one query (then cached)."""
+        """The stored items among ``ids``: cached ones, the rest in one query (then cached).
+
+        An id of unknown kind is probed under every kind; when that would bind at least
+        :data:`CENSUS_MIN_PROBES` IRIs, a census of the collection (:meth:`_take_census`) may
+        answer instead.
+        """
         found, unknown = cache.items(ids)
         if unknown:
             generation = cache.generation()
             known = cache.kinds(unknown)
             hinted = cache.hints(i for i in unknown if i not in known)
+            # IRIs to bind: one per id of known or hinted kind, one per kind for the others
+            probes = len(unknown) + (len(unknown) - len(known) - len(hinted)) * (len(lg.STORED_KINDS) - 1)
+            if probes >= CENSUS_MIN_PROBES and self._take_census(cache, probes):
+                return self._read_items(cache, ids)  # every kind is known now
             iris = lg.node_iris(unknown, {**hinted, **known}, lg.STORED_KINDS)
-            nodes = lg.nodes_from_rows(self._select(q.nodes(self._graph_iri, iris)))
+            nodes, purged = lg.read_lookup(self._select(q.nodes(self._graph_iri, iris)))
             missed = [i for i in hinted if i not in nodes]
             if missed:  # not under the kind a reference suggested: try every other kind
                 retry = lg.retry_iris(missed, hinted, lg.STORED_KINDS)
-                nodes.update(lg.nodes_from_rows(self._select(q.nodes(self._graph_iri, retry))))
+                more, more_purged = lg.read_lookup(self._select(q.nodes(self._graph_iri, retry)))
+                nodes.update(more)
+                purged |= more_purged
             read = lg.decode_nodes(nodes)
-            cache.remember_items(generation, read, absent=[i for i in unknown if i not in read])
+            # Every id not found was read under every kind: absent, unless it is a tombstone.
+            absent = [i for i in unknown if i not in read and i not in purged]
+            cache.remember_items(generation, read, absent=absent)
             cache.remember_hints(reference_kinds(nodes.values()))
             found.update(read)
         return found
@@ -289,6 +315,27 @@ class OxigraphGraphStore:
         links, _hints = lg.links_and_hints(self._select(q.superseding_links(self._graph_iri)))
         suppressed = lg.suppress_from_rows(self._select(q.suppress_instants(self._graph_iri)))
         cache.remember_lifecycle(generation, links, suppressed)
+
+    def _take_census(self, cache: GraphCache, probes: int) -> bool:
+        """Read the census of the collection (:class:`GraphCache`) instead of ``probes`` lookups.
+
+        Scans at most ``probes`` item nodes (a census costs about as much per node as a probe per
+        IRI); a collection holding more is remembered as too large for censuses of that size.
+
+        Returns:
+            bool: whether the cache now holds a census.
+        """
+        limit = cache.census_limit(probes)
+        if not limit:
+            return False
+        generation = cache.generation()
+        rows = self._select(q.census(self._graph_iri, limit + 1))
+        if len(rows) > limit:
+            cache.census_refused(limit)
+            return False
+        census = lg.census_from_rows(rows)
+        early = lg.early_from_rows(self._select(q.early_references(self._graph_iri)))
+        return cache.remember_census(generation, census, early)
 
     def _read_kinds(self, cache: GraphCache, ids: Sequence[MemoryId]) -> dict[MemoryId, str]:
         """The stored kinds among ``ids`` (absent ids are missing)."""
@@ -328,9 +375,10 @@ class OxigraphGraphStore:
             kinds = {i: v.KIND_OF_CLASS[type(item)] for i, item in stored.items()}
             kinds.update(self._read_kinds(cache, prepared.lookup[len(prepared.items) :]))
             purged = set(self.tombstones_sync(list(prepared.items)))
-            inserted, existing, quads = lg.plan_write(prepared, stored, kinds, self._graph, purged)
-            if quads:
-                shared.store.extend(quads)  # transactional: all quads or none
+            inserted, existing, lines = lg.plan_write(prepared, stored, kinds, purged)
+            if lines:
+                # transactional: all triples or none (parsing the text is as fast as taking Quads)
+                shared.store.load("\n".join(lines), RdfFormat.N_TRIPLES, to_graph=self._graph)
             cache.apply_write([prepared.items[i] for i in inserted])
         return GraphWriteResult(inserted_ids=tuple(inserted), existing_ids=tuple(existing))
 
@@ -535,12 +583,17 @@ class OxigraphGraphStore:
     def tombstones_sync(self, ids: Sequence[MemoryId] | None = None) -> dict[MemoryId, Tombstone]:
         """Blocking :meth:`tombstones`.
 
+        Ids the cache knows are not purged (stored, or read as absent) are not looked up.
+
         Raises:
             BackendError: Oxigraph failed or a tombstone is not valid.
         """
         wanted = None if ids is None else lg.unique(ids)
-        if wanted is not None and not wanted:
-            return {}
+        if wanted is not None:
+            clean = self._cache().unpurged(wanted)
+            wanted = [i for i in wanted if i not in clean]
+            if not wanted:
+                return {}
         iris = None if wanted is None else lg.iris(wanted, v.OBJECT_KINDS)
         with self._backend_errors("read tombstones"):
             found = lg.tombstones_from_rows(self._select(q.tombstones(self._graph_iri, iris)))
@@ -642,8 +695,8 @@ class OxigraphGraphStore:
         Each id of the batch is looked up as an object, link or record of any type (one query).
         Equal content (:func:`charmem.domain.rules.content_equal`; records by their canonical
         form) is skipped; any different content refuses the whole batch. New items are written in
-        one transactional ``Store.extend``. Acknowledged writes survive a process crash (RocksDB
-        write-ahead log); :meth:`close` flushes.
+        one transactional ``Store.load`` of their N-Triples (literals serialised by pyoxigraph).
+        Acknowledged writes survive a process crash (RocksDB write-ahead log); :meth:`close` flushes.
 
         Args:
             batch: objects, links and lifecycle records.
@@ -855,6 +908,8 @@ class OxigraphGraphStore:
         Raises:
             BackendError: Oxigraph failed or a tombstone is not valid.
         """
+        if ids is not None and len(ids) <= ON_LOOP_IDS and len(self._cache().unpurged(ids)) == len(set(ids)):
+            return {}  # every id is known stored or absent: no worker thread, no query
         return await asyncio.to_thread(self.tombstones_sync, ids)
 
     async def erase(self, erasure: GraphErasure) -> None:

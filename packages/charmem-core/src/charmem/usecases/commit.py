@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Final
 
 from charmem.domain.graph import GraphBatch
-from charmem.domain.ids import MemoryId
+from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, object_type_of
 from charmem.domain.plan import (
     CommitOptions,
@@ -104,7 +104,7 @@ async def maintain_vectors(
         list[RepairMarkerType]: the failed operations (one marker per failed embedding call or
         upsert call, naming its ids); empty when everything was applied.
     """
-    ids = sorted({*(e.id for e in entries), *also_check})
+    ids = sorted({*(e.id for e in entries), *also_check}, key=ID_ORDER)
     if not ids:
         return []
     try:
@@ -117,7 +117,7 @@ async def maintain_vectors(
             )
         ]
     upserts = [e for e in entries if currency.get(e.id) is CurrencyStatus.CURRENT]
-    deletes = sorted(i for i in ids if i in currency and currency[i] is not CurrencyStatus.CURRENT)
+    deletes = [i for i in ids if i in currency and currency[i] is not CurrencyStatus.CURRENT]
     markers: list[RepairMarkerType] = []
     try:
         texts = await embedding_texts(upserts, graph, stored)
@@ -182,11 +182,12 @@ async def maintain_stats(
     Returns:
         list[RepairMarkerType]: one ``StatsMaintenance`` marker on failure, else empty.
     """
-    ids = sorted({*(o.id for o in objects), *(link.id for link in links), *also_check})
+    ids = sorted({*(o.id for o in objects), *(link.id for link in links), *also_check}, key=ID_ORDER)
     if not ids:
         return []
     try:
-        extra = await graph.get_objects([i for i in also_check if i not in {o.id for o in objects}])
+        known = {o.id for o in objects}
+        extra = await graph.get_objects([i for i in also_check if i not in known])
         every = [*objects, *extra.values()]
         currency = await graph.currency([o.id for o in every])
         rows = [object_stats_row(o, currency) for o in every]
@@ -277,7 +278,9 @@ async def commit_plan(
     ]
     links = (*plan.links, *derived)
     result = await graph.write_batch(GraphBatch(objects=plan.objects, links=links))
-    superseded = sorted({t for o in plan.objects if isinstance(o, DerivedMemory) for t in o.supersedes})
+    superseded = sorted(
+        {t for o in plan.objects if isinstance(o, DerivedMemory) for t in o.supersedes}, key=ID_ORDER
+    )
     markers = await maintain_vectors(
         plan.index_entries,
         superseded,

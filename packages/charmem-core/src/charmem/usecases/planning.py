@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -35,6 +36,9 @@ from charmem.domain.rules import derived_link_id
 __all__ = ["build_plan", "derive_links", "index_entries", "input_to_drafts"]
 
 _DEFAULT_SALIENCE = 0.5
+
+#: Links in id order, compared in C (:data:`charmem.domain.ids.ID_ORDER`).
+_BY_ID = operator.attrgetter("id.value.int")
 
 
 def _salience(value: float | None) -> float:
@@ -204,7 +208,7 @@ def derive_links(
         )
         for (from_id, relation, to_id), at in edges.items()
     ]
-    return tuple(sorted(links, key=lambda link: link.id))
+    return tuple(sorted(links, key=_BY_ID))
 
 
 def index_entries(objects: Iterable[MemoryObject]) -> tuple[IndexEntry, ...]:

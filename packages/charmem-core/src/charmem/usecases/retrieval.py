@@ -43,14 +43,13 @@ The order of operations:
 
 from __future__ import annotations
 
-import operator
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 import attrs
 
-from charmem.domain.ids import MemoryId
+from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import (
     DerivedMemory,
     Entity,
@@ -98,10 +97,6 @@ EXPANSION_DECAY = 0.5
 
 #: Omission reasons.
 NOT_IN_GRAPH = "not_in_graph"
-
-#: Sort keys giving :class:`MemoryId` order (its UUID's integer, ids.py) without a Python-level
-#: comparison per pair: ids are sorted on the hot path.
-_ID_ORDER = operator.attrgetter("value.int")
 
 
 def _by_id(pair: tuple[MemoryId, object]) -> int:
@@ -301,7 +296,7 @@ async def retrieve_pack(
     await _thread_continuity(recall, relations)
 
     # currency: one hop of supersedes around every admitted memory
-    admitted = sorted(recall.chosen, key=_ID_ORDER)
+    admitted = sorted(recall.chosen, key=ID_ORDER)
     if admitted:
         supersedes = await graph.links_of(admitted, relations=[Relation.SUPERSEDES])
         visible = [lk for lk in supersedes if context.as_of is None or lk.created_at <= context.as_of]

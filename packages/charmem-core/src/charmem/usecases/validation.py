@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from charmem.domain.graph import Tombstone
-from charmem.domain.ids import MemoryId
+from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import (
     DerivedMemory,
     Episode,
@@ -124,10 +124,10 @@ async def validate_against_graph(
     for link in plan.links:
         referenced.update((link.from_id, link.to_id))
     derived_links = derive_links(plan.collection, plan.objects, plan.links)
-    stored = await graph.get_objects(sorted(referenced))
-    stored_links = await graph.get_links(sorted({*first_seen, *(d.id for d in derived_links)}))
+    stored = await graph.get_objects(sorted(referenced, key=ID_ORDER))
+    stored_links = await graph.get_links(sorted({*first_seen, *(d.id for d in derived_links)}, key=ID_ORDER))
     # A purged id has no object: only ids not stored as objects can be tombstones.
-    tombstones = await graph.tombstones(sorted(referenced - stored.keys()))
+    tombstones = await graph.tombstones(sorted(referenced - stored.keys(), key=ID_ORDER))
     replayed: set[int] = set()
 
     def type_of(memory_id: MemoryId) -> ObjectType | None:
