@@ -128,6 +128,24 @@ def test_reading_commands_on_a_mistyped_collection_create_nothing(
     assert main(["--store", str(store), "--collection", "cli", "recall", "Ana visiting"]) == 0
 
 
+def test_rebuild_vectors_of_a_mistyped_collection_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # rebuild-vectors re-creates a lost shard, but not a collection that exists nowhere
+    store = tmp_path / "store"
+    assert main(["--store", str(store), "--collection", "cli", "remember", TEXT]) == 0
+    capsys.readouterr()
+    assert main(["--store", str(store), "--collection", "clii", "rebuild-vectors", "--quiet"]) == 2
+    assert "'clii' holds nothing" in capsys.readouterr().err
+    assert not (store / "vectors" / "clii").exists()
+    assert main(["--store", str(store), "--collection", "", "recall", "Ana"]) == 2  # not the default
+    assert "ConfigurationError" in capsys.readouterr().err
+    # a lost shard of a real collection is rebuilt from the graph
+    assert main(["--store", str(store), "--collection", "cli", "rebuild-vectors", "--drop", "--quiet"]) == 0
+    capsys.readouterr()
+    assert TEXT in _recalled(store, "cli", capsys)
+
+
 @pytest.mark.parametrize(
     ("value", "says"), [("2024-06-01", "has no UTC offset"), ("yesterday", "is not an ISO 8601 time")]
 )

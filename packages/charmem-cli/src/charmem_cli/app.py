@@ -152,8 +152,39 @@ def require_graph_store(settings: Settings, collection: str, *, need_vectors: bo
     if need_vectors and shard is not None and not shard(settings, collection):
         raise ConfigurationError(
             f"collection {collection!r} has no vector index at {settings.vector_store_path}; "
-            "nothing was created. Check --collection (or COLLECTION); if the collection's vectors "
+            "nothing was created. Check --collection (or CHARMEM_COLLECTION); if the collection's vectors "
             "were lost, `charmem rebuild-vectors` re-creates them from the graph",
+            key="collection",
+        )
+
+
+async def _require_graph_collection(settings: Settings, collection: str) -> None:
+    """Refuse to rebuild the vectors of a collection that has no shard and nothing in the graph.
+
+    ``rebuild-vectors`` re-creates a lost shard, so it cannot rely on the shard check of
+    :func:`require_graph_store`; a collection whose graph is empty too is a mistyped name, and
+    rebuilding it would create an empty shard that later commands take for a real collection.
+
+    Raises:
+        ConfigurationError: no shard and no statement in the collection's graph
+            (``key="collection"``).
+    """
+    from charmem.composition import load_adapter
+
+    shard = getattr(load_adapter("vectors", settings.vector_store_mode), "exists_from_settings", None)
+    if shard is None or shard(settings, collection):
+        return
+    graph = await asyncio.to_thread(
+        load_adapter("graph", settings.graph_store_mode).from_settings, settings, collection
+    )
+    try:
+        statements = await graph.statement_count()
+    finally:
+        await graph.close()
+    if not statements:
+        raise ConfigurationError(
+            f"collection {collection!r} holds nothing in these stores; nothing was created "
+            "(check --collection or CHARMEM_COLLECTION, and --store)",
             key="collection",
         )
 
@@ -335,11 +366,13 @@ async def rebuild_vectors(
         dict: ``objects``, ``indexed``, ``not_current``, ``removed`` (counts) and ``seconds``.
 
     Raises:
-        ConfigurationError: there is no graph store where the settings point (nothing is created).
+        ConfigurationError: there is no graph store where the settings point, or the collection
+            has neither vectors nor anything in the graph (a mistyped name); nothing is created.
         DimensionMismatchError, EmbedderMismatchError: the vectors were made by another embedder
             and ``drop`` is false.
     """
     require_graph_store(settings, collection, need_vectors=False)
+    await _require_graph_collection(settings, collection)
     bar, on_progress = _vector_progress(progress)
     start = time.perf_counter()
     try:
@@ -669,8 +702,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     confirmed, 130 on Ctrl-C.
     """
     args = _parser().parse_args(argv)
-    requested = args.collection or os.environ.get("CHARMEM_COLLECTION")
-    args.collection = requested or DEFAULT_COLLECTION
+    requested = args.collection if args.collection is not None else os.environ.get("CHARMEM_COLLECTION")
+    args.collection = DEFAULT_COLLECTION if requested is None else requested
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep stderr for our own progress
     try:
