@@ -322,8 +322,10 @@ class ObjectTypeHints(Protocol):
         """Take ``types`` as hints about ids the store may soon be asked for.
 
         Contract: advisory only. A wrong or stale hint (another type, an absent id) may cost the
-        store another lookup, never a different answer from any method. It runs on the event
-        loop, so it must not block (no I/O, no waiting on a lock held across I/O).
+        store another lookup, never a different answer from any method. A plain (not ``async``)
+        method: it runs on the event loop, so it must not block (no I/O, no waiting on a lock
+        held across I/O). It should not raise; retrieval logs an exception (or a coroutine
+        returned by an ``async def``) and goes on without the hint.
 
         Args:
             types: object type by id (as the vector index recorded it).

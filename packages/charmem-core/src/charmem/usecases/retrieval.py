@@ -43,8 +43,9 @@ The order of operations:
 
 from __future__ import annotations
 
+import inspect
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 import attrs
@@ -75,6 +76,7 @@ from charmem.domain.retrieval import (
 )
 from charmem.domain.rules import name_occurs_in
 from charmem.domain.timecues import time_cues
+from charmem.log import get_logger
 from charmem.ports import (
     EmbeddingProvider,
     EpisodeTurn,
@@ -91,6 +93,8 @@ from charmem.usecases.embedding import embed_cue
 from charmem.usecases.names import current_names
 
 __all__ = ["EXPANSION_DECAY", "episode_turns", "retrieve_pack"]
+
+log = get_logger("charmem.retrieval")
 
 #: Score of an expanded memory relative to the root it was reached from.
 EXPANSION_DECAY = 0.5
@@ -413,9 +417,23 @@ async def _most_relevant(
 
 
 def _hint_object_types(graph: GraphStore, hits: Sequence[VectorHit]) -> None:
-    """Pass the types candidate recall reported to a graph store that takes them (advisory)."""
-    if hits and isinstance(graph, ObjectTypeHints):
-        graph.hint_object_types({hit.id: hit.object_type for hit in hits})
+    """Pass the types candidate recall reported to a graph store that takes them.
+
+    Advisory (:class:`~charmem.ports.ObjectTypeHints`): a hint that raises, or a coroutine
+    function where a plain method is expected, is logged and otherwise ignored, so a faulty hint
+    can never fail a retrieval.
+    """
+    if not hits or not isinstance(graph, ObjectTypeHints):
+        return
+    try:
+        hint: Callable[..., object] = graph.hint_object_types  # an adapter's may wrongly return
+        returned = hint({hit.id: hit.object_type for hit in hits})
+    except Exception as exc:  # noqa: BLE001 - advisory by contract: recall goes on without it
+        log.warning("object_type_hints_failed", store=type(graph).__name__, error=type(exc).__name__)
+        return
+    if inspect.iscoroutine(returned):  # an ``async def``: never awaited, so it did nothing
+        returned.close()
+        log.warning("object_type_hints_not_synchronous", store=type(graph).__name__)
 
 
 async def _thread_continuity(recall: _Recall, relations: Sequence[Relation]) -> None:
