@@ -1010,7 +1010,7 @@ def render(results: Sequence[dict[str, Any]], large: dict[str, Any] | None, cons
                 if d["disk_marginal"] is not None:
                     cell += f" ({human_bytes(d['disk_marginal'][key])})"
                 cells[n] = cell
-            row(f"disk per memory: {key} (marginal)", cells)
+            row(f"disk per memory: {key} (marginal in brackets)", cells)
         row(
             "RSS of the process: now / peak",
             {n: "{:.0f} / {:.0f} MB".format(*d["rss_mb"]) for n, d in data.items()},
