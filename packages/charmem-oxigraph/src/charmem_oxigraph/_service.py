@@ -512,11 +512,7 @@ class SparqlServiceGraphStore:
         return GraphWriteResult(inserted_ids=tuple(inserted), existing_ids=tuple(existing))
 
     def hint_object_types(self, types: Mapping[MemoryId, ObjectType]) -> None:
-        """Keep the object types candidate recall reported as kind hints (advisory, no I/O).
-
-        Implements :class:`charmem.ports.ObjectTypeHints`: a first read of a hinted id binds its
-        one node IRI instead of one per kind; a wrong hint costs a second query, never another
-        answer. Ignored once the store is closed.
+        """As :meth:`charmem_oxigraph.OxigraphGraphStore.hint_object_types` (no request is sent).
 
         Args:
             types: object type by id.
