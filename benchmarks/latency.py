@@ -475,9 +475,10 @@ class Stack:
         memory = await CharacterMemory.open(
             cli_settings({}, str(self.root)), COLLECTION, embedding_provider=self.timer
         )
-        self.timed = {name: Timed(getattr(memory, name)) for name in ("graph", "vectors", "stats")}
+        stores = stores_of(memory)
+        self.timed = {name: Timed(getattr(stores, name)) for name in ("graph", "vectors", "stats")}
         for name, proxy in self.timed.items():
-            setattr(memory, name, proxy)
+            setattr(memory, f"_{name}", proxy)
         self.memory = memory
         return memory
 
