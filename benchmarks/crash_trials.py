@@ -77,7 +77,7 @@ from charmem.admin import check, repair
 from charmem.domain.graph import LifecycleAction
 from charmem.domain.model import BeliefAssertion, DerivedMemory, KnownAs, Observation
 from charmem.domain.rules import content_equal, derived_link_id
-from charmem.testing import CrashPoint, CrashPoints
+from charmem.testing import CrashPoint, CrashPoints, stores_of
 from charmem.usecases.planning import derive_links
 
 COLLECTION = "trials"
@@ -354,7 +354,7 @@ async def op_presence(memory: CharacterMemory, op: dict[str, Any]) -> tuple[int,
     derived links and the correction record. forget: the suppression records of the target and of
     the derived memories grounded on it.
     """
-    graph = memory.graph
+    graph = stores_of(memory).graph
     if op["kind"] == "remember":
         plan = RememberWritePlan.from_json(op["plan"])
         links = [*plan.links, *plan.derived_links]
@@ -432,7 +432,7 @@ async def verify(root: Path, since: int, spec: TrialSpec, started: float, killed
     ops = journal.ops(since)
     acked = journal.acked()
     async with CharacterMemory.open(store_settings(root), COLLECTION) as memory:
-        before = await check(memory.graph, memory.vectors, memory.stats)
+        before = await check(memory)
         lost = partial = 0
         for seq, op in ops:
             present, total = await op_presence(memory, op)
@@ -446,12 +446,12 @@ async def verify(root: Path, since: int, spec: TrialSpec, started: float, killed
                 replayed += 1
                 present, total = await op_presence(memory, op)
                 partial += present != total
-        after = await check(memory.graph, memory.vectors, memory.stats)
+        after = await check(memory)
         rebuilt = False
         if not after.consistent:
             await repair(memory, after)
             rebuilt = True
-            if not (await check(memory.graph, memory.vectors, memory.stats)).consistent:
+            if not (await check(memory)).consistent:
                 raise AssertionError(f"trial {spec.index}: still inconsistent after a rebuild")
     missed = False
     if spec.point is not None and killed:

@@ -83,6 +83,7 @@ from charmem import (
     RetrievalContext,
 )
 from charmem.ports import VectorPoint, VectorQuery
+from charmem.testing import stores_of
 from charmem_cli.app import TimedEmbedder, cli_settings
 from charmem_qdrant import EdgeVectorIndex, HnswSettings
 from charmem_qdrant._hnsw import shard_config
@@ -474,9 +475,10 @@ class Stack:
         memory = await CharacterMemory.open(
             cli_settings({}, str(self.root)), COLLECTION, embedding_provider=self.timer
         )
-        self.timed = {name: Timed(getattr(memory, name)) for name in ("graph", "vectors", "stats")}
+        stores = stores_of(memory)
+        self.timed = {name: Timed(getattr(stores, name)) for name in ("graph", "vectors", "stats")}
         for name, proxy in self.timed.items():
-            setattr(memory, name, proxy)
+            setattr(memory, f"_{name}", proxy)
         self.memory = memory
         return memory
 
@@ -539,7 +541,7 @@ async def query_latencies(
     assert memory is not None
     stack.embedder.know_queries(queries)
     matrix = stack.corpus.vectors[: stack.count]
-    vectors = memory.vectors
+    vectors = stores_of(memory).vectors
 
     def search(text: str | None, vector: np.ndarray) -> Callable[[], Awaitable[Any]]:
         query = VectorQuery(vector=vector.tolist(), limit=LIMIT, object_types=SCOPE, text=text)
@@ -858,7 +860,7 @@ async def run_dim(
                 "writes": writes,
                 "disk": disk,
                 "disk_marginal": marginal,
-                "vector_points": await stack.memory.vectors.count(),
+                "vector_points": await stores_of(stack.memory).vectors.count(),
                 "rss_mb": rss_mb(),
             }
             previous_disk, previous_n = disk, n

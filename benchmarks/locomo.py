@@ -92,6 +92,7 @@ from charmem import (
 )
 from charmem.composition import load_adapter
 from charmem.ports import EmbeddingProvider
+from charmem.testing import stores_of
 from charmem.usecases.names import embedding_texts
 from charmem.usecases.planning import index_entries
 from charmem_cli.app import TimedEmbedder
@@ -322,10 +323,10 @@ async def stored_texts(memory: CharacterMemory, ids: Sequence[MemoryId]) -> tupl
     name, derived text, episode summary, thread title and summary), so the baselines differ from
     charmem only in how they recall, not in what they read.
     """
-    objects = await memory.graph.get_objects(sorted(set(ids)))
+    objects = await stores_of(memory).graph.get_objects(sorted(set(ids)))
     entries = [entry for entry in index_entries(objects.values()) if entry.text.strip()]
     entries.sort(key=lambda entry: entry.id)
-    texts = await embedding_texts(entries, memory.graph)
+    texts = await embedding_texts(entries, stores_of(memory).graph)
     return [entry.id for entry in entries], texts
 
 

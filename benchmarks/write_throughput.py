@@ -54,7 +54,7 @@ from charmem import (
 )
 from charmem.domain.model import DerivedMemory, Observation
 from charmem.domain.rules import voiced_text
-from charmem.testing import HashingEmbeddingProvider
+from charmem.testing import HashingEmbeddingProvider, stores_of
 
 WORDS = [
     "coffee",
@@ -299,9 +299,9 @@ async def ingest(mode: str, args: argparse.Namespace, root: Path) -> tuple[list[
                 ]
             )
         embedder.misses = 0
-        memory.graph = Timed(memory.graph, "graph", spent)
-        memory.vectors = Timed(memory.vectors, "vectors", spent)
-        memory.stats = Timed(memory.stats, "stats", spent)
+        memory._graph = Timed(stores_of(memory).graph, "graph", spent)
+        memory._vectors = Timed(stores_of(memory).vectors, "vectors", spent)
+        memory._stats = Timed(stores_of(memory).stats, "stats", spent)
         cpu, wall = time.process_time(), time.perf_counter()
         for plan in plans:
             outcome = await memory.commit(plan)
@@ -354,9 +354,9 @@ async def retrieve(args: argparse.Namespace, store: Path) -> list[str]:
         for label in ("cold", "warm"):
             if label == "warm":
                 spent: Counter[str] = Counter()
-                memory.graph = Timed(memory.graph, "graph", spent, cpu)
-                memory.vectors = Timed(memory.vectors, "vectors", spent, cpu)
-                memory.stats = Timed(memory.stats, "stats", spent, cpu)
+                memory._graph = Timed(stores_of(memory).graph, "graph", spent, cpu)
+                memory._vectors = Timed(stores_of(memory).vectors, "vectors", spent, cpu)
+                memory._stats = Timed(stores_of(memory).stats, "stats", spent, cpu)
             walls, cpus = [], []
             for cue in cues:
                 started, wall = time.process_time(), time.perf_counter()

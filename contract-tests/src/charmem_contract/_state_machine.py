@@ -53,6 +53,7 @@ from charmem import (
     RetrievalContext,
     ThreadDraft,
 )
+from charmem.testing import stores_of
 from charmem_contract.data import T0
 from charmem_contract.stacks import MemoryFactory, reference_memory
 
@@ -488,8 +489,8 @@ class MemoryComparison(RuleBasedStateMachine):
     @invariant()
     def vector_points_agree(self) -> None:
         """Both stacks index the same memories (candidate recall follows graph currency)."""
-        expected = self.runner.run(self.reference.vectors.point_ids())
-        got = self.runner.run(self.subject.vectors.point_ids())
+        expected = self.runner.run(stores_of(self.reference).vectors.point_ids())
+        got = self.runner.run(stores_of(self.subject).vectors.point_ids())
         assert got == expected, (
             f"the vector index holds {sorted(map(str, got - expected))} extra and misses "
             f"{sorted(map(str, expected - got))} after: {'; '.join(self.steps)}"

@@ -51,6 +51,7 @@ from charmem.errors import (
     PurgedMemoryError,
     PurgeTargetError,
 )
+from charmem.testing import stores_of
 from charmem_contract._base import ContractSuite
 
 __all__ = ["PERSONAL_TEXT", "PERSONAL_WORD", "PURGED_AT", "AdminToolsContract", "AdminWorld"]
@@ -188,16 +189,16 @@ async def _packs(memory: CharacterMemory, world: AdminWorld) -> list[str]:
 async def _dump(memory: CharacterMemory) -> bytes:
     """Everything the graph holds, as its adapter exports it."""
     out = io.BytesIO()
-    await memory.graph.export_graph(out)
+    await stores_of(memory).graph.export_graph(out)
     return out.getvalue()
 
 
 async def _counts(memory: CharacterMemory) -> tuple[int, int, int, int]:
     return (
-        await memory.graph.statement_count(),
-        len(await memory.graph.tombstones()),
-        await memory.vectors.count(),
-        await memory.stats.row_count(),
+        await stores_of(memory).graph.statement_count(),
+        len(await stores_of(memory).graph.tombstones()),
+        await stores_of(memory).vectors.count(),
+        await stores_of(memory).stats.row_count(),
     )
 
 
@@ -254,9 +255,11 @@ class AdminToolsContract(ContractSuite, suite=True):
         expected = await _packs(source, world)
         manifest = await export_collection(source, tmp_path / "backup")
         assert manifest.collection == source.collection
-        assert manifest.graph.statements == await source.graph.statement_count()
-        assert manifest.counts.vector_points == await source.vectors.count()
-        assert manifest.counts.objects["derived"] == len(await source.graph.object_ids(["derived"]))
+        assert manifest.graph.statements == await stores_of(source).graph.statement_count()
+        assert manifest.counts.vector_points == await stores_of(source).vectors.count()
+        assert manifest.counts.objects["derived"] == len(
+            await stores_of(source).graph.object_ids(["derived"])
+        )
         assert (tmp_path / "backup" / MANIFEST_NAME).is_file()
         assert read_manifest(tmp_path / "backup") == manifest
         target = await self._open(opened, "b")
@@ -283,10 +286,10 @@ class AdminToolsContract(ContractSuite, suite=True):
         await export_collection(source, tmp_path / "backup")
         target = await self._open(opened, "b")
         await import_collection(target, tmp_path / "backup")
-        before = await target.graph.statement_count()
+        before = await stores_of(target).graph.statement_count()
         outcome = await target.commit(RememberWritePlan.from_json(world.plan_json))
         assert outcome.warnings, "a replay of a restored plan must be reported as already stored"
-        assert await target.graph.statement_count() == before
+        assert await stores_of(target).graph.statement_count() == before
         await target.remember(RememberInput("A new day after the restore.", occurred_at=_hour(9)))
         pack = await target.retrieve(RetrievalContext(query="a new day after the restore"))
         assert pack.items and pack.items[0].text == "A new day after the restore."
@@ -359,22 +362,22 @@ class AdminToolsContract(ContractSuite, suite=True):
         assert report.already_purged_ids == ()
         assert {world.ids["claim"], world.ids["replacement"], world.ids["ana"]} <= set(report.linked_ids)
         assert report.check.consistent, "\n".join(report.check.describe())
-        assert await memory.graph.get_objects([episode, observation]) == {}
-        assert await memory.graph.links_of([episode, observation]) == [], "links to them remain"
-        assert await memory.graph.get_records([episode, observation]) == []
-        tombstones = await memory.graph.tombstones([episode, observation])
+        assert await stores_of(memory).graph.get_objects([episode, observation]) == {}
+        assert await stores_of(memory).graph.links_of([episode, observation]) == [], "links to them remain"
+        assert await stores_of(memory).graph.get_records([episode, observation]) == []
+        tombstones = await stores_of(memory).graph.tombstones([episode, observation])
         assert sorted(tombstones) == sorted([episode, observation])
         assert all(t.purged_at == PURGED_AT for t in tombstones.values())
         dump = await _dump(memory)
         assert PERSONAL_WORD.encode() not in dump, "the purged text is still in the graph"
         assert str(episode).encode() in dump, "the tombstones must be in the graph (and its backups)"
-        points = await memory.vectors.point_ids()
+        points = await stores_of(memory).vectors.point_ids()
         assert not points & {episode, observation}, "the purged memories still have vectors"
-        claim = (await memory.graph.get_objects([world.ids["claim"]]))[world.ids["claim"]]
+        claim = (await stores_of(memory).graph.get_objects([world.ids["claim"]]))[world.ids["claim"]]
         assert claim.episode_ids == (episode,) and claim.observation_ids == (observation,), (
             "a survivor's provenance must keep the purged ids (now tombstones)"
         )
-        assert await memory.graph.currency([world.ids["claim"]]) == {
+        assert await stores_of(memory).graph.currency([world.ids["claim"]]) == {
             world.ids["claim"]: CurrencyStatus.SUPERSEDED
         }
         query = PERSONAL_TEXT.replace(PERSONAL_WORD, "")  # the pack repeats its query
@@ -453,8 +456,8 @@ class AdminToolsContract(ContractSuite, suite=True):
         report = await purge(memory, [replacement], purged_at=PURGED_AT)
         assert len(report.kept_link_ids) == 1
         assert report.check.consistent, "\n".join(report.check.describe())
-        assert await memory.graph.currency([claim]) == {claim: CurrencyStatus.SUPERSEDED}
-        assert claim not in await memory.vectors.point_ids()
+        assert await stores_of(memory).graph.currency([claim]) == {claim: CurrencyStatus.SUPERSEDED}
+        assert claim not in await stores_of(memory).vectors.point_ids()
         before = await _counts(memory)
         assert world.correction is not None
         with pytest.raises(PurgedMemoryError):
@@ -477,7 +480,7 @@ class AdminToolsContract(ContractSuite, suite=True):
         assert again.already_purged_ids == tuple(sorted(ids))
         assert again.check.consistent
         assert await _counts(memory) == before
-        assert {t.purged_at for t in (await memory.graph.tombstones(ids)).values()} == {PURGED_AT}
+        assert {t.purged_at for t in (await stores_of(memory).graph.tombstones(ids)).values()} == {PURGED_AT}
 
     async def test_purge_of_an_unknown_id_is_refused_and_writes_nothing(
         self, opened: list[CharacterMemory]
@@ -491,7 +494,7 @@ class AdminToolsContract(ContractSuite, suite=True):
         before = await _counts(memory)
         dump = await _dump(memory)
         unknown = MemoryId.new()
-        links = await memory.graph.links_of([world.ids["likes"]], relations=[Relation.SUPPORTS])
+        links = await stores_of(memory).graph.links_of([world.ids["likes"]], relations=[Relation.SUPPORTS])
         with pytest.raises(PurgeTargetError) as caught:
             await purge(memory, [world.ids["episode"], unknown, links[0].id])
         assert set(caught.value.ids) == {str(unknown), str(links[0].id)}
@@ -516,7 +519,7 @@ class AdminToolsContract(ContractSuite, suite=True):
         target = await self._open(opened, "b")
         report = await import_collection(target, tmp_path / "backup")
         assert report.check.consistent, "\n".join(report.check.describe())
-        assert await target.graph.tombstones() == await source.graph.tombstones()
+        assert await stores_of(target).graph.tombstones() == await stores_of(source).graph.tombstones()
         assert await _packs(target, world) == expected
         with pytest.raises(PurgedMemoryError):
             await target.commit(RememberWritePlan.from_json(world.plan_json))

@@ -42,7 +42,7 @@ from charmem import (
 from charmem.domain.retrieval import rank_key
 from charmem.errors import BackendError
 from charmem.ports import GraphStore, RetrievalStatsStore, VectorIndex, VectorPoint
-from charmem.testing import FaultyGraphStore, FaultyStatsStore, FaultyVectorIndex
+from charmem.testing import FaultyGraphStore, FaultyStatsStore, FaultyVectorIndex, stores_of
 from charmem_contract import data
 from charmem_contract._base import ContractSuite, requires
 from charmem_contract._state_machine import LoopRunner, MemoryComparison, pack_signature
@@ -60,9 +60,9 @@ Counts = tuple[int, int, int]
 async def _counts(memory: CharacterMemory) -> Counts:
     """(graph statements, vector points, stats rows)."""
     return (
-        await memory.graph.statement_count(),
-        await memory.vectors.count(),
-        await memory.stats.row_count(),
+        await stores_of(memory).graph.statement_count(),
+        await stores_of(memory).vectors.count(),
+        await stores_of(memory).stats.row_count(),
     )
 
 
@@ -174,11 +174,11 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         directory (or fresh in-memory stores), and the vector index must be opened with the
         embedder's ``model_id`` and ``vector_size``.
         """
-        assert await memory.graph.object_ids() == [], "the memory_factory's stores are not empty"
-        assert await memory.graph.link_ids() == []
-        assert await memory.vectors.count() == 0
-        assert await memory.stats.row_count() == 0
-        assert (memory.vectors.model_id, memory.vectors.vector_size) == (
+        assert await stores_of(memory).graph.object_ids() == [], "the memory_factory's stores are not empty"
+        assert await stores_of(memory).graph.link_ids() == []
+        assert await stores_of(memory).vectors.count() == 0
+        assert await stores_of(memory).stats.row_count() == 0
+        assert (stores_of(memory).vectors.model_id, stores_of(memory).vectors.vector_size) == (
             memory.embedder.model_id,
             memory.embedder.vector_size,
         )
@@ -213,11 +213,11 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         plan = await memory.prepare(drafts, NOW)
         outcome = await memory.commit(plan)
         assert outcome.repair_markers == ()
-        assert await memory.graph.object_ids() == sorted(plan.object_ids)
-        assert await memory.graph.link_ids() == sorted(outcome.link_ids)
+        assert await stores_of(memory).graph.object_ids() == sorted(plan.object_ids)
+        assert await stores_of(memory).graph.link_ids() == sorted(outcome.link_ids)
         assert set(outcome.link_ids) == {lk.id for lk in (*plan.links, *plan.derived_links)}
-        assert await memory.vectors.point_ids() == {e.id for e in plan.index_entries}
-        summary = await memory.stats.summary()
+        assert await stores_of(memory).vectors.point_ids() == {e.id for e in plan.index_entries}
+        summary = await stores_of(memory).stats.summary()
         per_type: dict[str, int] = {}
         for obj in plan.objects:
             per_type[obj.object_type.value] = per_type.get(obj.object_type.value, 0) + 1
@@ -233,7 +233,7 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         drafts, _ = _session("replay", ["we planted tomatoes", "it started to rain"])
         plan = await memory.prepare(drafts, NOW)
         await memory.commit(plan)
-        before, summary = await _counts(memory), await memory.stats.summary()
+        before, summary = await _counts(memory), await stores_of(memory).stats.summary()
         again = await memory.commit(plan)
         from_json = await memory.commit(RememberWritePlan.from_json(plan.to_json()))
         assert again.warnings and from_json.warnings, "a replay should warn that items were already stored"
@@ -241,7 +241,7 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         assert await _counts(memory) == before, (
             "a replay changed (graph statements, vector points, stats rows)"
         )
-        assert await memory.stats.summary() == summary, "a replay counted twice"
+        assert await stores_of(memory).stats.summary() == summary, "a replay counted twice"
 
     async def test_id_conflicts_change_nothing(self, memory: CharacterMemory) -> None:
         """An id stored with other content (of any type) raises IdConflictError; nothing changes.
@@ -251,7 +251,7 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         """
         drafts, named = _session("conflict", ["we planted tomatoes"])
         await memory.remember(drafts, AT_T0)
-        before, points = await _counts(memory), await memory.vectors.point_ids()
+        before, points = await _counts(memory), await stores_of(memory).vectors.point_ids()
         attempts = {
             "same type": RememberDrafts(
                 episodes=[EpisodeDraft(summary="another afternoon", occurred_at=T0, id=named["episode"])]
@@ -271,7 +271,7 @@ class CharacterMemoryContract(ContractSuite, suite=True):
                 await memory.remember(item, AT_T0)
             assert caught.value.ids, f"{label}: IdConflictError names no id"
             assert await _counts(memory) == before, f"{label}: a refused commit changed a store"
-        assert await memory.vectors.point_ids() == points
+        assert await stores_of(memory).vectors.point_ids() == points
 
     async def test_validate_plan_reports_conflicts_and_replays(self, memory: CharacterMemory) -> None:
         """``validate_plan`` marks a conflicting candidate invalid and warns about equal replays.
@@ -342,7 +342,7 @@ class CharacterMemoryContract(ContractSuite, suite=True):
             assert await _counts(memory) == before, f"{label}: a refused plan changed a store"
         outcome = await memory.remember(RememberDrafts(derived=[given]), AT_T0)
         [belief_id] = outcome.object_ids
-        assert (await memory.graph.currency([belief_id]))[belief_id] is CurrencyStatus.CURRENT
+        assert (await stores_of(memory).graph.currency([belief_id]))[belief_id] is CurrencyStatus.CURRENT
         pack = await memory.retrieve(RetrievalContext(query="they are called Mina"))
         names = {e.id: e.names for e in pack.entities}
         assert names.get(notion) == ("Mina",), f"the given name is not the notion's current name: {names}"
@@ -370,7 +370,7 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         with pytest.raises(PlanValidationError):
             await memory.remember(RememberDrafts(links=[LinkDraft(new, Relation.SUPERSEDES, old)]), AT_T0)
         assert await _counts(memory) == before
-        assert (await memory.graph.currency([old]))[old] is CurrencyStatus.CURRENT
+        assert (await stores_of(memory).graph.currency([old]))[old] is CurrencyStatus.CURRENT
 
     async def test_derived_supersedes_removes_the_old_vector(self, memory: CharacterMemory) -> None:
         """A derived memory that supersedes another takes the old one out of candidate recall.
@@ -405,17 +405,17 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         )
         new = new_outcome.object_ids[0]
         assert new_outcome.repair_markers == ()
-        assert (await memory.graph.currency([old, new])) == {
+        assert (await stores_of(memory).graph.currency([old, new])) == {
             old: CurrencyStatus.SUPERSEDED,
             new: CurrencyStatus.CURRENT,
         }
-        points = await memory.vectors.point_ids()
+        points = await stores_of(memory).vectors.point_ids()
         assert old not in points, "the superseded memory is still in the vector index"
         assert new in points
-        summary = await memory.stats.summary()
+        summary = await stores_of(memory).stats.summary()
         assert summary.current_objects.get("derived") == 1 and summary.objects.get("derived") == 2
         await memory.commit(first_plan)
-        assert old not in await memory.vectors.point_ids(), "a replay put a superseded memory back"
+        assert old not in await stores_of(memory).vectors.point_ids(), "a replay put a superseded memory back"
         pack = await memory.retrieve(RetrievalContext(query="prefers oat milk in coffee"))
         assert old not in [item.id for item in pack.items]
 
@@ -432,7 +432,7 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         await memory.remember(RememberInput("we planted tomatoes", occurred_at=T0), AT_T0)
         stray = MemoryId.new()
         vector = await memory.embedder.embed_query("a stray point about tomatoes")
-        await memory.vectors.upsert(
+        await stores_of(memory).vectors.upsert(
             [VectorPoint(id=stray, object_type=ObjectType.OBSERVATION, vector=vector)]
         )
         pack = await memory.retrieve(RetrievalContext(query="a stray point about tomatoes"))
@@ -469,7 +469,7 @@ class CharacterMemoryContract(ContractSuite, suite=True):
             AT_T0,
         )
         vector = (await memory.embedder.embed_documents(["drinks green tea"]))[0]
-        await memory.vectors.upsert(
+        await stores_of(memory).vectors.upsert(
             [VectorPoint(id=old, object_type=ObjectType.DERIVED, vector=vector, text="drinks green tea")]
         )
         pack = await memory.retrieve(RetrievalContext(query="drinks green tea"))
@@ -612,7 +612,7 @@ class CharacterMemoryContract(ContractSuite, suite=True):
                 ),
                 AT_T0,
             )
-            stored = await memory.graph.get_objects(list(outcome.object_ids))
+            stored = await stores_of(memory).graph.get_objects(list(outcome.object_ids))
             texts = [getattr(obj, "text", None) for obj in stored.values()]
             if texts.count(text) != 2:
                 wrong.append(f"{text!r}: stored as {texts!r}")
@@ -665,11 +665,11 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         await memory.remember(
             RememberInput("rain all night", occurred_at=T0, summary="rain all night"), AT_T0
         )
-        assert await memory.vectors.count() == 2
+        assert await stores_of(memory).vectors.count() == 2
         await memory.remember(
             RememberInput("sun at last", occurred_at=T0, summary="the weather turned"), AT_T0
         )
-        assert await memory.vectors.count() == 4
+        assert await stores_of(memory).vectors.count() == 4
 
     # -- repairable writes -----------------------------------------------------------------
 
@@ -683,10 +683,10 @@ class CharacterMemoryContract(ContractSuite, suite=True):
     ) -> CharacterMemory:
         """The same stores, some behind fault-injecting wrappers (not closed separately)."""
         return CharacterMemory(
-            graph=cast(GraphStore, graph or memory.graph),
-            vectors=cast(VectorIndex, vectors or memory.vectors),
+            graph=cast(GraphStore, graph or stores_of(memory).graph),
+            vectors=cast(VectorIndex, vectors or stores_of(memory).vectors),
             embedder=memory.embedder,
-            stats=cast(RetrievalStatsStore, stats or memory.stats),
+            stats=cast(RetrievalStatsStore, stats or stores_of(memory).stats),
             collection=memory.collection,
         )
 
@@ -698,7 +698,7 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         If this fails: the vector index raised something other than an exception the commit can
         report, or an upsert after a failed one does not store the points.
         """
-        faulty = FaultyVectorIndex(memory.vectors)
+        faulty = FaultyVectorIndex(stores_of(memory).vectors)
         wrapped = self._wrapped(memory, vectors=faulty)
         plan = await wrapped.prepare(
             RememberInput("the kettle broke", occurred_at=T0, summary="kitchen trouble"), NOW
@@ -710,12 +710,14 @@ class CharacterMemoryContract(ContractSuite, suite=True):
             isinstance(marker, RepairMarker.VectorMaintenance) and marker.operation is VectorOperation.UPSERT
         )
         assert set(marker.ids) == {e.id for e in plan.index_entries}
-        assert await memory.graph.object_ids() == sorted(plan.object_ids), "the graph write must stand"
-        assert await memory.vectors.count() == 0
+        assert await stores_of(memory).graph.object_ids() == sorted(plan.object_ids), (
+            "the graph write must stand"
+        )
+        assert await stores_of(memory).vectors.count() == 0
         faulty.heal()
         repaired = await wrapped.commit(plan)
         assert repaired.repair_markers == ()
-        assert await memory.vectors.point_ids() == {e.id for e in plan.index_entries}
+        assert await stores_of(memory).vectors.point_ids() == {e.id for e in plan.index_entries}
 
     async def test_failed_stats_update_gives_a_marker_and_replay_repairs_it(
         self, memory: CharacterMemory
@@ -724,20 +726,20 @@ class CharacterMemoryContract(ContractSuite, suite=True):
 
         If this fails: the stats store half-applied a failed ``record`` or counted a replay twice.
         """
-        faulty = FaultyStatsStore(memory.stats)
+        faulty = FaultyStatsStore(stores_of(memory).stats)
         wrapped = self._wrapped(memory, stats=faulty)
         drafts, _ = _session("stats-fault", ["we planted tomatoes"])
         plan = await wrapped.prepare(drafts, NOW)
         faulty.fail("record", always=True)
         outcome = await wrapped.commit(plan)
         assert [type(m) for m in outcome.repair_markers] == [RepairMarker.StatsMaintenance]
-        assert await memory.stats.row_count() == 0
+        assert await stores_of(memory).stats.row_count() == 0
         faulty.heal()
         assert (await wrapped.commit(plan)).repair_markers == ()
-        rows = await memory.stats.row_count()
+        rows = await stores_of(memory).stats.row_count()
         assert rows == len(plan.objects) + len(plan.links) + len(plan.derived_links)
         await wrapped.commit(plan)
-        assert await memory.stats.row_count() == rows
+        assert await stores_of(memory).stats.row_count() == rows
 
     async def test_failed_vector_delete_of_a_superseded_memory_is_repaired_by_replay(
         self, memory: CharacterMemory
@@ -755,7 +757,7 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         )
         await memory.commit(first)
         old, turn = first.object_ids[-1], first.object_ids[1]
-        faulty = FaultyVectorIndex(memory.vectors)
+        faulty = FaultyVectorIndex(stores_of(memory).vectors)
         wrapped = self._wrapped(memory, vectors=faulty)
         plan = await wrapped.prepare(
             RememberDrafts(
@@ -773,19 +775,19 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         assert (
             isinstance(marker, RepairMarker.VectorMaintenance) and marker.operation is VectorOperation.DELETE
         )
-        assert old in marker.ids and old in await memory.vectors.point_ids()
+        assert old in marker.ids and old in await stores_of(memory).vectors.point_ids()
         pack = await memory.retrieve(RetrievalContext(query="lives in Busan"))
         assert old not in [i.id for i in pack.items]
         faulty.heal()
         assert (await wrapped.commit(plan)).repair_markers == ()
-        assert old not in await memory.vectors.point_ids()
+        assert old not in await stores_of(memory).vectors.point_ids()
 
     async def test_failed_graph_write_writes_nothing_anywhere(self, memory: CharacterMemory) -> None:
         """When the graph batch fails, commit raises BackendError and no store changes.
 
         If this fails: vectors or stats were written before the graph batch succeeded.
         """
-        faulty = FaultyGraphStore(memory.graph)
+        faulty = FaultyGraphStore(stores_of(memory).graph)
         wrapped = self._wrapped(memory, graph=faulty)
         faulty.fail("write_batch", always=True)
         with pytest.raises(BackendError):

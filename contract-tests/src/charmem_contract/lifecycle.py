@@ -49,7 +49,7 @@ from charmem import (
     ThreadStatus,
     VectorOperation,
 )
-from charmem.testing import FaultyVectorIndex
+from charmem.testing import FaultyVectorIndex, stores_of
 from charmem_contract._base import ContractSuite
 
 __all__ = ["LifecycleContract", "MonotonicMemory"]
@@ -75,7 +75,7 @@ class MonotonicMemory:
             try:
                 return await target(*args, **kwargs)
             finally:
-                now = await self.inner.graph.statement_count()
+                now = await stores_of(self.inner).graph.statement_count()
                 assert now >= self.last, f"{name} decreased the graph from {self.last} to {now} statements"
                 self.last = now
 
@@ -143,7 +143,7 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
 
     @staticmethod
     async def _status(memory: Any, memory_id: MemoryId) -> CurrencyStatus | None:
-        statuses: dict[MemoryId, CurrencyStatus] = await memory.graph.currency([memory_id])
+        statuses: dict[MemoryId, CurrencyStatus] = await stores_of(memory).graph.currency([memory_id])
         return statuses.get(memory_id)
 
     # ------------------------------------------------------------------ supersession
@@ -169,11 +169,11 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         new = outcome.object_ids[-1]
         assert await self._status(memory, old) is CurrencyStatus.SUPERSEDED
         assert await self._status(memory, new) is CurrencyStatus.CURRENT
-        assert (await memory.graph.get_objects([old]))[old].text == "I know this notion as Al."
+        assert (await stores_of(memory).graph.get_objects([old]))[old].text == "I know this notion as Al."
         pack = await memory.retrieve(RetrievalContext(query="Bob", focus_entity_ids=[notion]))
         names = {e.id: e.names for e in pack.entities}
         assert names[notion] == ("Bob",)
-        assert old not in await memory.vectors.point_ids()
+        assert old not in await stores_of(memory).vectors.point_ids()
 
     async def test_correction_supersedes_and_keeps_the_predecessor_unsuppressed(self, memory: Any) -> None:
         """Correction leaves the predecessor stored, unsuppressed and superseded; the replacement
@@ -191,14 +191,14 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         )
         [replacement_id] = outcome.replacement_ids
         assert set(outcome.graph_mutated_object_ids) == {claim, replacement_id}
-        replacement = (await memory.graph.get_objects([replacement_id]))[replacement_id]
+        replacement = (await stores_of(memory).graph.get_objects([replacement_id]))[replacement_id]
         assert replacement.observation_ids == (observation,)
         assert replacement.supersedes == (claim,)
         assert await self._status(memory, claim) is CurrencyStatus.SUPERSEDED
-        records = await memory.graph.get_records([claim])
+        records = await stores_of(memory).graph.get_records([claim])
         assert [r.action.value for r in records] == ["correct"]
-        assert claim not in await memory.vectors.point_ids()
-        assert replacement_id in await memory.vectors.point_ids()
+        assert claim not in await stores_of(memory).vectors.point_ids()
+        assert replacement_id in await stores_of(memory).vectors.point_ids()
 
     async def test_replaying_a_correction_creates_no_second_replacement_or_link(self, memory: Any) -> None:
         """Replacement ids derive from the target and the replacement's content, so replaying a
@@ -211,12 +211,12 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
             ReplacementDerivedMemoryDraft(DerivedType.CORRECTION, "Drinks tea at nine.")
         )
         first = await memory.correct(draft)
-        count = await memory.graph.statement_count()
-        links = await memory.graph.link_ids()
+        count = await stores_of(memory).graph.statement_count()
+        links = await stores_of(memory).graph.link_ids()
         second = await memory.correct(draft)
         assert second.replacement_ids == first.replacement_ids
-        assert await memory.graph.statement_count() == count
-        assert await memory.graph.link_ids() == links
+        assert await stores_of(memory).graph.statement_count() == count
+        assert await stores_of(memory).graph.link_ids() == links
 
     async def test_forgetting_a_correction_does_not_restore_the_older_belief(self, memory: Any) -> None:
         """Even a suppressed successor still supersedes its predecessor.
@@ -292,10 +292,10 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         """
         _e, _o, a = await self._grounded_belief(memory, "one", "first belief")
         _e, _o, b = await self._grounded_belief(memory, "two", "second belief")
-        before = await memory.graph.statement_count()
+        before = await stores_of(memory).graph.statement_count()
         with pytest.raises(PlanValidationError, match="supersedes"):
             await memory.link(LinkDraft(a, Relation.SUPERSEDES, b))
-        assert await memory.graph.statement_count() == before
+        assert await stores_of(memory).graph.statement_count() == before
 
     async def test_a_link_id_reused_for_another_relation_is_rejected(self, memory: Any) -> None:
         """Existing link ids reject different content, including another relation.
@@ -309,10 +309,10 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         assert outcome.link.id == link_id
         again = await memory.link(LinkDraft(a, Relation.SUPPORTS, b, id=link_id, rationale="agree"))
         assert again.link == outcome.link
-        before = await memory.graph.statement_count()
+        before = await stores_of(memory).graph.statement_count()
         with pytest.raises(IdConflictError):
             await memory.link(LinkDraft(a, Relation.CONTRADICTS, b, id=link_id, rationale="agree"))
-        assert await memory.graph.statement_count() == before
+        assert await stores_of(memory).graph.statement_count() == before
 
     async def test_a_generated_supersedes_link_id_cannot_be_replaced_by_another_relation(
         self, memory: Any
@@ -328,7 +328,7 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
             )
         )
         [replacement] = outcome.replacement_ids
-        links = await memory.graph.links_of([claim], relations=[Relation.SUPERSEDES])
+        links = await stores_of(memory).graph.links_of([claim], relations=[Relation.SUPERSEDES])
         [generated] = links
         with pytest.raises(IdConflictError):
             await memory.link(LinkDraft(replacement, Relation.ASSOCIATED_WITH, claim, id=generated.id))
@@ -352,13 +352,13 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
             CorrectMemoryDraft(CorrectionTarget.source_object(observation), "Rita lives in Milan, not Rome.")
         )
         [replacement_id] = corrected.replacement_ids
-        replacement = (await memory.graph.get_objects([replacement_id]))[replacement_id]
+        replacement = (await stores_of(memory).graph.get_objects([replacement_id]))[replacement_id]
         assert replacement.observation_ids == (observation,)
         assert notion in replacement.entity_ids
         assert replacement.text == "Rita lives in Milan, not Rome."
         assert await self._status(memory, observation) is CurrencyStatus.SUPERSEDED
-        assert observation in await memory.graph.get_objects([observation])
-        assert observation not in await memory.vectors.point_ids()
+        assert observation in await stores_of(memory).graph.get_objects([observation])
+        assert observation not in await stores_of(memory).vectors.point_ids()
 
     async def test_given_belief_correction_with_declared_assertions_and_external_origin(
         self, memory: Any
@@ -386,11 +386,11 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
             ).with_replacement(replacement)
         )
         [new] = outcome.replacement_ids
-        stored = (await memory.graph.get_objects([new]))[new]
+        stored = (await stores_of(memory).graph.get_objects([new]))[new]
         assert stored.given_by_application
         assert stored.source_ids == ()
         assert [a.predicate.name for a in stored.assertions] == ["Carol"]
-        [record] = await memory.graph.get_records([belief])
+        [record] = await stores_of(memory).graph.get_records([belief])
         assert record.external_refs == ("application:name-change",)
         pack = await memory.retrieve(RetrievalContext(query="Carol", focus_entity_ids=[notion]))
         assert {e.id: e.names for e in pack.entities}[notion] == ("Carol",)
@@ -403,11 +403,11 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         Adapter authors: nothing may be written (statement count unchanged).
         """
         _notion, belief = await self._notion_with_name(memory, "Bob")
-        before = await memory.graph.statement_count()
+        before = await stores_of(memory).graph.statement_count()
         with pytest.raises(LifecycleValidationError) as info:
             await memory.correct(CorrectMemoryDraft(CorrectionTarget.derived_memory(belief), "Wrong name."))
         assert info.value.kind is LifecycleErrorKind.MISSING_GIVEN_REPLACEMENT
-        assert await memory.graph.statement_count() == before
+        assert await stores_of(memory).graph.statement_count() == before
 
     @pytest.mark.parametrize(
         ("case", "kind"),
@@ -434,7 +434,7 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         _e, _o, claim = await self._grounded_belief(memory, "Kim likes jazz.", "Kim likes jazz.")
         thread = MemoryId.new()
         await memory.remember(RememberDrafts(threads=[ThreadDraft(id=thread, title="Music", created_at=T0)]))
-        [about] = await memory.graph.links_of([given], relations=[Relation.ABOUT])
+        [about] = await stores_of(memory).graph.links_of([given], relations=[Relation.ABOUT])
         replacement = ReplacementDerivedMemoryDraft(DerivedType.CORRECTION, "Kim likes blues.")
         drafts = {
             "blank_rationale": CorrectMemoryDraft(CorrectionTarget.derived_memory(claim), "  "),
@@ -459,11 +459,11 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
                 CorrectionTarget.derived_memory(given), "why"
             ).with_replacement(replacement),
         }
-        before = await memory.graph.statement_count()
+        before = await stores_of(memory).graph.statement_count()
         with pytest.raises(LifecycleValidationError) as info:
             await memory.correct(drafts[case])
         assert info.value.kind is kind
-        assert await memory.graph.statement_count() == before
+        assert await stores_of(memory).graph.statement_count() == before
 
     # ------------------------------------------------------------------ forget
 
@@ -479,7 +479,7 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         assert await self._status(memory, observation) is CurrencyStatus.SUPPRESSED
         assert await self._status(memory, claim) is CurrencyStatus.SUPPRESSED
         assert await self._status(memory, episode) is CurrencyStatus.CURRENT
-        points = await memory.vectors.point_ids()
+        points = await stores_of(memory).vectors.point_ids()
         assert observation not in points
         assert claim not in points
         pack = await memory.retrieve("What is my PIN?")
@@ -532,17 +532,17 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         await memory.forget(ForgetMemoryDraft.suppress(thread, "Drop the topic."))
         assert await self._status(memory, thread) is CurrencyStatus.CURRENT
         assert await self._status(memory, member) is CurrencyStatus.CURRENT
-        assert thread in await memory.vectors.point_ids()
-        stored = (await memory.graph.get_objects([thread]))[thread]
+        assert thread in await stores_of(memory).vectors.point_ids()
+        stored = (await stores_of(memory).graph.get_objects([thread]))[thread]
         assert stored.status is ThreadStatus.ACTIVE
         await memory.forget(
             ForgetMemoryDraft.suppress(thread, "Drop its notes too.", apply_to_thread_members=True)
         )
         assert await self._status(memory, member) is CurrencyStatus.SUPPRESSED
-        assert member not in await memory.vectors.point_ids()
+        assert member not in await stores_of(memory).vectors.point_ids()
         assert await self._status(memory, episode) is CurrencyStatus.CURRENT
         assert await self._status(memory, observation) is CurrencyStatus.CURRENT
-        assert thread in await memory.vectors.point_ids()
+        assert thread in await stores_of(memory).vectors.point_ids()
 
     @pytest.mark.parametrize("case", ["blank", "unknown", "entity", "link"])
     async def test_forget_errors(self, memory: Any, case: str) -> None:
@@ -551,7 +551,7 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         Adapter authors: nothing may be written.
         """
         notion, belief = await self._notion_with_name(memory, "Ana")
-        [about] = await memory.graph.links_of([belief], relations=[Relation.ABOUT])
+        [about] = await stores_of(memory).graph.links_of([belief], relations=[Relation.ABOUT])
         drafts = {
             "blank": (ForgetMemoryDraft.suppress(belief, " "), LifecycleErrorKind.EMPTY_RATIONALE),
             "unknown": (
@@ -568,11 +568,11 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
             ),
         }
         draft, kind = drafts[case]
-        before = await memory.graph.statement_count()
+        before = await stores_of(memory).graph.statement_count()
         with pytest.raises(LifecycleValidationError) as info:
             await memory.forget(draft)
         assert info.value.kind is kind
-        assert await memory.graph.statement_count() == before
+        assert await stores_of(memory).graph.statement_count() == before
 
     async def test_replaying_a_forget_writes_nothing_new(self, memory: Any) -> None:
         """The same forget applied twice (at another time) adds no second record.
@@ -581,9 +581,9 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         """
         _e, _o, claim = await self._grounded_belief(memory, "a secret", "knows a secret")
         await memory.forget(ForgetMemoryDraft.suppress(claim, "Private."))
-        count = await memory.graph.statement_count()
+        count = await stores_of(memory).graph.statement_count()
         await memory.forget(ForgetMemoryDraft.suppress(claim, "Private."))
-        assert await memory.graph.statement_count() == count
+        assert await stores_of(memory).graph.statement_count() == count
 
     # ------------------------------------------------------------------ repair
 
@@ -596,9 +596,9 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         _e, _o, claim = await self._grounded_belief(
             memory, "The wifi password is swordfish.", "Wifi password is swordfish."
         )
-        real = memory.inner.vectors
+        real = stores_of(memory.inner).vectors
         faulty = FaultyVectorIndex(real)
-        memory.inner.vectors = faulty
+        memory.inner._vectors = faulty
         try:
             faulty.fail("delete", on_call=1)
             draft = CorrectMemoryDraft(CorrectionTarget.derived_memory(claim), "Changed.").with_replacement(
@@ -617,7 +617,7 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
             assert repaired.repair_markers == ()
             assert claim not in await real.point_ids()
         finally:
-            memory.inner.vectors = real
+            memory.inner._vectors = real
 
     async def test_replaying_an_old_plan_never_reindexes_a_superseded_memory(self, memory: Any) -> None:
         """Replaying an older plan consults graph currency before indexing.
@@ -637,7 +637,7 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
             )
         )
         await memory.commit(plan)
-        assert claim not in await memory.vectors.point_ids()
+        assert claim not in await stores_of(memory).vectors.point_ids()
 
     # ------------------------------------------------------------------ stats, names, time
 
@@ -656,13 +656,13 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         )
         await memory.forget(ForgetMemoryDraft.suppress(other, "Private."))
         await memory.link(LinkDraft(_o, Relation.ASSOCIATED_WITH, _o2))
-        incremental = await memory.stats.summary()
+        incremental = await stores_of(memory).stats.summary()
         assert incremental.objects["derived"] == 3
         assert incremental.current_objects["derived"] == 1
         assert incremental.links["associated_with"] == 1
         rows = await memory.rebuild_stats()
-        assert rows == await memory.stats.row_count()
-        assert await memory.stats.summary() == incremental
+        assert rows == await stores_of(memory).stats.row_count()
+        assert await stores_of(memory).stats.summary() == incremental
 
     async def test_names_match_ignoring_case_width_and_spacing_but_not_sharp_s(self, memory: Any) -> None:
         """Names retain their spelling and match ignoring case, width and spacing; Straße and
@@ -700,7 +700,7 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         )
         ids = {item.id for item in then.items}
         assert replacement not in ids
-        assert (await memory.graph.currency([claim], as_of=T0 + timedelta(days=1)))[
+        assert (await stores_of(memory).graph.currency([claim], as_of=T0 + timedelta(days=1)))[
             claim
         ] is CurrencyStatus.CURRENT
         now = await memory.retrieve(RetrievalContext(query="Lives in Oslo Bergen"))
@@ -722,6 +722,10 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
                         RememberInput("Same words in both.", observation_id=shared_id, occurred_at=T0)
                     )
                 await first.forget(ForgetMemoryDraft.suppress(shared_id, "Only here."))
-                assert (await first.graph.currency([shared_id]))[shared_id] is CurrencyStatus.SUPPRESSED
-                assert (await second.graph.currency([shared_id]))[shared_id] is CurrencyStatus.CURRENT
-                assert shared_id in await second.vectors.point_ids()
+                assert (await stores_of(first).graph.currency([shared_id]))[
+                    shared_id
+                ] is CurrencyStatus.SUPPRESSED
+                assert (await stores_of(second).graph.currency([shared_id]))[
+                    shared_id
+                ] is CurrencyStatus.CURRENT
+                assert shared_id in await stores_of(second).vectors.point_ids()

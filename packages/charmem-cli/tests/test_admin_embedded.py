@@ -13,6 +13,7 @@ from pyoxigraph import Literal, Store
 
 from charmem import CharacterMemory, PurgedMemoryError, RememberWritePlan, Settings
 from charmem.admin import export_collection, import_collection, purge
+from charmem.testing import stores_of
 from charmem_contract import AdminToolsContract
 from charmem_contract.admin import PERSONAL_WORD, PURGED_AT, AdminWorld
 from charmem_oxigraph.testing import OxigraphServer
@@ -102,7 +103,7 @@ async def test_an_embedded_backup_restores_onto_a_sparql_server_and_purges_there
         report = await import_collection(memory, tmp_path / "backup")
         assert report.check.consistent, "\n".join(report.check.describe())
         assert [(await memory.retrieve(q)).to_dict() for q in contexts] == expected
-        assert set(await memory.graph.tombstones()) == {world.ids["walk"]}
+        assert set(await stores_of(memory).graph.tombstones()) == {world.ids["walk"]}
         purged = await purge(memory, [world.ids["episode"], world.ids["observation"]], purged_at=PURGED_AT)
         assert purged.check.consistent, "\n".join(purged.check.describe())
         await export_collection(memory, tmp_path / "after")

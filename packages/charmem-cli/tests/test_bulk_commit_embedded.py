@@ -28,6 +28,7 @@ from charmem import (
     Settings,
 )
 from charmem.admin import purge
+from charmem.testing import stores_of
 from charmem_oxigraph import OxigraphGraphStore, _store
 
 WHEN = datetime(2024, 3, 3, 18, 10, tzinfo=UTC)
@@ -88,12 +89,12 @@ async def test_a_bulk_commit_with_a_census_refuses_conflicts_and_purged_ids(
 
     monkeypatch.setattr(_store, "CENSUS_MIN_PROBES", 1)
     async with CharacterMemory.open(embedded_settings, "bulk") as memory:
-        graph = memory.graph
+        graph = stores_of(memory).graph
         assert isinstance(graph, OxigraphGraphStore)
 
         async def counts() -> tuple[int, int, int]:
-            stats = await memory.stats.row_count()
-            return (await graph.statement_count(), await memory.vectors.count(), stats)
+            stats = await stores_of(memory).stats.row_count()
+            return (await graph.statement_count(), await stores_of(memory).vectors.count(), stats)
 
         before = await counts()
         sessions = [_session(f"s{n}", person) for n in range(8)]
@@ -114,11 +115,11 @@ async def test_a_bulk_commit_with_a_census_refuses_conflicts_and_purged_ids(
         plan = await memory.prepare(_merged(*sessions))
         outcome = await memory.commit(plan)
         assert not outcome.repair_markers
-        assert await memory.vectors.count() == before[1] + len(plan.index_entries)
+        assert await stores_of(memory).vectors.count() == before[1] + len(plan.index_entries)
         ids = list(plan.object_ids)
         assert set((await graph.currency(ids)).values()) == {CurrencyStatus.CURRENT}
         replay = await memory.commit(plan)  # equal content: accepted, nothing new
         assert replay.warnings
-        assert await memory.vectors.count() == before[1] + len(plan.index_entries)
+        assert await stores_of(memory).vectors.count() == before[1] + len(plan.index_entries)
         pack = await memory.retrieve("s3: the harbour workshop, turn 2")
         assert MemoryId.deterministic("bulk-test", "s3", "turn", 2) in {item.id for item in pack.items}

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from charmem import CharacterMemory, DerivedMemoryDraft, DerivedType, MemoryId, RememberInput, Settings
-from charmem.admin import GraphProblemKind, check
+from charmem.admin import GraphProblemKind
+from charmem.admin._check import check_stores
 from charmem_cli.app import main
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
@@ -132,7 +133,7 @@ def test_an_object_missing_a_required_triple_is_unreadable_and_not_repaired(
     graph = OxigraphGraphStore.open(COLLECTION, path=store / "oxigraph")
     try:
         _remove_text_triple(graph, observation)
-        report = asyncio.run(check(graph, None, None))
+        report = asyncio.run(check_stores(graph, None, None))
     finally:
         graph.close_sync()
     unreadable = [p for p in report.graph_problems if p.kind is GraphProblemKind.UNREADABLE]

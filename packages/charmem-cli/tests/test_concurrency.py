@@ -28,6 +28,7 @@ from charmem import (
     SyncCharacterMemory,
 )
 from charmem.admin import check
+from charmem.testing import stores_of
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -45,7 +46,7 @@ def _correction(target: MemoryId, text: str) -> CorrectMemoryDraft:
 
 
 async def _successors(memory: CharacterMemory, target: MemoryId) -> list[MemoryId]:
-    links = await memory.graph.links_of([target], relations=[Relation.SUPERSEDES])
+    links = await stores_of(memory).graph.links_of([target], relations=[Relation.SUPERSEDES])
     return [link.from_id for link in links if link.to_id == target]
 
 
@@ -75,20 +76,20 @@ async def test_concurrent_writers_and_readers_lose_no_update(embedded_settings: 
 
         # every acknowledged write is stored whole
         remembered = [i for outcome in outcomes[:16] for i in outcome.object_ids]  # type: ignore[union-attr]
-        assert len(await memory.graph.get_objects(remembered)) == len(remembered) == 48
+        assert len(await stores_of(memory).graph.get_objects(remembered)) == len(remembered) == 48
         winner = next(r for r in rivals if not isinstance(r, BaseException))
         assert await _successors(memory, contested) == list(winner.replacement_ids)  # type: ignore[union-attr]
         for claim in claims[1:5]:
             assert len(await _successors(memory, claim)) == 1
-        currency = await memory.graph.currency(claims)
+        currency = await stores_of(memory).graph.currency(claims)
         assert [currency[c] for c in claims[1:5]] == [CurrencyStatus.SUPERSEDED] * 4
         assert [currency[c] for c in claims[5:8]] == [CurrencyStatus.SUPPRESSED] * 3
         # every pack only holds stored memories
         for pack in packs:
             ids = [item.id for item in pack.items]  # type: ignore[union-attr]
-            assert len(await memory.graph.get_objects(ids)) == len(ids)
+            assert len(await stores_of(memory).graph.get_objects(ids)) == len(ids)
 
-        report = await check(memory.graph, memory.vectors, memory.stats)
+        report = await check(memory)
         assert report.consistent, report.describe()
 
 
@@ -98,9 +99,9 @@ async def test_the_same_plan_committed_concurrently_is_stored_once(embedded_sett
         outcomes = await asyncio.gather(*(memory.commit(plan) for _ in range(6)))
         assert all(outcome.object_ids == plan.object_ids for outcome in outcomes)
         assert sum(not outcome.warnings for outcome in outcomes) == 1  # the others were replays
-        assert await memory.stats.row_count() == len(plan.objects) + len(plan.derived_links)
-        assert await memory.vectors.count() == len(plan.index_entries)
-        assert (await check(memory.graph, memory.vectors, memory.stats)).consistent
+        assert await stores_of(memory).stats.row_count() == len(plan.objects) + len(plan.derived_links)
+        assert await stores_of(memory).vectors.count() == len(plan.index_entries)
+        assert (await check(memory)).consistent
 
 
 @pytest.mark.parametrize("threads", [4])
@@ -114,9 +115,9 @@ def test_the_blocking_facade_from_many_threads(embedded_settings: Settings, thre
         assert all(pack.items for pack in packs)
 
         async def verify() -> None:
-            stored = await memory.memory.graph.get_objects(ids)
+            stored = await stores_of(memory).graph.get_objects(ids)
             assert len(stored) == 36
-            report = await check(memory.memory.graph, memory.memory.vectors, memory.memory.stats)
+            report = await check(memory.memory)
             assert report.consistent, report.describe()
 
         memory._run(verify())

@@ -22,6 +22,7 @@ from charmem import (
     Settings,
 )
 from charmem.ports import VectorPoint
+from charmem.testing import stores_of
 
 HOSTILE = [
     "She said \"hello\" and 'bye'",
@@ -91,7 +92,7 @@ async def test_every_hostile_text_reads_back_byte_identical(embedded_settings: S
             outcome = await memory.remember(RememberInput(text, occurred_at=WHEN))
             ids.append(outcome.object_ids[1])
     async with CharacterMemory.open(embedded_settings, "skeleton") as memory:
-        stored = await memory.graph.get_objects(ids)
+        stored = await stores_of(memory).graph.get_objects(ids)
     assert [stored[i].text.encode("utf-8") for i in ids] == [t.encode("utf-8") for t in HOSTILE]  # type: ignore[union-attr]
 
 
@@ -142,9 +143,9 @@ async def test_prepare_and_validate_write_nothing_on_the_embedded_stores(
 
         async def counts() -> tuple[int, int, int]:
             return (
-                await memory.graph.statement_count(),
-                await memory.vectors.count(),
-                await memory.stats.row_count(),
+                await stores_of(memory).graph.statement_count(),
+                await stores_of(memory).vectors.count(),
+                await stores_of(memory).stats.row_count(),
             )
 
         before = await counts()
@@ -166,7 +167,7 @@ async def test_graph_authority_omits_a_point_the_graph_does_not_hold(embedded_se
         await memory.remember(RememberInput("the harbour logistics workshop", occurred_at=WHEN))
         ghost = MemoryId.new()
         vector = await memory.embedder.embed_query("the harbour logistics workshop")
-        await memory.vectors.upsert(
+        await stores_of(memory).vectors.upsert(
             [VectorPoint(id=ghost, object_type=ObjectType.OBSERVATION, vector=vector, text="ghost")]
         )
         pack = await memory.retrieve("the harbour logistics workshop")
@@ -217,6 +218,6 @@ async def test_a_plan_persisted_as_json_commits_in_another_process_with_the_same
     assert committed["objects"] == [str(i) for i in plan.object_ids]
     assert set(committed["links"]) == {str(link.id) for link in plan.derived_links}
     async with CharacterMemory.open(embedded_settings, "skeleton") as memory:
-        stored = await memory.graph.get_objects(list(plan.object_ids))
+        stored = await stores_of(memory).graph.get_objects(list(plan.object_ids))
         assert set(stored) == set(plan.object_ids)
-        assert set(plan.object_ids) - {plan.object_ids[0]} <= await memory.vectors.point_ids()
+        assert set(plan.object_ids) - {plan.object_ids[0]} <= await stores_of(memory).vectors.point_ids()

@@ -68,7 +68,7 @@ from charmem import (
 from charmem.domain.model import DerivedMemory, MemoryObject, Observation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import content_equal
-from charmem.testing import EmbeddingFault, FaultyEmbeddingProvider, HashingEmbeddingProvider
+from charmem.testing import EmbeddingFault, FaultyEmbeddingProvider, HashingEmbeddingProvider, stores_of
 from charmem_contract import FixedClock, reference_memory
 from charmem_contract.strategies import (
     METACHARACTERS,
@@ -183,7 +183,7 @@ class CorrectOp:
                 ReplacementDerivedMemoryDraft(DerivedType.CORRECTION, self.replacement)
             )
         outcome = await memory.correct(draft)
-        stored = await memory.graph.get_objects(list(outcome.replacement_ids))
+        stored = await stores_of(memory).graph.get_objects(list(outcome.replacement_ids))
         return Result(list(stored.values()), len(outcome.repair_markers))
 
 
@@ -219,7 +219,7 @@ class RetrieveOp:
             focus_entity_ids=[pool_id(n) for n in self.focus],
         )
         pack = await memory.retrieve(context)
-        stored = await memory.graph.get_objects([item.id for item in pack.items])
+        stored = await stores_of(memory).graph.get_objects([item.id for item in pack.items])
         as_json = json.loads(json.dumps(pack.to_dict()))
         for item, item_json in zip(pack.items, as_json["items"], strict=True):
             obj = stored.get(item.id)
@@ -414,15 +414,15 @@ def embedded_settings(root: Path) -> Settings:
 async def snapshot(memory: CharacterMemory) -> tuple[int, frozenset[MemoryId], int]:
     """What must not change when an operation fails: statements, vector points, stats rows."""
     return (
-        await memory.graph.statement_count(),
-        frozenset(await memory.vectors.point_ids()),
-        await memory.stats.row_count(),
+        await stores_of(memory).graph.statement_count(),
+        frozenset(await stores_of(memory).vectors.point_ids()),
+        await stores_of(memory).stats.row_count(),
     )
 
 
 async def check_consistency(memory: CharacterMemory, written: dict[MemoryId, MemoryObject]) -> None:
     """Everything written reads back exactly; every stored object decodes; vectors are current."""
-    stored = await memory.graph.get_objects(sorted(written))
+    stored = await stores_of(memory).graph.get_objects(sorted(written))
     for memory_id, obj in written.items():
         back = stored.get(memory_id)
         assert back is not None, f"{memory_id} was written but cannot be read back"
@@ -430,11 +430,13 @@ async def check_consistency(memory: CharacterMemory, written: dict[MemoryId, Mem
         for name in ("text", "summary", "title", "entity_type", "raw_ref"):
             if hasattr(obj, name):
                 assert getattr(back, name) == getattr(obj, name), f"{name} of {memory_id} changed"
-    every = await memory.graph.object_ids()
+    every = await stores_of(memory).graph.object_ids()
     assert set(every) >= set(written)
-    assert len(await memory.graph.get_objects(every)) == len(every), "a stored object does not decode"
-    points = sorted(await memory.vectors.point_ids())
-    currency = await memory.graph.currency(points)
+    assert len(await stores_of(memory).graph.get_objects(every)) == len(every), (
+        "a stored object does not decode"
+    )
+    points = sorted(await stores_of(memory).vectors.point_ids())
+    currency = await stores_of(memory).graph.currency(points)
     stale = [p for p in points if currency.get(p) is not CurrencyStatus.CURRENT]
     assert not stale, f"vector points of objects that are not current (or not stored): {stale}"
 
@@ -473,14 +475,16 @@ async def run_sequence(memory: CharacterMemory, ops: list[Op]) -> list[str]:
     assert isinstance(embedder, FaultyEmbeddingProvider)
     faulted = any(isinstance(op, FaultOp) and op.fault is not None for op in ops)
     embedder.heal()
-    points = await memory.vectors.point_ids()
-    summary = await memory.stats.summary()
+    points = await stores_of(memory).vectors.point_ids()
+    summary = await stores_of(memory).stats.summary()
     await memory.rebuild_vector_index(batch_size=7)
     await memory.rebuild_stats()
     if not faulted and not markers_seen:
-        assert await memory.vectors.point_ids() == points, "incremental vectors differ from a rebuild"
+        assert await stores_of(memory).vectors.point_ids() == points, (
+            "incremental vectors differ from a rebuild"
+        )
     if not markers_seen:
-        assert await memory.stats.summary() == summary, "incremental stats differ from a rebuild"
+        assert await stores_of(memory).stats.summary() == summary, "incremental stats differ from a rebuild"
     await check_consistency(memory, written)
     return outcomes
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from charmem import CharacterMemory, MemoryId, Settings, StoreLockedError
-from charmem.testing import HashingEmbeddingProvider
+from charmem.testing import HashingEmbeddingProvider, stores_of
 from charmem_oxigraph import OxigraphGraphStore, _registry
 from charmem_qdrant import EdgeVectorIndex
 
@@ -106,9 +106,9 @@ def test_a_second_process_is_refused_fast_and_a_killed_holder_leaves_no_lock(
         started = time.monotonic()
         async with CharacterMemory.open(embedded_settings, COLLECTION) as memory:
             assert time.monotonic() - started < 0.5 + MAX_REFUSAL_SECONDS / 2  # no lock wait
-            stored = await memory.graph.get_objects([observation])
+            stored = await stores_of(memory).graph.get_objects([observation])
             assert stored[observation].text == "held by the child"  # type: ignore[union-attr]
-            assert observation in await memory.vectors.point_ids()
+            assert observation in await stores_of(memory).vectors.point_ids()
 
     asyncio.run(reopen())
 

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from charmem import CharacterMemory, MemoryId, ObjectType, RetrievalContext, Settings
+from charmem.testing import stores_of
 from charmem_cli.locomo import conversation_drafts, load_conversation, turn_recall
 
 pytestmark = [pytest.mark.locomo, pytest.mark.slow]
@@ -93,15 +94,15 @@ async def test_ingest_killed_then_rerun_is_complete_idempotent_and_recalls(
         d.id for s in sessions for d in s.drafts.derived
     ]
     async with CharacterMemory.open(settings, COLLECTION) as memory:
-        stored = await memory.graph.get_objects(expected_ids)
+        stored = await stores_of(memory).graph.get_objects(expected_ids)
         assert set(stored) == set(expected_ids), "a turn or fact is missing after the rerun"
-        assert set(expected_ids) <= await memory.vectors.point_ids()
-        names = await memory.graph.get_objects([d.id for d in notions.derived])
+        assert set(expected_ids) <= await stores_of(memory).vectors.point_ids()
+        names = await stores_of(memory).graph.get_objects([d.id for d in notions.derived])
         assert len(names) == 2
         counts = (
-            await memory.graph.statement_count(),
-            await memory.vectors.count(),
-            await memory.stats.row_count(),
+            await stores_of(memory).graph.statement_count(),
+            await stores_of(memory).vectors.count(),
+            await stores_of(memory).stats.row_count(),
         )
 
     # 3. a further run changes no triple, no vector point, no stats row
@@ -110,9 +111,9 @@ async def test_ingest_killed_then_rerun_is_complete_idempotent_and_recalls(
     assert third.returncode == 0, err
     async with CharacterMemory.open(settings, COLLECTION) as memory:
         assert counts == (
-            await memory.graph.statement_count(),
-            await memory.vectors.count(),
-            await memory.stats.row_count(),
+            await stores_of(memory).graph.statement_count(),
+            await stores_of(memory).vectors.count(),
+            await stores_of(memory).stats.row_count(),
         )
 
         # 4. recall@10 on category-4 questions: charmem retrieve vs plain dense search
@@ -120,7 +121,7 @@ async def test_ingest_killed_then_rerun_is_complete_idempotent_and_recalls(
         for session in sessions:
             dia_of.update(session.dia_ids)
         questions = [q for q in conversation.data["qa"] if q.get("category") == 4 and q.get("evidence")]
-        texts = await memory.graph.get_objects(sorted(dia_of))
+        texts = await stores_of(memory).graph.get_objects(sorted(dia_of))
         ids = sorted(texts)
         matrix = np.array(
             await memory.embedder.embed_documents([texts[i].text for i in ids])  # type: ignore[union-attr]

@@ -30,7 +30,7 @@ from charmem import (
     Settings,
     SyncCharacterMemory,
 )
-from charmem.testing import HashingEmbeddingProvider
+from charmem.testing import HashingEmbeddingProvider, stores_of
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 QUESTIONS = ("violin lessons", "where does Ines live", "the dog's name", "coffee or tea")
@@ -104,19 +104,19 @@ async def test_rebuild_after_deleting_the_shard_gives_the_same_packs(tmp_path: P
     async with CharacterMemory.open(settings, "rebuild", clock=FixedClock()) as memory:
         ids = await populate(memory)
         before = await packs(memory)
-        points_before = await memory.vectors.point_ids()
+        points_before = await stores_of(memory).vectors.point_ids()
     assert all(pack["items"] for pack in before)
     gone = {ids["claim1"], ids["claim3"]}  # superseded, suppressed
     assert not gone & points_before
 
     shutil.rmtree(tmp_path / "vectors" / "rebuild")
     async with CharacterMemory.open(settings, "rebuild", clock=FixedClock()) as memory:
-        assert await memory.vectors.count() == 0
+        assert await stores_of(memory).vectors.count() == 0
         progress: list[tuple[int, int]] = []
         report = await memory.rebuild_vector_index(
             batch_size=3, on_progress=lambda d, t: progress.append((d, t))
         )
-        assert await memory.vectors.point_ids() == points_before
+        assert await stores_of(memory).vectors.point_ids() == points_before
         after = await packs(memory)
 
     assert report.indexed == len(points_before)
@@ -139,18 +139,18 @@ async def test_rebuild_after_deleting_the_shard_gives_the_same_packs(tmp_path: P
 async def test_rebuild_removes_stale_points_and_is_repeatable(tmp_path: Path) -> None:
     async with CharacterMemory.open(_settings(tmp_path), "stale", clock=FixedClock()) as memory:
         ids = await populate(memory)
-        points = await memory.vectors.point_ids()
+        points = await stores_of(memory).vectors.point_ids()
         # a point left behind by a failed delete: the superseded claim
         from charmem import ObjectType
         from charmem.ports import VectorPoint
 
         vector = await memory.embedder.embed_query("Ines lives in Lisbon.")
-        await memory.vectors.upsert(
+        await stores_of(memory).vectors.upsert(
             [VectorPoint(id=ids["claim1"], object_type=ObjectType.DERIVED, vector=vector, text="x")]
         )
         report = await memory.rebuild_vector_index()
         assert report.removed == 1
-        assert await memory.vectors.point_ids() == points
+        assert await stores_of(memory).vectors.point_ids() == points
         again = await memory.rebuild_vector_index()
         assert (again.indexed, again.removed) == (report.indexed, 0)
 
@@ -169,7 +169,7 @@ async def test_another_embedder_takes_over_through_rebuild_vectors(
     settings = _settings(tmp_path)
     async with CharacterMemory.open(settings, "switch", clock=FixedClock()) as memory:
         ids = await populate(memory)
-        points = await memory.vectors.point_ids()
+        points = await stores_of(memory).vectors.point_ids()
 
     # the message names the fix that works on a refused open (the next statement runs it)
     with pytest.raises(error, match=r"rebuild_vectors=True\).*charmem rebuild-vectors --drop"):
@@ -184,8 +184,11 @@ async def test_another_embedder_takes_over_through_rebuild_vectors(
         rebuild_vectors=True,
         rebuild_progress=lambda d, t: progress.append((d, t)),
     ) as memory:
-        assert (memory.vectors.model_id, memory.vectors.vector_size) == (new.model_id, new.vector_size)
-        assert await memory.vectors.point_ids() == points
+        assert (stores_of(memory).vectors.model_id, stores_of(memory).vectors.vector_size) == (
+            new.model_id,
+            new.vector_size,
+        )
+        assert await stores_of(memory).vectors.point_ids() == points
         assert progress[-1] == (len(points), len(points))
         after = await packs(memory)
     assert all(pack["items"] for pack in after)
@@ -195,7 +198,7 @@ async def test_another_embedder_takes_over_through_rebuild_vectors(
 
     # the new fingerprint sticks: a plain open with the new provider works, the old one is refused
     async with CharacterMemory.open(settings, "switch", embedding_provider=new) as memory:
-        assert await memory.vectors.count() == len(points)
+        assert await stores_of(memory).vectors.count() == len(points)
     with pytest.raises((DimensionMismatchError, EmbedderMismatchError)):
         await CharacterMemory.open(settings, "switch")
 
@@ -204,11 +207,11 @@ def test_sync_facade_rebuilds_too(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
     with SyncCharacterMemory.open(settings, "sync-rebuild") as memory:
         memory.remember(RememberInput("The harbour walk at dusk.", occurred_at=T0))
-        count = memory.memory.vectors
+        count = stores_of(memory).vectors
         report = memory.rebuild_vector_index()
         assert report.indexed == 1
         assert report.objects == 2  # the episode echoes its observation: no vector of its own
-        assert count is memory.memory.vectors
+        assert count is stores_of(memory).vectors
     shutil.rmtree(tmp_path / "vectors" / "sync-rebuild")
     with SyncCharacterMemory.open(settings, "sync-rebuild", rebuild_vectors=True) as memory:
         assert len(memory.retrieve("harbour walk").items) >= 1

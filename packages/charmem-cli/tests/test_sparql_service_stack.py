@@ -24,7 +24,7 @@ from charmem import (
     RetrievalContext,
     Settings,
 )
-from charmem.testing import HashingEmbeddingProvider
+from charmem.testing import HashingEmbeddingProvider, stores_of
 from charmem_contract import CharacterMemoryContract, MemoryFactory, memory_factory
 from charmem_contract.lifecycle import LifecycleContract
 from charmem_oxigraph import SparqlServiceGraphStore
@@ -130,13 +130,13 @@ async def scenario(memory: CharacterMemory) -> list[dict[str, Any]]:
 async def test_facade_round_trip_matches_the_embedded_graph(tmp_path: Path, server: OxigraphServer) -> None:
     service_settings = Settings.from_mapping(service_env(tmp_path / "service", server))
     async with CharacterMemory.open(service_settings, "facade", clock=FixedClock()) as memory:
-        assert isinstance(memory.graph, SparqlServiceGraphStore)
+        assert isinstance(stores_of(memory).graph, SparqlServiceGraphStore)
         on_service = await scenario(memory)
-        statements = await memory.graph.statement_count()
+        statements = await stores_of(memory).graph.statement_count()
     embedded_settings = Settings.from_mapping(embedded_env(tmp_path / "embedded"))
     async with CharacterMemory.open(embedded_settings, "facade", clock=FixedClock()) as memory:
         on_embedded = await scenario(memory)
-        assert await memory.graph.statement_count() == statements
+        assert await stores_of(memory).graph.statement_count() == statements
 
     # the same ids on both stacks (deterministic), so the packs must be identical
     assert on_service == on_embedded

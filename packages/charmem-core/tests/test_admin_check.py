@@ -26,12 +26,13 @@ from charmem import (
     ThreadDraft,
 )
 from charmem.admin import CheckReport, GraphProblemKind, check, repair
+from charmem.admin._check import check_stores
 from charmem.domain.graph import GraphBatch, LifecycleAction, LifecycleRecord
 from charmem.domain.model import DerivedMemory, Episode, MemoryLink, Observation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.errors import ConfigurationError
 from charmem.ports import VectorPoint
-from charmem.testing import FaultyStatsStore
+from charmem.testing import FaultyStatsStore, stores_of
 from charmem.usecases.commit import object_stats_row
 from charmem.usecases.planning import derive_links
 
@@ -78,19 +79,19 @@ async def _world(memory: CharacterMemory) -> dict[str, MemoryId]:
 
 
 async def _check(memory: CharacterMemory) -> CheckReport:
-    return await check(memory.graph, memory.vectors, memory.stats)
+    return await check(memory)
 
 
 async def test_every_write_path_leaves_a_consistent_collection(memory: CharacterMemory) -> None:
     ids = await _world(memory)
     report = await _check(memory)
     assert report.consistent, report.describe()
-    assert report.objects == len(await memory.graph.object_ids())
-    assert report.links == len(await memory.graph.link_ids())
+    assert report.objects == len(await stores_of(memory).graph.object_ids())
+    assert report.links == len(await stores_of(memory).graph.link_ids())
     # observation, preference, thread, replacement are indexed; the claim is superseded, the
     # walk's observation suppressed, episodes echo their observation, notions have no vector
     assert report.expected_vectors == report.vector_points == 4
-    assert await memory.vectors.point_ids() == {
+    assert await stores_of(memory).vectors.point_ids() == {
         ids["observation"],
         ids["preference"],
         ids["thread"],
@@ -115,10 +116,10 @@ async def test_every_write_path_leaves_a_consistent_collection(memory: Character
 
 async def test_missing_and_orphan_vectors_are_reported_and_repaired(memory: CharacterMemory) -> None:
     ids = await _world(memory)
-    await memory.vectors.delete([ids["preference"]])
+    await stores_of(memory).vectors.delete([ids["preference"]])
     stranger = MemoryId.new()
     vector = await memory.embedder.embed_query("x")
-    await memory.vectors.upsert(
+    await stores_of(memory).vectors.upsert(
         [
             VectorPoint(id=ids["claim"], object_type=ObjectType.DERIVED, vector=vector),  # superseded
             VectorPoint(id=stranger, object_type=ObjectType.DERIVED, vector=vector),  # no object
@@ -144,7 +145,7 @@ async def test_missing_and_orphan_vectors_are_reported_and_repaired(memory: Char
 
 async def test_a_lost_vector_index_reports_every_expected_point(memory: CharacterMemory) -> None:
     await _world(memory)
-    report = await check(memory.graph, None, memory.stats)
+    report = await check_stores(stores_of(memory).graph, None, stores_of(memory).stats)
     assert report.vector_index_missing
     assert report.vector_points is None
     assert len(report.missing_vectors) == report.expected_vectors == 4
@@ -153,8 +154,8 @@ async def test_a_lost_vector_index_reports_every_expected_point(memory: Characte
 
 
 async def test_stats_drift_after_a_failed_stats_write_is_repaired(memory: CharacterMemory) -> None:
-    faulty = FaultyStatsStore(memory.stats)
-    memory.stats = faulty  # type: ignore[assignment]
+    faulty = FaultyStatsStore(stores_of(memory).stats)
+    memory._stats = faulty  # type: ignore[assignment]
     await _world(memory)
     faulty.fail("record", on_call=1)
     outcome = await memory.remember(
@@ -186,8 +187,8 @@ async def test_stats_drift_after_a_failed_stats_write_is_repaired(memory: Charac
 
 async def test_a_stale_currency_flag_in_the_stats_is_drift(memory: CharacterMemory) -> None:
     ids = await _world(memory)
-    claim = (await memory.graph.get_objects([ids["claim"]]))[ids["claim"]]
-    await memory.stats.record([object_stats_row(claim, {claim.id: CurrencyStatus.CURRENT})])
+    claim = (await stores_of(memory).graph.get_objects([ids["claim"]]))[ids["claim"]]
+    await stores_of(memory).stats.record([object_stats_row(claim, {claim.id: CurrencyStatus.CURRENT})])
     report = await _check(memory)
     assert [(d.counter, d.key, d.stored, d.expected) for d in report.stats_drift] == [
         ("current_objects", "derived", 3, 2)  # the preference and the replacement
@@ -196,12 +197,12 @@ async def test_a_stale_currency_flag_in_the_stats_is_drift(memory: CharacterMemo
 
 async def test_missing_stats_count_as_empty(memory: CharacterMemory) -> None:
     await _world(memory)
-    report = await check(memory.graph, memory.vectors, None)
+    report = await check_stores(stores_of(memory).graph, stores_of(memory).vectors, None)
     assert report.stats_missing
     assert report.stats_rows is None
     rows = next(d for d in report.stats_drift if d.counter == "rows")
     assert rows.stored == 0
-    assert rows.expected == await memory.stats.row_count()
+    assert rows.expected == await stores_of(memory).stats.row_count()
 
 
 async def test_half_written_batches_are_found(memory: CharacterMemory) -> None:
@@ -216,7 +217,7 @@ async def test_half_written_batches_are_found(memory: CharacterMemory) -> None:
     assert isinstance(observation, Observation)
     assert isinstance(belief, DerivedMemory)
     # the observation and belief without the episode they name, and without their derived links
-    await memory.graph.write_batch(GraphBatch(objects=[observation, belief]))
+    await stores_of(memory).graph.write_batch(GraphBatch(objects=[observation, belief]))
     # a caller link to a memory that was never written
     absent = MemoryId.new()
     dangling = MemoryLink(
@@ -240,7 +241,7 @@ async def test_half_written_batches_are_found(memory: CharacterMemory) -> None:
         recorded_at=T0 + timedelta(hours=1),
         related_ids=[ids["observation"]],
     )
-    await memory.graph.write_batch(GraphBatch(links=[dangling], records=[broken, cascade]))
+    await stores_of(memory).graph.write_batch(GraphBatch(links=[dangling], records=[broken, cascade]))
 
     report = await _check(memory)
     assert not report.graph_consistent
@@ -272,7 +273,7 @@ async def test_a_record_naming_a_missing_replacement_is_found(memory: CharacterM
         recorded_at=T0,
         related_ids=[ghost],
     )
-    await memory.graph.write_batch(GraphBatch(records=[record]))
+    await stores_of(memory).graph.write_batch(GraphBatch(records=[record]))
     report = await _check(memory)
     assert [(p.kind, p.id, p.related_ids) for p in report.graph_problems] == [
         (GraphProblemKind.MISSING_REFERENCE, record.id, (ghost,))
@@ -286,7 +287,7 @@ async def test_a_replayed_plan_after_a_partial_write_is_clean(memory: CharacterM
             DerivedMemoryDraft(DerivedType.CLAIM, "Replays repair it.")
         )
     )
-    await memory.graph.write_batch(
+    await stores_of(memory).graph.write_batch(
         GraphBatch(objects=plan.objects, links=derive_links(plan.collection, plan.objects))
     )
     report = await _check(memory)
@@ -301,3 +302,27 @@ async def test_repair_refuses_a_report_about_another_collection(memory: Characte
     report = attrs.evolve(await _check(memory), collection="other")
     with pytest.raises(ConfigurationError, match="collection 'other'"):
         await repair(memory, report)
+
+
+async def test_the_facade_offers_no_enumeration(memory: CharacterMemory) -> None:
+    """No public attribute of the memory lists what it holds: it answers through retrieve only."""
+    await _world(memory)
+    for name in dir(memory):
+        if name.startswith("_"):
+            continue
+        value = getattr(memory, name)
+        for method in ("object_ids", "link_ids", "point_ids", "export_graph", "summary"):
+            assert not hasattr(value, method), f"memory.{name}.{method} enumerates the collection"
+
+
+async def test_check_takes_the_memory_and_the_store_form_warns(memory: CharacterMemory) -> None:
+    await _world(memory)
+    report = await check(memory)
+    assert report.consistent
+    assert report.objects > 0
+    stores = stores_of(memory)
+    with pytest.warns(DeprecationWarning, match=r"check\(memory\)"):
+        old = await check(stores.graph, stores.vectors, stores.stats)
+    assert old == report
+    with pytest.raises(TypeError, match="takes the memory alone"):
+        await check(memory, stores.vectors, stores.stats)

@@ -24,7 +24,7 @@ from charmem import (
     ReplacementDerivedMemoryDraft,
 )
 from charmem.admin import check
-from charmem.testing import CRASH_SITES, CrashPoint, CrashPoints
+from charmem.testing import CRASH_SITES, CrashPoint, CrashPoints, stores_of
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -72,17 +72,17 @@ async def test_a_commit_stops_at_the_point_and_a_replay_repairs_it(
         await points.memory.commit(plan)
     points.disarm()
 
-    stored = await memory.graph.get_objects(plan.object_ids)
+    stored = await stores_of(memory).graph.get_objects(plan.object_ids)
     assert (len(stored) == len(plan.objects)) is graph_written
     assert stored == {} or len(stored) == len(plan.objects)  # never part of the batch
-    report = await check(memory.graph, memory.vectors, memory.stats)
+    report = await check(memory)
     assert report.graph_consistent
     indexed = {entry.id for entry in plan.index_entries}
     assert (not indexed & set(report.missing_vectors)) is (vectors_written or not graph_written)
     assert report.stats_consistent is (stats_written or not graph_written)
 
     await points.memory.commit(plan)  # the replay
-    assert (await check(memory.graph, memory.vectors, memory.stats)).consistent
+    assert (await check(memory)).consistent
 
 
 async def test_a_correction_stopped_after_its_batch_leaves_the_target_indexed(
@@ -99,14 +99,14 @@ async def test_a_correction_stopped_after_its_batch_leaves_the_target_indexed(
     with pytest.raises(SimulatedCrash):
         await points.memory.correct(draft)
     points.disarm()
-    report = await check(memory.graph, memory.vectors, memory.stats)
+    report = await check(memory)
     assert report.graph_consistent
     assert report.orphan_vectors == (claim,)  # superseded, still in candidate recall
     assert draft.replacement is not None
     assert report.missing_vectors == (draft.replacement.id,)
     assert not report.stats_consistent
     await points.memory.correct(draft)
-    assert (await check(memory.graph, memory.vectors, memory.stats)).consistent
+    assert (await check(memory)).consistent
 
 
 async def test_a_forget_stopped_before_its_vector_delete_leaves_suppressed_points(
@@ -120,12 +120,12 @@ async def test_a_forget_stopped_before_its_vector_delete_leaves_suppressed_point
     with pytest.raises(SimulatedCrash):
         await points.memory.forget(draft)
     points.disarm()
-    report = await check(memory.graph, memory.vectors, memory.stats)
+    report = await check(memory)
     assert report.graph_consistent
     assert set(report.orphan_vectors) == {observation, claim}  # the cascade suppressed the claim
     assert not report.stats_consistent
     await points.memory.forget(draft)
-    assert (await check(memory.graph, memory.vectors, memory.stats)).consistent
+    assert (await check(memory)).consistent
 
 
 async def test_a_crash_point_fires_on_the_requested_call_only(memory: CharacterMemory) -> None:

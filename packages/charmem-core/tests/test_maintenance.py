@@ -23,7 +23,7 @@ from charmem import (
     ThreadDraft,
 )
 from charmem.ports import VectorPoint
-from charmem.testing import ReferenceVectorIndex
+from charmem.testing import ReferenceVectorIndex, stores_of
 from charmem.usecases.maintenance import VectorRebuildReport, rebuild_vector_index
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
@@ -62,7 +62,7 @@ async def _world(memory: CharacterMemory) -> dict[str, MemoryId]:
 
 async def test_rebuild_recreates_exactly_the_current_index_entries(memory: CharacterMemory) -> None:
     ids = await _world(memory)
-    expected = await memory.vectors.point_ids()
+    expected = await stores_of(memory).vectors.point_ids()
     assert ids["summarised"] in expected  # its summary differs from every observation text
     assert ids["episode"] not in expected  # it echoes its observation
     assert not {ids["claim"], ids["forgotten"]} & expected
@@ -72,7 +72,7 @@ async def test_rebuild_recreates_exactly_the_current_index_entries(memory: Chara
     )
     calls: list[tuple[int, int]] = []
     report = await rebuild_vector_index(
-        graph=memory.graph,
+        graph=stores_of(memory).graph,
         vectors=emptied,
         embedder=memory.embedder,
         batch_size=2,
@@ -81,7 +81,7 @@ async def test_rebuild_recreates_exactly_the_current_index_entries(memory: Chara
     assert await emptied.point_ids() == expected
     assert report == VectorRebuildReport(
         objects=len(
-            await memory.graph.object_ids(
+            await stores_of(memory).graph.object_ids(
                 [ObjectType.EPISODE, ObjectType.OBSERVATION, ObjectType.DERIVED, ObjectType.THREAD]
             )
         ),
@@ -97,9 +97,9 @@ async def test_rebuild_recreates_exactly_the_current_index_entries(memory: Chara
 
 async def test_the_facade_rebuild_removes_points_no_current_object_backs(memory: CharacterMemory) -> None:
     ids = await _world(memory)
-    expected = await memory.vectors.point_ids()
+    expected = await stores_of(memory).vectors.point_ids()
     vector = await memory.embedder.embed_query("stale")
-    await memory.vectors.upsert(
+    await stores_of(memory).vectors.upsert(
         [
             VectorPoint(id=ids["claim"], object_type=ObjectType.DERIVED, vector=vector),  # superseded
             VectorPoint(id=MemoryId.new(), object_type=ObjectType.DERIVED, vector=vector),  # no object
@@ -107,7 +107,7 @@ async def test_the_facade_rebuild_removes_points_no_current_object_backs(memory:
     )
     report = await memory.rebuild_vector_index()
     assert report.removed == 2
-    assert await memory.vectors.point_ids() == expected
+    assert await stores_of(memory).vectors.point_ids() == expected
     pack = await memory.retrieve("violin")
     assert ids["claim"] not in {item.id for item in pack.items if item.status.value == "current"}
 

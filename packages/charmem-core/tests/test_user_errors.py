@@ -37,6 +37,7 @@ from charmem import (
     SyncCharacterMemory,
     ThreadDraft,
 )
+from charmem.testing import stores_of
 
 WHEN = datetime(2024, 2, 1, tzinfo=UTC)
 
@@ -230,7 +231,7 @@ async def test_a_plan_with_tampered_index_text_is_refused(memory: CharacterMemor
     data["index_entries"][0]["text"] = "Volcanoes erupt lava."
     with pytest.raises(PlanValidationError, match="index entries"):
         await memory.commit(RememberWritePlan.from_json(json.dumps(data)))
-    assert await memory.graph.statement_count() == 0
+    assert await stores_of(memory).graph.statement_count() == 0
 
 
 def test_the_sync_facade_after_close_raises_a_charmem_error(memory: CharacterMemory) -> None:

@@ -23,7 +23,7 @@ from charmem import (
 from charmem.domain.rules import voiced_text
 from charmem.ports import VectorPoint
 from charmem.stats import InMemoryRetrievalStatsStore
-from charmem.testing import HashingEmbeddingProvider, ReferenceGraphStore, ReferenceVectorIndex
+from charmem.testing import HashingEmbeddingProvider, ReferenceGraphStore, ReferenceVectorIndex, stores_of
 from charmem.usecases.maintenance import rebuild_vector_index
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
@@ -96,7 +96,7 @@ async def test_an_utterance_is_indexed_with_its_speakers_current_name() -> None:
     )
     assert vectors.texts[spoken] == 'Ines said, "I started the violin."'
     assert vectors.texts[unnamed] == "Me too."  # a speaker without a name is not invented
-    stored = await memory.graph.get_objects([spoken])
+    stored = await stores_of(memory).graph.get_objects([spoken])
     assert stored[spoken].text == "I started the violin."  # type: ignore[union-attr]
     pack = await memory.retrieve(RetrievalContext(query="violin"))
     assert {item.text for item in pack.items} >= {"I started the violin."}  # items show the text as said
@@ -124,6 +124,8 @@ async def test_rebuild_voices_utterances_with_the_name_current_at_rebuild() -> N
         )
     )
     assert vectors.texts[said] == 'Al said, "Call me Bob."'  # indexed once, with the name it had
-    await rebuild_vector_index(graph=memory.graph, vectors=memory.vectors, embedder=memory.embedder)
+    await rebuild_vector_index(
+        graph=stores_of(memory).graph, vectors=stores_of(memory).vectors, embedder=memory.embedder
+    )
     assert vectors.texts[said] == 'Bob said, "Call me Bob."'
     await memory.close()

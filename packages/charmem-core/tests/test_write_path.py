@@ -36,6 +36,7 @@ from charmem.testing import (
     FaultyEmbeddingProvider,
     FaultyStatsStore,
     FaultyVectorIndex,
+    stores_of,
 )
 
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -43,9 +44,9 @@ WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 async def counts(memory: CharacterMemory) -> tuple[int, int, int]:
     return (
-        await memory.graph.statement_count(),
-        await memory.vectors.count(),
-        await memory.stats.row_count(),
+        await stores_of(memory).graph.statement_count(),
+        await stores_of(memory).vectors.count(),
+        await stores_of(memory).stats.row_count(),
     )
 
 
@@ -137,43 +138,43 @@ async def test_references_must_exist(memory: CharacterMemory) -> None:
     orphan = ObservationDraft(text="no episode", episode_id=MemoryId.new())
     with pytest.raises(PlanValidationError, match="neither in the plan nor stored"):
         await memory.remember(RememberDrafts(observations=[orphan]))
-    assert await memory.graph.statement_count() == 0
+    assert await stores_of(memory).graph.statement_count() == 0
 
 
 async def test_a_commit_changes_stats_rows_but_prepare_does_not(memory: CharacterMemory) -> None:
     plan = await memory.prepare(RememberInput("stats please", occurred_at=WHEN))
     await memory.validate_plan(plan)
-    assert await memory.stats.row_count() == 0
+    assert await stores_of(memory).stats.row_count() == 0
     await memory.commit(plan)
-    summary = await memory.stats.summary()
+    summary = await stores_of(memory).stats.summary()
     assert summary.objects == {"episode": 1, "observation": 1}
     assert summary.links == {"has_observation": 1}
 
 
 async def test_vector_failure_is_a_repair_marker_and_replay_repairs(memory: CharacterMemory) -> None:
-    faulty = FaultyVectorIndex(memory.vectors)
-    memory.vectors = faulty  # type: ignore[assignment]
+    faulty = FaultyVectorIndex(stores_of(memory).vectors)
+    memory._vectors = faulty  # type: ignore[assignment]
     faulty.fail("upsert", on_call=1)
     plan = await memory.prepare(RememberInput("fragile", occurred_at=WHEN))
     outcome = await memory.commit(plan)
     [marker] = outcome.repair_markers
     assert isinstance(marker, RepairMarker.VectorMaintenance)
     assert marker.operation is VectorOperation.UPSERT
-    assert await memory.vectors.count() == 0
+    assert await stores_of(memory).vectors.count() == 0
     repaired = await memory.commit(plan)
     assert repaired.repair_markers == ()
-    assert await memory.vectors.count() == 1
+    assert await stores_of(memory).vectors.count() == 1
 
 
 async def test_stats_failure_is_a_repair_marker(memory: CharacterMemory) -> None:
-    faulty = FaultyStatsStore(memory.stats)
-    memory.stats = faulty  # type: ignore[assignment]
+    faulty = FaultyStatsStore(stores_of(memory).stats)
+    memory._stats = faulty  # type: ignore[assignment]
     faulty.fail("record", on_call=1)
     plan = await memory.prepare(RememberInput("count me", occurred_at=WHEN))
     outcome = await memory.commit(plan)
     assert [type(m) for m in outcome.repair_markers] == [RepairMarker.StatsMaintenance]
     assert (await memory.commit(plan)).repair_markers == ()
-    assert await memory.stats.row_count() == 3
+    assert await stores_of(memory).stats.row_count() == 3
 
 
 async def test_supersession_removes_the_old_vector(memory: CharacterMemory) -> None:
@@ -198,8 +199,8 @@ async def test_supersession_removes_the_old_vector(memory: CharacterMemory) -> N
         supersedes=[old],
     )
     await memory.remember(RememberDrafts(derived=[renamed]))
-    assert old not in await memory.vectors.point_ids()
-    summary = await memory.stats.summary()
+    assert old not in await stores_of(memory).vectors.point_ids()
+    summary = await stores_of(memory).stats.summary()
     assert summary.objects["derived"] == 2
     assert summary.current_objects["derived"] == 1
 
@@ -208,7 +209,9 @@ async def test_graph_authority_omits_vectors_the_graph_does_not_hold(memory: Cha
     await memory.remember(RememberInput("green tea with honey", occurred_at=WHEN))
     ghost = MemoryId.new()
     vector = await memory.embedder.embed_query("green tea with honey")
-    await memory.vectors.upsert([VectorPoint(id=ghost, object_type=ObjectType.OBSERVATION, vector=vector)])
+    await stores_of(memory).vectors.upsert(
+        [VectorPoint(id=ghost, object_type=ObjectType.OBSERVATION, vector=vector)]
+    )
     pack = await memory.retrieve("green tea with honey")
     assert ghost not in {item.id for item in pack.items}
     assert [(o.id, o.reason) for o in pack.omissions] == [(ghost, "not_in_graph")]
@@ -250,17 +253,17 @@ async def test_explicit_session_with_deterministic_ids_is_idempotent_across_prep
 async def test_a_failed_currency_lookup_is_a_vector_repair_cause(memory: CharacterMemory) -> None:
     from charmem.testing import FaultyGraphStore
 
-    faulty = FaultyGraphStore(memory.graph)
-    memory.graph = faulty  # type: ignore[assignment]
+    faulty = FaultyGraphStore(stores_of(memory).graph)
+    memory._graph = faulty  # type: ignore[assignment]
     faulty.fail("currency", on_call=1)
     plan = await memory.prepare(RememberInput("currency check", occurred_at=WHEN))
     outcome = await memory.commit(plan)
     [marker] = outcome.repair_markers
     assert isinstance(marker, RepairMarker.VectorMaintenance)
     assert "currency lookup failed" in marker.cause
-    assert await memory.vectors.count() == 0
+    assert await stores_of(memory).vectors.count() == 0
     assert (await memory.commit(plan)).repair_markers == ()
-    assert await memory.vectors.count() == 1
+    assert await stores_of(memory).vectors.count() == 1
 
 
 def _utterances(count: int) -> RememberDrafts:
@@ -280,8 +283,8 @@ async def test_vectors_are_upserted_in_groups_of_whole_embedding_batches(
     from charmem.usecases import commit as commit_module
 
     monkeypatch.setattr(commit_module, "UPSERT_POINTS", 20)  # groups of 2 batches of 8
-    faulty = FaultyVectorIndex(memory.vectors)
-    memory.vectors = faulty  # type: ignore[assignment]
+    faulty = FaultyVectorIndex(stores_of(memory).vectors)
+    memory._vectors = faulty  # type: ignore[assignment]
     faulty.fail("upsert", on_call=2)  # the second group (observations 16-31) fails
     plan = await memory.prepare(_utterances(40))
     entries = [e.id for e in plan.index_entries]
@@ -292,9 +295,9 @@ async def test_vectors_are_upserted_in_groups_of_whole_embedding_batches(
     assert isinstance(marker, RepairMarker.VectorMaintenance)
     assert marker.operation is VectorOperation.UPSERT
     assert marker.ids == tuple(entries[16:32])
-    assert sorted(await memory.vectors.point_ids()) == sorted([*entries[:16], *entries[32:]])
+    assert sorted(await stores_of(memory).vectors.point_ids()) == sorted([*entries[:16], *entries[32:]])
     assert (await memory.commit(plan)).repair_markers == ()
-    assert await memory.vectors.count() == 40
+    assert await stores_of(memory).vectors.count() == 40
 
 
 async def test_a_failed_embedding_batch_leaves_the_rest_of_its_group_upserted(
@@ -313,4 +316,4 @@ async def test_a_failed_embedding_batch_leaves_the_rest_of_its_group_upserted(
     assert isinstance(marker, RepairMarker.VectorMaintenance)
     assert marker.ids == tuple(entries[8:16])
     assert "NaN" in marker.cause
-    assert sorted(await memory.vectors.point_ids()) == sorted([*entries[:8], *entries[16:]])
+    assert sorted(await stores_of(memory).vectors.point_ids()) == sorted([*entries[:8], *entries[16:]])

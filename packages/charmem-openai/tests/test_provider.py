@@ -15,6 +15,7 @@ import pytest
 import structlog
 
 from charmem import BackendError, CharacterMemory, ConfigurationError, DimensionMismatchError, Settings
+from charmem.testing import stores_of
 from charmem_openai import OpenAIEmbeddingProvider
 
 KEY = "sk-proj-ThisIsAFakeKeyThatMustNeverLeak0123456789"
@@ -322,8 +323,8 @@ async def test_an_explicit_provider_ignores_the_openai_keys() -> None:
     assert caught.value.key == "OPENAI_API_KEY"
     subject = provider(FakeAPI(size=16), model="text-embedding-3-small", dimensions=16)
     async with CharacterMemory.open(settings, "explicit", embedding_provider=subject) as memory:
-        assert memory.vectors.vector_size == 16
-        assert memory.vectors.model_id == "text-embedding-3-small"
+        assert stores_of(memory).vectors.vector_size == 16
+        assert stores_of(memory).vectors.model_id == "text-embedding-3-small"
         from charmem import RememberInput
 
         await memory.remember(RememberInput("We adopted a greyhound called Biscuit."))

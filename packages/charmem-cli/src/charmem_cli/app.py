@@ -422,7 +422,7 @@ async def check_collection(settings: Settings, collection: str, *, repair_drift:
         return {"report": report, "before": None, "repaired": None}
     async with CharacterMemory.open(settings, collection, embedding_provider=provider) as memory:
         outcome = await repair(memory, report)
-        after = await check(memory.graph, memory.vectors, memory.stats)
+        after = await check(memory)
     repaired = {
         "vectors_indexed": None if outcome.vectors is None else outcome.vectors.indexed,
         "vectors_removed": None if outcome.vectors is None else outcome.vectors.removed,
@@ -472,11 +472,7 @@ async def export_backup(settings: Settings, collection: str, directory: Path) ->
     require_graph_store(settings, collection)
     start = time.perf_counter()
     async with CharacterMemory.open(settings, collection, embedding_provider=_provider(settings)) as memory:
-        if not await memory.graph.statement_count():
-            raise CharmemError(
-                f"collection {collection!r} holds nothing in these stores; check --collection and --store"
-            )
-        manifest = await export_collection(memory, directory)
+        manifest = await export_collection(memory, directory, allow_empty=False)
     return {"manifest": json.loads(manifest.to_json()), "seconds": time.perf_counter() - start}
 
 

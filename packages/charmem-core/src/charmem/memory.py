@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any, TypeVar
 
+import attrs
+
 from charmem.clock import SystemClock
 from charmem.composition import load_adapter, load_token_counter
 from charmem.domain.drafts import LinkDraft, RememberDrafts, RememberInput
@@ -102,6 +104,20 @@ class _Opening:
             await self._memory.close()
 
 
+@attrs.frozen
+class MemoryStores:
+    """The stores behind one open memory, for operational tools and tests.
+
+    Not part of the memory API: the facade offers no enumeration or lookup of its own (only
+    ``retrieve``). :mod:`charmem.admin` reaches the stores through the memory it is given, and
+    tests through :func:`charmem.testing.stores_of`.
+    """
+
+    graph: GraphStore
+    vectors: VectorIndex
+    stats: RetrievalStatsStore
+
+
 class CharacterMemory:
     """Episodic, graph-authoritative memory for one collection.
 
@@ -111,6 +127,10 @@ class CharacterMemory:
 
     Writers are serialised within one instance (commits never interleave). Every method is a
     coroutine; blocking store calls run in worker threads inside the adapters.
+
+    The stores are private: a memory answers through ``retrieve`` only, never by enumeration.
+    Operational tools (check, repair, export, import, purge) live in :mod:`charmem.admin` and
+    take the memory itself.
 
     Args:
         graph: the graph authority bound to ``collection``.
@@ -147,15 +167,20 @@ class CharacterMemory:
                 f"the graph store is bound to collection {graph.collection!r}, not {collection!r}",
                 key="collection",
             )
-        self.graph = graph
-        self.vectors = vectors
+        self._graph = graph
+        self._vectors = vectors
         self.embedder = embedder
-        self.stats = stats
+        self._stats = stats
         self.clock: Clock = clock or SystemClock()
         self.token_counter: TokenCounter = token_counter or WhitespaceTokenCounter()
         self.log_memory_text = bool(log_memory_text)
         self._write_lock = asyncio.Lock()
         self._closed = False
+
+    @property
+    def _stores(self) -> MemoryStores:
+        """The stores, for :mod:`charmem.admin` and :func:`charmem.testing.stores_of` only."""
+        return MemoryStores(graph=self._graph, vectors=self._vectors, stats=self._stats)
 
     @classmethod
     def open(
@@ -320,7 +345,7 @@ class CharacterMemory:
             BackendError: the graph could not be read.
         """
         self._check_open(plan, RememberWritePlan)
-        return await validate(plan, self.graph)
+        return await validate(plan, self._graph)
 
     async def commit(self, plan: RememberWritePlan, options: CommitOptions | None = None) -> RememberOutcome:
         """Re-validate and persist a plan (graph atomically; vectors and stats repairably).
@@ -340,10 +365,10 @@ class CharacterMemory:
             outcome = await commit_plan(
                 plan,
                 options or CommitOptions(),
-                graph=self.graph,
-                vectors=self.vectors,
+                graph=self._graph,
+                vectors=self._vectors,
                 embedder=self.embedder,
-                stats=self.stats,
+                stats=self._stats,
             )
         self._log_texts(
             "memory_texts_committed", texts={str(entry.id): entry.text for entry in plan.index_entries}
@@ -371,7 +396,7 @@ class CharacterMemory:
             log.debug(event, collection=self.collection, **fields)
 
     def _lifecycle_stores(self) -> LifecycleStores:
-        return LifecycleStores(self.graph, self.vectors, self.embedder, self.stats)
+        return LifecycleStores(self._graph, self._vectors, self.embedder, self._stats)
 
     async def correct(self, draft: CorrectMemoryDraft) -> LifecycleMutationOutcome:
         """Correct a memory: a replacement supersedes the target (DESIGN §4.4).
@@ -440,7 +465,7 @@ class CharacterMemory:
         """
         self._check_open()
         async with self._write_lock:
-            return await rebuild_stats(self.graph, self.stats)
+            return await rebuild_stats(self._graph, self._stats)
 
     async def rebuild_vector_index(
         self, *, batch_size: int = 64, on_progress: ProgressCallback | None = None
@@ -470,8 +495,8 @@ class CharacterMemory:
         self._check_open()
         async with self._write_lock:
             return await rebuild_vector_index(
-                graph=self.graph,
-                vectors=self.vectors,
+                graph=self._graph,
+                vectors=self._vectors,
                 embedder=self.embedder,
                 batch_size=batch_size,
                 on_progress=on_progress,
@@ -511,10 +536,10 @@ class CharacterMemory:
             context = RetrievalContext(query=context)
         pack = await retrieve_pack(
             context,
-            graph=self.graph,
-            vectors=self.vectors,
+            graph=self._graph,
+            vectors=self._vectors,
             embedder=self.embedder,
-            stats=self.stats,
+            stats=self._stats,
             token_counter=self.token_counter,
             now=self.clock.now(),
         )
@@ -533,7 +558,7 @@ class CharacterMemory:
             return
         self._closed = True
         errors: list[BaseException] = []
-        for adapter in (self.vectors, self.stats, self.graph):
+        for adapter in (self._vectors, self._stats, self._graph):
             try:
                 await adapter.close()
             except Exception as exc:  # noqa: BLE001 - close the others first

@@ -35,10 +35,10 @@ import attrs
 import cattrs
 
 from charmem._version import __version__
-from charmem.admin._check import CheckReport, check
+from charmem.admin._check import CheckReport, check_stores
 from charmem.domain.model import ObjectType
 from charmem.domain.serde import converter
-from charmem.errors import BackendError, BackupFormatError, CollectionNotEmptyError
+from charmem.errors import BackendError, BackupFormatError, CharmemError, CollectionNotEmptyError
 from charmem.log import get_logger
 from charmem.memory import CharacterMemory
 from charmem.usecases.commit import rebuild_stats
@@ -228,7 +228,9 @@ def _write_text_atomically(path: Path, text: str) -> None:
     partial.replace(path)
 
 
-async def export_collection(memory: CharacterMemory, directory: str | os.PathLike[str]) -> BackupManifest:
+async def export_collection(
+    memory: CharacterMemory, directory: str | os.PathLike[str], *, allow_empty: bool = True
+) -> BackupManifest:
     """Write a backup of the memory's collection into ``directory`` (see the module notes).
 
     Holds the memory's writer lock while reading (:meth:`CharacterMemory.exclusive`), so the
@@ -239,17 +241,26 @@ async def export_collection(memory: CharacterMemory, directory: str | os.PathLik
         memory: an open memory of the collection.
         directory: where to write; created if missing, and must be empty (a backup never
             overwrites another).
+        allow_empty: ``False`` refuses a collection whose graph holds nothing (a mistyped name
+            or store path), before anything is written.
 
     Returns:
         BackupManifest: the manifest written.
 
     Raises:
+        CharmemError: ``allow_empty=False`` and the collection holds nothing; nothing was written.
         BackupFormatError: ``directory`` is a file or not empty; nothing was written.
         BackendError: a store failed, or the files could not be written (a directory without
             ``manifest.json`` is then left behind: remove it and export again).
     """
     target = Path(directory)
-    graph = memory.graph
+    stores = memory._stores
+    graph = stores.graph
+    if not allow_empty and not await graph.statement_count():
+        raise CharmemError(
+            f"collection {memory.collection!r} holds nothing in these stores; check its name and "
+            "the store paths (nothing was written)"
+        )
     try:
         await asyncio.to_thread(_empty_directory, target)
         async with memory.exclusive():
@@ -267,8 +278,8 @@ async def export_collection(memory: CharacterMemory, directory: str | os.PathLik
                 objects=objects,
                 links=len(await graph.link_ids()),
                 tombstones=len(await graph.tombstones()),
-                vector_points=await memory.vectors.count(),
-                stats_rows=await memory.stats.row_count(),
+                vector_points=await stores.vectors.count(),
+                stats_rows=await stores.stats.row_count(),
             )
             created_at = memory.clock.now()
         manifest = BackupManifest(
@@ -402,12 +413,13 @@ async def import_collection(
             f"restore it into a memory of {manifest.collection!r} (derived ids depend on the name)"
         )
     graph_file = await asyncio.to_thread(_verified_graph_file, source, manifest)
-    graph = memory.graph
+    stores = memory._stores
+    graph = stores.graph
     async with memory.exclusive():
         counts = {
             "graph statements": await graph.statement_count(),
-            "vectors": await memory.vectors.count(),
-            "stats rows": await memory.stats.row_count(),
+            "vectors": await stores.vectors.count(),
+            "stats rows": await stores.stats.row_count(),
         }
         held = {store: count for store, count in counts.items() if count}
         if held:
@@ -426,13 +438,13 @@ async def import_collection(
         log.info("collection_graph_imported", collection=memory.collection, statements=statements)
         vectors = await rebuild_vector_index(
             graph=graph,
-            vectors=memory.vectors,
+            vectors=stores.vectors,
             embedder=memory.embedder,
             batch_size=batch_size,
             on_progress=on_progress,
         )
-        rows = await rebuild_stats(graph, memory.stats)
-        report = await check(graph, memory.vectors, memory.stats)
+        rows = await rebuild_stats(graph, stores.stats)
+        report = await check_stores(graph, stores.vectors, stores.stats)
     changed = (memory.embedder.model_id, memory.embedder.vector_size) != (
         manifest.embedder.model_id,
         manifest.embedder.vector_size,

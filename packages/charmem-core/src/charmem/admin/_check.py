@@ -20,6 +20,7 @@ the batch (DESIGN §4.3: replays are idempotent).
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Final, TypeVar
@@ -441,12 +442,20 @@ def _summary_drift(stored: StatsSummary, expected: StatsSummary) -> list[StatsDr
     return drift
 
 
+_UNSET: Final = object()
+
+
 async def check(
-    graph: GraphStore,
-    vectors: VectorIndex | None,
-    stats: RetrievalStatsStore | None,
+    memory: CharacterMemory | GraphStore,
+    vectors: VectorIndex | object | None = _UNSET,
+    stats: RetrievalStatsStore | object | None = _UNSET,
 ) -> CheckReport:
     """Compare a collection's vectors and statistics with its graph, and look for partial batches.
+
+    ``check(memory)`` checks an open memory while holding its writer lock
+    (:meth:`CharacterMemory.exclusive`), so no commit of that memory is seen half-way. The old
+    form ``check(graph, vectors, stats)`` still works for one minor version and warns
+    (``DeprecationWarning``): pass the memory instead.
 
     Read-only. Reads every object, link and lifecycle record of the collection (in batches of
     512), their currency, every point id of the vector index and the statistics counters.
@@ -462,17 +471,50 @@ async def check(
     * Graph: the partial-batch signs of :class:`GraphProblemKind`.
 
     Args:
-        graph: the collection's graph authority.
-        vectors: its vector index, or ``None`` when the index does not exist (a lost shard: every
-            expected point is then reported missing).
-        stats: its retrieval-stats store, or ``None`` when it does not exist (counted as empty).
+        memory: the open memory of the collection (the deprecated form passes its graph store).
+        vectors: deprecated form only: the vector index, or ``None`` when the index does not
+            exist (a lost shard: every expected point is then reported missing).
+        stats: deprecated form only: the retrieval-stats store, or ``None`` when it does not
+            exist (counted as empty).
 
     Returns:
         CheckReport: what differs; ``report.consistent`` when nothing does.
 
     Raises:
+        TypeError: a memory together with stores, or stores missing in the deprecated form.
+        CharmemError: the memory is closed.
         BackendError: a store failed (an object or link that does not decode is reported, not
             raised).
+    """
+    if isinstance(memory, CharacterMemory):
+        if vectors is not _UNSET or stats is not _UNSET:
+            raise TypeError("check(memory) takes the memory alone: its stores come with it")
+        async with memory.exclusive():
+            stores = memory._stores
+            return await check_stores(stores.graph, stores.vectors, stores.stats)
+    if vectors is _UNSET or stats is _UNSET:
+        raise TypeError("check takes an open CharacterMemory: check(memory)")
+    warnings.warn(
+        "charmem.admin.check(graph, vectors, stats) is deprecated and will be removed in the next "
+        "minor version; pass the open memory: check(memory)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return await check_stores(memory, vectors, stats)  # type: ignore[arg-type]
+
+
+async def check_stores(
+    graph: GraphStore,
+    vectors: VectorIndex | None,
+    stats: RetrievalStatsStore | None,
+) -> CheckReport:
+    """:func:`check` on explicit stores, for the tools of this package (not re-exported).
+
+    ``vectors`` or ``stats`` is ``None`` when that store does not exist (:func:`check_settings`
+    checks a lost shard or stats file without creating one).
+
+    Raises:
+        BackendError: a store failed.
     """
     collection = graph.collection
     problems: list[GraphProblem] = []
@@ -650,7 +692,7 @@ async def check_settings(
         )
         if vectors is not None:
             opened.append(vectors)
-        report = await check(graph, vectors, stats)
+        report = await check_stores(graph, vectors, stats)
         if report.objects == report.links == 0 and not report.vector_points and not report.stats_rows:
             raise ConfigurationError(
                 f"collection {collection!r} holds nothing in these stores; check its name "

@@ -49,7 +49,7 @@ from typing import Any
 
 import attrs
 
-from charmem.admin._check import CheckReport, check
+from charmem.admin._check import CheckReport, check_stores
 from charmem.domain.graph import GraphErasure, Tombstone
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import MemoryLink, Relation
@@ -154,7 +154,8 @@ async def purge(
     wanted = sorted({as_memory_id(i) for i in ids})
     if not wanted:
         raise PurgeTargetError("name at least one memory object to purge", reasons={})
-    graph = memory.graph
+    stores = memory._stores
+    graph = stores.graph
     async with memory.exclusive():
         when = purged_at or memory.clock.now()
         objects = await graph.get_objects(wanted)
@@ -200,14 +201,14 @@ async def purge(
             records=len(records),
         )
         try:
-            await memory.vectors.delete(wanted)
-            rows = await rebuild_stats(graph, memory.stats)
+            await stores.vectors.delete(wanted)
+            rows = await rebuild_stats(graph, stores.stats)
         except BackendError as exc:
             raise BackendError(
                 f"the graph of collection {memory.collection!r} is purged, but {exc}; run the same "
                 "purge again to finish removing the vectors and rebuilding the statistics"
             ) from exc
-        report = await check(graph, memory.vectors, memory.stats)
+        report = await check_stores(graph, stores.vectors, stores.stats)
     return PurgeReport(
         collection=memory.collection,
         purged_at=when,

@@ -6,6 +6,7 @@
 * :mod:`charmem.testing.faults`: fault-injecting wrappers around any real adapter, and
   :class:`CrashPoints` (kill the process at a named point of the write path, for crash trials),
   :class:`FaultyEmbeddingProvider`, which answers NaN, wrong-length or missing rows on demand.
+* :func:`stores_of`: the stores behind a memory facade, for tests that look inside them.
 """
 
 from charmem.testing.faults import (
@@ -21,6 +22,7 @@ from charmem.testing.faults import (
     kill_this_process,
 )
 from charmem.testing.hashing import HashingEmbeddingProvider
+from charmem.testing.introspection import stores_of
 from charmem.testing.reference_graph import ReferenceGraphStore
 from charmem.testing.reference_vectors import ReferenceVectorIndex
 
@@ -38,4 +40,5 @@ __all__ = [
     "ReferenceGraphStore",
     "ReferenceVectorIndex",
     "kill_this_process",
+    "stores_of",
 ]

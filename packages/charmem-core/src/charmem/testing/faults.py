@@ -202,9 +202,10 @@ class CrashPoints:
     """
 
     def __init__(self, memory: CharacterMemory, *, action: CrashAction = kill_this_process) -> None:
-        self.graph = FaultyGraphStore(memory.graph)
-        self.vectors = FaultyVectorIndex(memory.vectors)
-        self.stats = FaultyStatsStore(memory.stats)
+        stores = memory._stores
+        self.graph = FaultyGraphStore(stores.graph)
+        self.vectors = FaultyVectorIndex(stores.vectors)
+        self.stats = FaultyStatsStore(stores.stats)
         self.action = action
         self.memory = CharacterMemory(
             graph=self.graph,  # forwards every port method (__getattr__)
