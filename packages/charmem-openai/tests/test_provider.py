@@ -278,6 +278,18 @@ async def test_an_error_without_the_key_chains_the_sdk_exception() -> None:
     assert isinstance(caught.value.__cause__, openai.InternalServerError)
 
 
+async def test_a_long_error_body_is_quoted_in_at_most_200_characters() -> None:
+    """A compatible server may put a whole page or trace in its error: only its start is quoted."""
+    long_message = "Bad gateway:\n" + "x" * 5000 + " end of trace"
+    with pytest.raises(BackendError, match="HTTP 502") as caught:
+        await provider(error_handler(502, long_message, "bad_gateway")).embed_query("tea")
+    message = str(caught.value)
+    assert "Bad gateway: xxx" in message  # whitespace runs joined into one line
+    assert message.endswith("...")
+    assert "x" * 200 not in message
+    assert "end of trace" not in message
+
+
 async def test_connection_errors_and_timeouts_are_backend_errors() -> None:
     def refused(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)

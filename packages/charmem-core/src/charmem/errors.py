@@ -9,9 +9,12 @@ message says what was wrong and what to do.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 __all__ = [
+    "EXCERPT_CHARS",
     "BackendError",
     "BackupFormatError",
     "CharmemError",
@@ -20,18 +23,89 @@ __all__ = [
     "DimensionMismatchError",
     "DraftValidationError",
     "EmbedderMismatchError",
+    "EmbeddingTimeoutError",
     "IdConflictError",
     "LifecycleErrorKind",
     "LifecycleValidationError",
+    "MemoryNotOpenedError",
     "PlanValidationError",
     "PurgeTargetError",
     "PurgedMemoryError",
     "StoreLockedError",
+    "excerpt",
+    "mask_secrets",
 ]
+
+#: Most characters of a foreign text (a provider's or server's error body) quoted in an error
+#: message, a log event or a repair marker's ``cause``: enough for the reason, short enough that a
+#: whole HTML error page never ends up in a log line.
+EXCERPT_CHARS: Final = 200
+
+_MASK: Final = "***"
+# scheme://user:password@host: the password runs to the last '@' before the path (a password
+# may hold an unencoded '@'; urlsplit splits the same way).
+_URL_PASSWORD: Final = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^/?#@\s:]*):[^/?#\s]*@")
+_SECRET_PARAMETER: Final = re.compile(
+    r"(?P<head>[?&][A-Za-z0-9_\-]*(?:key|token|password|passwd|secret)=)[^&#\s]+", re.IGNORECASE
+)
+_SECRET_KEY: Final = re.compile(
+    r"(?:^|_)(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|CREDENTIALS?)$", re.IGNORECASE
+)
+
+
+def mask_secrets(value: str, *, key: str | None = None) -> str:
+    """``value`` with its secrets replaced by ``***``: the one masking rule of charmem.
+
+    * The whole value, when ``key`` names a secret: a settings key or field name ending in
+      ``PASSWORD``, ``SECRET``, ``TOKEN``, ``API_KEY`` or ``CREDENTIALS`` (``OPENAI_API_KEY``,
+      ``QDRANT_API_KEY``, ``SPARQL_PASSWORD``, ``SPARQL_BEARER_TOKEN``; case-insensitive).
+    * Otherwise the password of every URL's user-info (``http://alice:***@host/``; the user name
+      stays) and the value of URL query parameters named like a secret (``?api_key=***``).
+
+    Used by the settings' repr, charmem's log events and every :class:`CharmemError` message.
+
+    Args:
+        value: any text (a setting's value, a message, a URL).
+        key: the name the value is stored under, if any.
+
+    Returns:
+        str: the masked text (``value`` itself when it holds no secret).
+    """
+    if key is not None and value and _SECRET_KEY.search(key):
+        return _MASK
+    if "://" in value:
+        value = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{_MASK}@", value)
+    if "=" in value:
+        value = _SECRET_PARAMETER.sub(lambda m: f"{m['head']}{_MASK}", value)
+    return value
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """A foreign text fit to quote: secrets masked, whitespace runs joined, at most ``limit`` chars.
+
+    For what a provider or server answered (an error body, an exception's text) when it goes
+    into an error message, a log event or a repair marker's ``cause``. A longer text is cut and
+    ends with ``...``.
+
+    Args:
+        text: the text to quote.
+        limit: most characters of the result (count, >= 4; default :data:`EXCERPT_CHARS`).
+
+    Returns:
+        str: the excerpt.
+    """
+    flat = " ".join(mask_secrets(str(text)).split())
+    return flat if len(flat) <= limit else flat[: max(limit - 3, 1)] + "..."
 
 
 class CharmemError(Exception):
-    """Root of every error charmem raises on purpose."""
+    """Root of every error charmem raises on purpose.
+
+    Its message never carries a secret: text arguments pass through :func:`mask_secrets`.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(mask_secrets(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 class ConfigurationError(CharmemError):
@@ -201,3 +275,26 @@ class StoreLockedError(CharmemError):
 
 class BackendError(CharmemError):
     """A store or provider failed; the driver's exception is chained as ``__cause__``."""
+
+
+class EmbeddingTimeoutError(BackendError, TimeoutError):
+    """The embedding provider did not answer one call within ``EMBEDDING_TIMEOUT_S`` seconds.
+
+    Raised by retrieval and vector rebuilds; a commit, correction or forget turns it into a
+    ``RepairMarker.VectorMaintenance`` on its outcome instead (the graph write stands).
+
+    Attributes:
+        timeout_s: the bound that was exceeded (seconds).
+    """
+
+    def __init__(self, message: str, *, timeout_s: float) -> None:
+        super().__init__(message)
+        self.timeout_s = timeout_s
+
+
+class MemoryNotOpenedError(CharmemError, AttributeError):
+    """A method was called on what ``CharacterMemory.open(...)`` returns, before opening it.
+
+    ``open`` returns an opener: ``memory = await CharacterMemory.open(...)`` or
+    ``async with CharacterMemory.open(...) as memory:`` gives the memory.
+    """

@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
+import math
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
+from numbers import Integral
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 import attrs
 
@@ -38,7 +43,7 @@ from charmem.domain.plan import (
     RememberWritePlan,
 )
 from charmem.domain.retrieval import ContinuityContextPack, RetrievalContext
-from charmem.errors import CharmemError, ConfigurationError, DraftValidationError
+from charmem.errors import CharmemError, ConfigurationError, DraftValidationError, MemoryNotOpenedError
 from charmem.log import get_logger
 from charmem.ports import (
     Clock,
@@ -48,7 +53,7 @@ from charmem.ports import (
     TokenCounter,
     VectorIndex,
 )
-from charmem.settings import Settings, validate_collection_name
+from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S, Settings, validate_collection_name
 from charmem.tokens import WhitespaceTokenCounter
 from charmem.usecases.commit import commit_plan, rebuild_stats
 from charmem.usecases.lifecycle import LifecycleStores, correct_memory, forget_memory, link_memories
@@ -62,10 +67,17 @@ from charmem.usecases.planning import build_plan
 from charmem.usecases.retrieval import retrieve_pack
 from charmem.usecases.validation import validate
 
-__all__ = ["CharacterMemory", "SyncCharacterMemory"]
+__all__ = ["CharacterMemory", "SyncCharacterMemory", "check_embedding_provider"]
 
 log = get_logger("charmem.memory")
 T = TypeVar("T")
+P = ParamSpec("P")
+
+#: Seconds :meth:`CharacterMemory.close` waits for operations in flight before cancelling them:
+#: long enough for a commit whose embedding batches each take up to a few seconds.
+DEFAULT_CLOSE_TIMEOUT_S: Final = 30.0
+#: Seconds close then gives the operations it cancelled to unwind before closing the stores.
+_CANCEL_GRACE_S: Final = 5.0
 
 
 async def _build_adapter(port: str, mode: str, *args: Any, **kwargs: Any) -> Any:
@@ -80,12 +92,105 @@ async def _build_adapter(port: str, mode: str, *args: Any, **kwargs: Any) -> Any
     return await asyncio.to_thread(lambda: factory.from_settings(*args, **kwargs))
 
 
-class _Opening:
-    """What :meth:`CharacterMemory.open` returns: awaitable and an async context manager."""
+def _positive_seconds(value: object, name: str) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return float(value)
+    raise ConfigurationError(f"{name} must be a positive number of seconds, not {value!r}", key=name)
 
-    def __init__(self, factory: Callable[[], Coroutine[Any, Any, CharacterMemory]]) -> None:
-        self._factory = factory
+
+def _is_async_callable(function: object) -> bool:
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)  # noqa: B004 - an object with an async __call__
+    )
+
+
+def check_embedding_provider(provider: object) -> EmbeddingProvider:
+    """Refuse an object that does not implement :class:`~charmem.ports.EmbeddingProvider`.
+
+    Checked before anything is opened, so a wrong object fails at once with what it lacks
+    instead of an ``AttributeError`` or ``TypeError`` in the middle of a write: ``model_id`` a
+    non-empty str, ``vector_size`` an int >= 1, ``embed_documents`` and ``embed_query`` async
+    methods (``async def``). The vectors it answers are checked at each call.
+
+    Args:
+        provider: the object given as ``embedding_provider`` / ``embedder``.
+
+    Returns:
+        EmbeddingProvider: ``provider`` itself.
+
+    Raises:
+        ConfigurationError: something is missing or of the wrong kind; the message names every
+            problem (``key="embedding_provider"``).
+    """
+    problems: list[str] = []
+    for attribute, wanted in (("model_id", "a non-empty str"), ("vector_size", "an int >= 1")):
+        try:
+            value = getattr(provider, attribute)
+        except AttributeError:
+            problems.append(f"it has no {attribute} ({wanted})")
+            continue
+        except Exception as exc:  # noqa: BLE001 - reported as the problem
+            problems.append(f"reading its {attribute} raised {type(exc).__name__}")
+            continue
+        if attribute == "model_id":
+            fits = isinstance(value, str) and bool(value.strip())
+        else:
+            fits = isinstance(value, Integral) and not isinstance(value, bool) and int(value) >= 1
+        if not fits:
+            problems.append(f"its {attribute} is {value!r}, not {wanted}")
+    for method in ("embed_documents", "embed_query"):
+        function = getattr(provider, method, None)
+        if function is None:
+            problems.append(f"it has no {method} method (an async def)")
+        elif not _is_async_callable(function):
+            problems.append(f"its {method} is not an async def")
+    if problems:
+        raise ConfigurationError(
+            f"the embedding provider {type(provider).__name__} is not an EmbeddingProvider: "
+            f"{'; '.join(problems)} (see charmem.ports.EmbeddingProvider)",
+            key="embedding_provider",
+        )
+    return provider  # type: ignore[return-value]
+
+
+class _Opening:
+    """What :meth:`CharacterMemory.open` returns: awaitable and an async context manager.
+
+    It is not the memory: any other use (``CharacterMemory.open(...).remember``) raises
+    :class:`~charmem.errors.MemoryNotOpenedError` saying to ``await`` it, and one never awaited
+    nor entered warns (``RuntimeWarning``) when collected, as a coroutine does.
+    """
+
+    def __init__(self, build: Callable[[], Coroutine[Any, Any, CharacterMemory]]) -> None:
+        self._build = build
         self._memory: CharacterMemory | None = None
+        self._used = False
+
+    def _factory(self) -> Coroutine[Any, Any, CharacterMemory]:
+        """The opening coroutine (awaited once, by ``await``, ``async with`` or the sync facade)."""
+        self._used = True
+        return self._build()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        self._used = True  # the error says it all; no second warning when collected
+        raise MemoryNotOpenedError(
+            f"CharacterMemory.open(...) returns an opener, not the memory, so it has no {name!r}: "
+            "write `memory = await CharacterMemory.open(...)` or "
+            "`async with CharacterMemory.open(...) as memory:`"
+        )
+
+    def __del__(self) -> None:
+        if not getattr(self, "_used", True):
+            warnings.warn(
+                "CharacterMemory.open(...) was never awaited, so nothing was opened: write "
+                "`memory = await CharacterMemory.open(...)` or `async with CharacterMemory.open(...) "
+                "as memory:`",
+                RuntimeWarning,
+                stacklevel=2,
+                source=self,
+            )
 
     def __await__(self) -> Generator[Any, None, CharacterMemory]:
         return self._factory().__await__()
@@ -118,6 +223,19 @@ class MemoryStores:
     stats: RetrievalStatsStore
 
 
+def _operation(
+    method: Callable[Concatenate[CharacterMemory, P], Awaitable[T]],
+) -> Callable[Concatenate[CharacterMemory, P], Coroutine[Any, Any, T]]:
+    """Count a facade method as an operation in flight, which :meth:`CharacterMemory.close` awaits."""
+
+    @functools.wraps(method)
+    async def run(self: CharacterMemory, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        async with self._in_flight(method.__name__):
+            return await method(self, *args, **kwargs)
+
+    return run
+
+
 class CharacterMemory:
     """Episodic, graph-authoritative memory for one collection.
 
@@ -132,6 +250,15 @@ class CharacterMemory:
     Operational tools (check, repair, export, import, purge) live in :mod:`charmem.admin` and
     take the memory itself.
 
+    **Timeouts, cancellation and close.** Each call of the embedding provider may take
+    ``embedding_timeout_s`` seconds; a slower one is cancelled: a write then keeps its graph
+    batch and reports a ``VectorMaintenance`` repair marker, a retrieval raises
+    :class:`~charmem.errors.EmbeddingTimeoutError`. A write cancelled after its graph batch (a
+    cancelled task, ``asyncio.timeout`` around the call) returns nothing, but the graph is the
+    record: ``charmem.admin.check`` reports the vectors and statistics it did not write, and
+    replaying the same operation (or check's repair) brings them in step. :meth:`close` waits for
+    operations in flight (see there).
+
     Args:
         graph: the graph authority bound to ``collection``.
         vectors: the vector index bound to ``collection`` and the embedder's fingerprint.
@@ -143,10 +270,15 @@ class CharacterMemory:
             here; :meth:`open` uses the ``TOKEN_COUNTER`` setting).
         log_memory_text: add memory texts, queries and rationales to charmem's debug log events
             (default False: events carry ids and counts only; ``LOG_MEMORY_TEXT`` in settings).
+        embedding_timeout_s: seconds one embedding-provider call (one batch, or one query) may
+            take (default 60; ``EMBEDDING_TIMEOUT_S`` in settings).
+        close_timeout_s: seconds :meth:`close` waits for operations in flight before cancelling
+            them (default 30).
 
     Raises:
-        ConfigurationError: the collection name is not allowed, or an adapter is bound to another
-            collection.
+        ConfigurationError: the collection name is not allowed, an adapter is bound to another
+            collection, ``embedder`` is not an ``EmbeddingProvider`` (the message names what it
+            lacks), or a timeout is not a positive number of seconds.
     """
 
     def __init__(
@@ -160,8 +292,13 @@ class CharacterMemory:
         clock: Clock | None = None,
         token_counter: TokenCounter | None = None,
         log_memory_text: bool = False,
+        embedding_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S,
+        close_timeout_s: float = DEFAULT_CLOSE_TIMEOUT_S,
     ) -> None:
         self.collection = validate_collection_name(collection)
+        check_embedding_provider(embedder)
+        self.embedding_timeout_s = _positive_seconds(embedding_timeout_s, "embedding_timeout_s")
+        self.close_timeout_s = _positive_seconds(close_timeout_s, "close_timeout_s")
         if graph.collection != collection:
             raise ConfigurationError(
                 f"the graph store is bound to collection {graph.collection!r}, not {collection!r}",
@@ -176,6 +313,11 @@ class CharacterMemory:
         self.log_memory_text = bool(log_memory_text)
         self._write_lock = asyncio.Lock()
         self._closed = False
+        # operations in flight: task -> nesting depth (remember runs prepare and commit)
+        self._running: dict[asyncio.Task[Any], int] = {}
+        self._running_changed = asyncio.Event()
+        self._cancelled_by_close: set[asyncio.Task[Any]] = set()
+        self._closing: asyncio.Task[None] | None = None
 
     @property
     def _stores(self) -> MemoryStores:
@@ -223,8 +365,10 @@ class CharacterMemory:
             rebuild_progress: ``callback(done, total)`` of that rebuild (index entries written).
 
         Raises:
-            ConfigurationError: bad collection name, missing key, or adapter (including the
-                ``TOKEN_COUNTER`` one) not installed.
+            ConfigurationError: bad collection name, missing key, adapter (including the
+                ``TOKEN_COUNTER`` one) not installed, or an ``embedding_provider`` that is not an
+                ``EmbeddingProvider``.
+            MemoryNotOpenedError: the result was used as the memory without ``await``.
             StoreLockedError: an embedded store is held by another process.
             DimensionMismatchError, EmbedderMismatchError: the collection was indexed by another
                 embedder.
@@ -233,6 +377,8 @@ class CharacterMemory:
 
         async def build() -> CharacterMemory:
             validate_collection_name(collection)
+            if embedding_provider is not None:
+                check_embedding_provider(embedding_provider)
             counter = token_counter if token_counter is not None else load_token_counter(settings)
             embedder: EmbeddingProvider
             if embedding_provider is None:
@@ -289,6 +435,7 @@ class CharacterMemory:
                 clock=clock,
                 token_counter=counter,
                 log_memory_text=settings.log_memory_text,
+                embedding_timeout_s=settings.embedding_timeout_s,
             )
             if rebuild_vectors:
                 try:
@@ -300,9 +447,48 @@ class CharacterMemory:
 
         return _Opening(build)
 
+    def _closed_error(self) -> CharmemError:
+        return CharmemError(f"memory {self.collection!r} is closed; open it again")
+
+    @contextlib.asynccontextmanager
+    async def _in_flight(self, name: str) -> AsyncIterator[None]:
+        """Run an operation that :meth:`close` waits for; refused once close has started.
+
+        An operation nested in one in flight (``remember`` runs ``prepare`` and ``commit``) is
+        part of it and never refused. One that close cancels raises ``CharmemError`` instead of
+        ``CancelledError``, since the caller's task was not cancelled.
+        """
+        task = asyncio.current_task()
+        if task is None:  # not run by an asyncio task; nothing to wait for
+            yield
+            return
+        if self._closed and task not in self._running:
+            raise self._closed_error()
+        self._running[task] = self._running.get(task, 0) + 1
+        try:
+            yield
+        except asyncio.CancelledError:
+            if self._running[task] == 1 and task in self._cancelled_by_close:
+                self._cancelled_by_close.discard(task)
+                task.uncancel()
+                raise CharmemError(
+                    f"memory {self.collection!r} was closed while this {name} ran (close waited "
+                    f"{self.close_timeout_s:g} s for it); a write may have stored its graph batch "
+                    "without vectors or stats: open the memory again and replay it, or run "
+                    "charmem.admin.check"
+                ) from None
+            raise
+        finally:
+            depth = self._running.pop(task) - 1
+            if depth:
+                self._running[task] = depth
+            else:
+                self._cancelled_by_close.discard(task)
+            self._running_changed.set()
+
     def _check_open(self, argument: object = None, expected: type | tuple[type, ...] | None = None) -> None:
-        if self._closed:
-            raise CharmemError(f"memory {self.collection!r} is closed; open it again")
+        if self._closed and asyncio.current_task() not in self._running:
+            raise self._closed_error()
         if expected is not None and not isinstance(argument, expected):
             names = " or ".join(
                 "None" if t is type(None) else t.__name__
@@ -310,6 +496,7 @@ class CharacterMemory:
             )
             raise DraftValidationError(f"expected a {names}, not {type(argument).__name__}")
 
+    @_operation
     async def prepare(
         self, item: RememberInput | RememberDrafts, options: PrepareOptions | None = None
     ) -> RememberWritePlan:
@@ -335,6 +522,7 @@ class CharacterMemory:
         options = options or PrepareOptions()
         return build_plan(self.collection, item, options.now or self.clock.now())
 
+    @_operation
     async def validate_plan(self, plan: RememberWritePlan) -> list[CandidateValidation]:
         """Check a plan against the graph; read-only.
 
@@ -347,6 +535,7 @@ class CharacterMemory:
         self._check_open(plan, RememberWritePlan)
         return await validate(plan, self._graph)
 
+    @_operation
     async def commit(self, plan: RememberWritePlan, options: CommitOptions | None = None) -> RememberOutcome:
         """Re-validate and persist a plan (graph atomically; vectors and stats repairably).
 
@@ -369,12 +558,14 @@ class CharacterMemory:
                 vectors=self._vectors,
                 embedder=self.embedder,
                 stats=self._stats,
+                embed_timeout_s=self.embedding_timeout_s,
             )
         self._log_texts(
             "memory_texts_committed", texts={str(entry.id): entry.text for entry in plan.index_entries}
         )
         return outcome
 
+    @_operation
     async def remember(
         self, item: RememberInput | RememberDrafts, options: RememberOptions | None = None
     ) -> RememberOutcome:
@@ -396,8 +587,11 @@ class CharacterMemory:
             log.debug(event, collection=self.collection, **fields)
 
     def _lifecycle_stores(self) -> LifecycleStores:
-        return LifecycleStores(self._graph, self._vectors, self.embedder, self._stats)
+        return LifecycleStores(
+            self._graph, self._vectors, self.embedder, self._stats, embed_timeout_s=self.embedding_timeout_s
+        )
 
+    @_operation
     async def correct(self, draft: CorrectMemoryDraft) -> LifecycleMutationOutcome:
         """Correct a memory: a replacement supersedes the target (DESIGN §4.4).
 
@@ -421,6 +615,7 @@ class CharacterMemory:
         self._log_texts("memory_correction_texts", target=str(draft.target.id), rationale=draft.rationale)
         return outcome
 
+    @_operation
     async def forget(self, draft: ForgetMemoryDraft) -> LifecycleMutationOutcome:
         """Forget by suppression (DESIGN §4.6): nothing is deleted; influence is removed.
 
@@ -436,6 +631,7 @@ class CharacterMemory:
         self._log_texts("memory_forget_texts", target=str(draft.target_id), rationale=draft.rationale)
         return outcome
 
+    @_operation
     async def link(self, draft: LinkDraft) -> LinkOutcome:
         """Add a caller-authored link between two stored memories.
 
@@ -454,6 +650,7 @@ class CharacterMemory:
             self._log_texts("memory_link_texts", link=str(outcome.link.id), rationale=draft.rationale)
         return outcome
 
+    @_operation
     async def rebuild_stats(self) -> int:
         """Recompute the retrieval statistics of the collection from the graph (DESIGN §4.9).
 
@@ -467,6 +664,7 @@ class CharacterMemory:
         async with self._write_lock:
             return await rebuild_stats(self._graph, self._stats)
 
+    @_operation
     async def rebuild_vector_index(
         self, *, batch_size: int = 64, on_progress: ProgressCallback | None = None
     ) -> VectorRebuildReport:
@@ -500,6 +698,7 @@ class CharacterMemory:
                 embedder=self.embedder,
                 batch_size=batch_size,
                 on_progress=on_progress,
+                embed_timeout_s=self.embedding_timeout_s,
             )
 
     @contextlib.asynccontextmanager
@@ -514,10 +713,12 @@ class CharacterMemory:
         Raises:
             CharmemError: the memory is closed.
         """
-        self._check_open()
-        async with self._write_lock:
-            yield
+        async with self._in_flight("exclusive block"):
+            self._check_open()
+            async with self._write_lock:
+                yield
 
+    @_operation
     async def retrieve(self, context: RetrievalContext | str) -> ContinuityContextPack:
         """Recall memories into a continuity context pack (DESIGN §6).
 
@@ -542,6 +743,7 @@ class CharacterMemory:
             stats=self._stats,
             token_counter=self.token_counter,
             now=self.clock.now(),
+            embed_timeout_s=self.embedding_timeout_s,
         )
         log.debug(
             "memory_retrieved",
@@ -552,11 +754,64 @@ class CharacterMemory:
         )
         return pack
 
-    async def close(self) -> None:
-        """Release every store (idempotent). Acknowledged writes are already durable."""
-        if self._closed:
-            return
-        self._closed = True
+    async def close(self, *, timeout_s: float | None = None) -> None:
+        """Wait for the operations in flight, then release every store (idempotent).
+
+        From the moment close starts, new operations are refused (``CharmemError``: "memory ...
+        is closed; open it again"). Operations already running (a remember waiting for its
+        embedder, a retrieval, an ``exclusive`` block) run to their end first, so no outcome
+        carries a repair marker caused by the close. Close waits up to ``timeout_s`` seconds for
+        them; those still running then are cancelled, each raising ``CharmemError`` ("memory ...
+        was closed while this remember ran"; a write cancelled after its graph batch shows in
+        ``charmem.admin.check`` and a replay repairs it), and the stores are closed after at most
+        5 more seconds. Acknowledged writes are already durable.
+
+        Concurrent and repeated calls wait for the same close. Called inside an operation of
+        this memory (an ``exclusive`` block), close does not wait for that one.
+
+        Args:
+            timeout_s: seconds to wait for operations in flight (default: the constructor's
+                ``close_timeout_s``, 30).
+
+        Raises:
+            ConfigurationError: ``timeout_s`` is not a positive number of seconds.
+            BackendError: a store failed to close (the others are closed first).
+        """
+        wait_s = self.close_timeout_s if timeout_s is None else _positive_seconds(timeout_s, "timeout_s")
+        first = self._closing is None
+        if self._closing is None:
+            self._closed = True
+            self._closing = asyncio.ensure_future(self._close(wait_s, asyncio.current_task()))
+        try:
+            await asyncio.shield(self._closing)
+        except Exception:
+            if first:  # a store's close error is the first caller's; later calls find it closed
+                raise
+
+    async def _wait_for_others(
+        self, timeout_s: float, me: asyncio.Task[Any] | None
+    ) -> list[asyncio.Task[Any]]:
+        """Wait until no operation but ``me``'s runs, at most ``timeout_s``; the ones left."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while others := [task for task in self._running if task is not me]:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return others
+            self._running_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await self._running_changed.wait()
+        return []
+
+    async def _close(self, timeout_s: float, me: asyncio.Task[Any] | None) -> None:
+        left = await self._wait_for_others(timeout_s, me)
+        if left:
+            log.warning("close_cancels_operations", collection=self.collection, operations=len(left))
+            self._cancelled_by_close.update(left)
+            for task in left:
+                task.cancel()
+            await self._wait_for_others(_CANCEL_GRACE_S, me)
         errors: list[BaseException] = []
         for adapter in (self._vectors, self._stats, self._graph):
             try:

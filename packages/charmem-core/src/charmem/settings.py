@@ -6,21 +6,85 @@ malformed value is a :class:`~charmem.errors.ConfigurationError` naming the key.
 
 from __future__ import annotations
 
+import difflib
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 import attrs
 
-from charmem.errors import ConfigurationError
+from charmem.errors import ConfigurationError, mask_secrets
+from charmem.log import get_logger
 
 __all__ = [
     "COLLECTION_NAME_PATTERN",
+    "DEFAULT_EMBEDDING_TIMEOUT_S",
+    "KNOWN_SETTINGS_KEYS",
     "RESERVED_COLLECTION_NAMES",
     "Settings",
     "default_token_counter",
+    "near_miss_key",
     "validate_collection_name",
 ]
+
+log = get_logger("charmem.settings")
+
+#: Seconds one call of the embedding provider may take (``EMBEDDING_TIMEOUT_S``): each call
+#: embeds at most one batch (``CommitOptions.embed_batch_size`` texts, or one query), so a
+#: minute is far above a healthy answer and still ends a hung connection.
+DEFAULT_EMBEDDING_TIMEOUT_S: Final = 60.0
+
+#: Every settings key charmem and its first-party adapters read; a key close to one of these
+#: (but not one of them) is logged as a probable typo by :meth:`Settings.from_mapping`.
+KNOWN_SETTINGS_KEYS: Final = frozenset(
+    {
+        # core (the README settings table)
+        "VECTOR_STORE_MODE",
+        "VECTOR_STORE_PATH",
+        "QDRANT_CONNECTION_STRING",
+        "QDRANT_API_KEY",
+        "GRAPH_STORE_MODE",
+        "OXIGRAPH_PATH",
+        "SPARQL_QUERY_ENDPOINT",
+        "SPARQL_UPDATE_ENDPOINT",
+        "RETRIEVAL_STATS_STORE_MODE",
+        "RETRIEVAL_STATS_PATH",
+        "EMBEDDING_PROVIDER",
+        "OPENAI_API_KEY",
+        "EMBEDDING_MODEL",
+        "OPENAI_BASE_URL",
+        "EMBEDDING_DIMENSIONS",
+        "EMBEDDING_TIMEOUT_S",
+        "LOCAL_EMBEDDING_MODEL",
+        "TOKEN_COUNTER",
+        "LOG_MEMORY_TEXT",
+        # read from ``Settings.extra`` by charmem-openai, -oxigraph, -qdrant and the CLI
+        "OPENAI_MAX_RETRIES",
+        "OPENAI_TIMEOUT",
+        "SPARQL_USERNAME",
+        "SPARQL_PASSWORD",
+        "SPARQL_BEARER_TOKEN",
+        "SPARQL_TIMEOUT",
+        "QDRANT_TIMEOUT",
+        "VECTOR_LEXICAL_CUE",
+        "VECTOR_LEXICAL_WEIGHT",
+        "VECTOR_HNSW_THRESHOLD",
+        "VECTOR_HNSW_M",
+        "VECTOR_HNSW_EF_CONSTRUCT",
+        "VECTOR_HNSW_EF",
+        "VECTOR_HNSW_BACKGROUND",
+        "CHARMEM_COLLECTION",
+    }
+)
+
+# Only upper-case keys with an underscore look like settings keys (PATH, HOME, LANG never match).
+_SETTINGS_KEY_SHAPE: Final = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+# difflib ratio a typo must reach: one missing, doubled or swapped letter in a key of ~15
+# characters scores about 0.93-0.97; unrelated keys sharing a word (QDRANT_API_KEY and
+# OPENAI_API_KEY: 0.71) stay below.
+_NEAR_MISS_RATIO: Final = 0.85
 
 #: Collection names: checked before any directory is touched (DESIGN §2).
 COLLECTION_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,127}")
@@ -88,6 +152,57 @@ def default_token_counter() -> str:
         ``"whitespace"`` (core's word count).
     """
     return "local" if "local" in _registered_modes("TOKEN_COUNTER") else "whitespace"
+
+
+def near_miss_key(key: str) -> str | None:
+    """The known settings key ``key`` is probably a typo of, if any.
+
+    A key is a near miss when it is not a known key (:data:`KNOWN_SETTINGS_KEYS`) and either
+    differs from one only by case, or looks like a settings key (upper case, words joined by
+    ``_``) and is close to one (``difflib`` ratio >= 0.85: ``EMBEDING_PROVIDER`` is close to
+    ``EMBEDDING_PROVIDER``). Other environment variables (``PATH``, ``HOME``) are never near
+    misses.
+
+    Returns:
+        str | None: the known key, or ``None``.
+    """
+    if key in KNOWN_SETTINGS_KEYS:
+        return None
+    if key.upper() in KNOWN_SETTINGS_KEYS:
+        return key.upper()
+    if _SETTINGS_KEY_SHAPE.fullmatch(key) is None:
+        return None
+    close = difflib.get_close_matches(key, KNOWN_SETTINGS_KEYS, n=1, cutoff=_NEAR_MISS_RATIO)
+    return close[0] if close else None
+
+
+def _warn_near_misses(mapping: Mapping[str, str]) -> None:
+    for key in mapping:
+        known = near_miss_key(key)
+        if known is not None:
+            log.warning(
+                "settings_key_unknown",
+                key=key,
+                did_you_mean=known,
+                hint=f"{key} is not a charmem setting and is ignored; did you mean {known}?",
+            )
+
+
+def _masked_repr(value: object) -> str:
+    return repr(mask_secrets(value) if isinstance(value, str) else value)
+
+
+def _seconds(mapping: Mapping[str, str], key: str, default: float) -> float:
+    raw = _optional(mapping, key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigurationError(f"{key}={raw!r} must be a positive number of seconds", key=key)
+    return value
 
 
 def _mode(mapping: Mapping[str, str], key: str, default: str) -> str:
@@ -159,7 +274,14 @@ class Settings:
 
     Build with :meth:`from_mapping`; fields of unselected backends stay ``None``. The repr hides
     secrets (``QDRANT_API_KEY``, ``OPENAI_API_KEY``) and ``extra`` (which may hold adapters' own
-    credentials, e.g. ``SPARQL_PASSWORD``).
+    credentials, e.g. ``SPARQL_PASSWORD``), and masks the password of URL-valued settings
+    (``http://alice:***@host/query``; :func:`~charmem.errors.mask_secrets`).
+
+    ``embedding_timeout_s`` (``EMBEDDING_TIMEOUT_S``, default
+    :data:`DEFAULT_EMBEDDING_TIMEOUT_S` = 60): seconds one embedding-provider call (one batch of
+    texts, or one query) may take. A commit, correction or forget whose call times out keeps its
+    graph write and reports a ``VectorMaintenance`` repair marker; retrieval and vector rebuilds
+    raise :class:`~charmem.errors.EmbeddingTimeoutError`.
 
     ``log_memory_text`` (``LOG_MEMORY_TEXT``, default false): charmem's log events carry ids and
     counts, never memory text; set it to true to add texts, queries and rationales to debug
@@ -171,19 +293,20 @@ class Settings:
 
     vector_store_mode: str = "embedded"
     vector_store_path: Path = Path("./data/vectors")
-    qdrant_connection_string: str | None = None
+    qdrant_connection_string: str | None = attrs.field(default=None, repr=_masked_repr)
     qdrant_api_key: str | None = attrs.field(default=None, repr=False)
     graph_store_mode: str = "persistent"
     oxigraph_path: Path = Path("./data/oxigraph")
-    sparql_query_endpoint: str | None = None
-    sparql_update_endpoint: str | None = None
+    sparql_query_endpoint: str | None = attrs.field(default=None, repr=_masked_repr)
+    sparql_update_endpoint: str | None = attrs.field(default=None, repr=_masked_repr)
     retrieval_stats_store_mode: str = "sqlite"
     retrieval_stats_path: Path = Path("./data/retrieval-stats.sqlite3")
     embedding_provider: str = "openai"
     openai_api_key: str | None = attrs.field(default=None, repr=False)
     embedding_model: str | None = None
-    openai_base_url: str | None = None
+    openai_base_url: str | None = attrs.field(default=None, repr=_masked_repr)
     embedding_dimensions: int | None = None
+    embedding_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S
     local_embedding_model: str = "all-MiniLM-L6-v2"
     token_counter: str = attrs.field(factory=default_token_counter)
     log_memory_text: bool = False
@@ -194,7 +317,9 @@ class Settings:
         """Read settings from ``mapping`` (for example ``os.environ``).
 
         Args:
-            mapping: keys of DESIGN §2; unknown keys are kept in ``extra`` for adapters.
+            mapping: keys of DESIGN §2; unknown keys are kept in ``extra`` for adapters. A key
+                that looks like a typo of a known one (``EMBEDING_PROVIDER``; see
+                :func:`near_miss_key`) is logged as a warning naming the known key.
 
         Returns:
             Settings: validated values with the DESIGN defaults.
@@ -215,6 +340,7 @@ class Settings:
                     f"settings map str to str (as os.environ does); {key!r} maps to a {type(value).__name__}",
                     key=key if isinstance(key, str) else None,
                 )
+        _warn_near_misses(mapping)
         vector_mode = _mode(mapping, "VECTOR_STORE_MODE", "embedded")
         graph_mode = _mode(mapping, "GRAPH_STORE_MODE", "persistent")
         stats_mode = _mode(mapping, "RETRIEVAL_STATS_STORE_MODE", "sqlite")
@@ -223,6 +349,7 @@ class Settings:
             "graph_store_mode": graph_mode,
             "retrieval_stats_store_mode": stats_mode,
             "log_memory_text": _flag(mapping, "LOG_MEMORY_TEXT", False),
+            "embedding_timeout_s": _seconds(mapping, "EMBEDDING_TIMEOUT_S", DEFAULT_EMBEDDING_TIMEOUT_S),
             "extra": dict(mapping),
         }
         if vector_mode == "embedded":

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 import openai
 
-from charmem.errors import BackendError, ConfigurationError, DimensionMismatchError
+from charmem.errors import BackendError, ConfigurationError, DimensionMismatchError, excerpt
 from charmem.log import get_logger
 from charmem.settings import Settings
 
@@ -122,8 +122,10 @@ class OpenAIEmbeddingProvider:
     Retries and timeouts are the SDK's: ``max_retries`` (default 2, with exponential back-off,
     for connection errors, 408, 409, 429 and 5xx) and ``timeout`` (seconds per attempt, default
     30). Every SDK error becomes :class:`~charmem.errors.BackendError` naming the endpoint and the
-    HTTP status; the API key never appears in a repr, a log line or an error (the SDK's message is
-    scrubbed, and when it held the key the chained cause is a scrubbed stand-in).
+    HTTP status, quoting at most 200 characters of the API's answer
+    (:func:`charmem.errors.excerpt`); the API key never appears in a repr, a log line or an error
+    (the SDK's message is scrubbed, and when it held the key the chained cause is a scrubbed
+    stand-in).
 
     Args:
         model: the embedding model name.
@@ -385,8 +387,7 @@ class OpenAIEmbeddingProvider:
         detail = self._scrub(str(message or getattr(exc, "message", None) or exc))
         if code:
             detail = f"{detail} [{self._scrub(str(code))}]"
-        if len(detail) > 300:
-            detail = detail[:300] + "..."
+        detail = excerpt(detail)  # an HTML error page of a proxy stays out of errors and markers
         if isinstance(exc, openai.APITimeoutError):
             message = (
                 f"{where} did not answer within {self._timeout:g} s (after {self._max_retries} "

@@ -21,7 +21,7 @@ from charmem.domain.plan import (
     VectorOperation,
 )
 from charmem.domain.retrieval import CurrencyStatus
-from charmem.errors import PlanValidationError
+from charmem.errors import PlanValidationError, excerpt
 from charmem.log import get_logger
 from charmem.ports import (
     EmbeddingProvider,
@@ -31,6 +31,7 @@ from charmem.ports import (
     VectorIndex,
     VectorPoint,
 )
+from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
 from charmem.usecases.embedding import embed_texts
 from charmem.usecases.names import embedding_texts
 from charmem.usecases.validation import raise_for_invalid, validate_against_graph
@@ -54,8 +55,9 @@ _REBUILD_BATCH = 512
 UPSERT_POINTS: Final = 512
 
 
-def _cause(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+def _cause(exc: BaseException, context: str = "") -> str:
+    """A repair marker's ``cause``: the error's type and text, cut to 200 characters."""
+    return excerpt(f"{context}{type(exc).__name__}: {exc}")
 
 
 def object_stats_row(obj: MemoryObject, currency: Mapping[MemoryId, CurrencyStatus]) -> StatsEntry:
@@ -89,6 +91,7 @@ async def maintain_vectors(
     embedder: EmbeddingProvider,
     batch_size: int,
     stored: Sequence[MemoryObject] = (),
+    embed_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S,
 ) -> list[RepairMarkerType]:
     """Bring candidate recall in step with graph currency for some ids; never raises.
 
@@ -99,6 +102,9 @@ async def maintain_vectors(
 
     ``stored`` may give objects as the graph holds them (a commit's objects, once written), so
     their utterances' speakers are not read back (:func:`~charmem.usecases.names.embedding_texts`).
+
+    Each embedding call may take ``embed_timeout_s`` seconds (``EMBEDDING_TIMEOUT_S``); one that
+    takes longer is cancelled and becomes a marker like any other embedder failure.
 
     Returns:
         list[RepairMarkerType]: the failed operations (one marker per failed embedding call or
@@ -113,7 +119,7 @@ async def maintain_vectors(
         log.warning("vector_currency_lookup_failed", ids=len(ids), error=type(exc).__name__)
         return [
             RepairMarker.VectorMaintenance(
-                VectorOperation.UPSERT, tuple(ids), f"currency lookup failed: {_cause(exc)}"
+                VectorOperation.UPSERT, tuple(ids), _cause(exc, "currency lookup failed: ")
             )
         ]
     upserts = [e for e in entries if currency.get(e.id) is CurrencyStatus.CURRENT]
@@ -127,7 +133,7 @@ async def maintain_vectors(
             RepairMarker.VectorMaintenance(
                 VectorOperation.UPSERT,
                 tuple(e.id for e in upserts),
-                f"speaker name lookup failed: {_cause(exc)}",
+                _cause(exc, "speaker name lookup failed: "),
             )
         )
         upserts, texts = [], []
@@ -141,7 +147,7 @@ async def maintain_vectors(
             chunk = upserts[start : start + batch_size]
             chunk_texts = texts[start : start + batch_size]
             try:
-                rows = await embed_texts(embedder, chunk_texts)
+                rows = await embed_texts(embedder, chunk_texts, timeout_s=embed_timeout_s)
             except Exception as exc:  # noqa: BLE001 - repairable write
                 markers.append(_upsert_failed(chunk, exc))
                 continue
@@ -250,12 +256,19 @@ async def commit_plan(
     vectors: VectorIndex,
     embedder: EmbeddingProvider,
     stats: RetrievalStatsStore,
+    embed_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S,
 ) -> RememberOutcome:
     """Re-validate and persist a plan.
 
     The graph batch (objects, caller links, derived links) is written atomically first; then
-    vectors and stats are brought in step as repairable writes whose failures come back as repair
-    markers. Replaying the same plan accepts equal content and re-applies the repairable writes.
+    vectors and stats are brought in step as repairable writes whose failures (including an
+    embedding call slower than ``embed_timeout_s`` seconds) come back as repair markers.
+    Replaying the same plan accepts equal content and re-applies the repairable writes.
+
+    Cancelled after the graph batch (a cancelled task, a timeout around the call), the commit
+    returns no outcome and so no markers, but the graph holds the batch: the vectors and stats it
+    did not write show in ``charmem.admin.check`` as missing vectors and stats drift (the graph
+    is the record), and replaying the plan, or ``check``'s repair, brings them in step.
 
     Raises:
         PlanValidationError: a candidate is invalid; nothing was written.
@@ -289,6 +302,7 @@ async def commit_plan(
         embedder=embedder,
         batch_size=options.embed_batch_size,
         stored=plan.objects,  # written, or stored with equal content: the same speakers
+        embed_timeout_s=embed_timeout_s,
     )
     markers += await maintain_stats(plan.objects, links, superseded, graph=graph, stats=stats)
     log.info(

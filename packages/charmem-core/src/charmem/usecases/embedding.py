@@ -3,18 +3,27 @@
 The provider is the one port a caller often writes: its contract (one row per text, ``vector_size``
 finite floats each, failures as :class:`~charmem.errors.BackendError`) is checked here, once, so a
 faulty provider gives a typed error naming it instead of a ``TypeError`` deep in a vector store,
-and never a NaN or a short vector in the index.
+and never a NaN or a short vector in the index. Each call is bounded in time
+(``EMBEDDING_TIMEOUT_S``), so a hung provider cannot hang a write or a retrieval.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from numbers import Real
 from typing import Any, Final
 
-from charmem.errors import BackendError, CharmemError, DimensionMismatchError
+from charmem.errors import (
+    BackendError,
+    CharmemError,
+    DimensionMismatchError,
+    EmbeddingTimeoutError,
+    excerpt,
+)
 from charmem.ports import EmbeddingProvider
+from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
 
 __all__ = ["embed_cue", "embed_texts"]
 
@@ -85,30 +94,69 @@ def _checked_row(embedder: EmbeddingProvider, row: Any, index: int) -> list[floa
     )
 
 
-async def embed_texts(embedder: EmbeddingProvider, texts: Sequence[str]) -> list[list[float]]:
-    """``embedder.embed_documents(texts)``, checked.
+async def _call_provider(
+    embedder: EmbeddingProvider, call: Callable[[], Awaitable[Any]], what: str, timeout_s: float
+) -> Any:
+    """``await call()``, bounded by ``timeout_s`` seconds, its failures as charmem errors.
+
+    Raises:
+        EmbeddingTimeoutError: the call did not answer within ``timeout_s`` (it is cancelled).
+        BackendError: the call raised a non-charmem exception (chained; its text quoted by
+            :func:`~charmem.errors.excerpt`); charmem errors pass unchanged.
+    """
+    scope = asyncio.timeout(timeout_s)
+    try:
+        async with scope:
+            return await call()
+    except CharmemError:
+        raise
+    except TimeoutError as exc:
+        if scope.expired():
+            raise EmbeddingTimeoutError(
+                f"the embedding provider {_name(embedder)} did not answer within {timeout_s:g} s on "
+                f"{what}; the call was cancelled (raise EMBEDDING_TIMEOUT_S, or check the provider)",
+                timeout_s=timeout_s,
+            ) from None
+        raise BackendError(
+            f"the embedding provider {_name(embedder)} failed on {what}: {excerpt(_described(exc))}"
+        ) from exc
+    except Exception as exc:
+        raise BackendError(
+            f"the embedding provider {_name(embedder)} failed on {what}: {excerpt(_described(exc))}"
+        ) from exc
+
+
+def _described(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def embed_texts(
+    embedder: EmbeddingProvider,
+    texts: Sequence[str],
+    *,
+    timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S,
+) -> list[list[float]]:
+    """``embedder.embed_documents(texts)``, checked and bounded in time.
 
     Args:
         embedder: the provider.
-        texts: memory texts.
+        texts: memory texts (one batch: this is one provider call).
+        timeout_s: seconds the call may take (``EMBEDDING_TIMEOUT_S``).
 
     Returns:
         list[list[float]]: one row per text, in order, each ``vector_size`` finite floats.
 
     Raises:
+        EmbeddingTimeoutError: no answer within ``timeout_s`` seconds (a ``BackendError``).
         DimensionMismatchError: a row has another length than ``vector_size``.
-        BackendError: the provider failed (a non-charmem exception is chained as the cause), or
-            answered another number of rows, non-numbers, NaN or infinity.
+        BackendError: the provider failed (a non-charmem exception is chained as the cause, its
+            text cut to 200 characters), or answered another number of rows, non-numbers, NaN
+            or infinity.
     """
-    try:
-        rows: Any = await embedder.embed_documents(list(texts))
-    except CharmemError:
-        raise
-    except Exception as exc:
-        raise BackendError(
-            f"the embedding provider {_name(embedder)} failed on {len(texts)} text(s): "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
+    batch = list(texts)
+    rows: Any = await _call_provider(
+        embedder, lambda: embedder.embed_documents(batch), f"{len(batch)} text(s)", timeout_s
+    )
     if isinstance(rows, str | bytes) or not hasattr(rows, "__len__") or len(rows) != len(texts):
         count = len(rows) if hasattr(rows, "__len__") else type(rows).__name__
         raise BackendError(
@@ -118,21 +166,21 @@ async def embed_texts(embedder: EmbeddingProvider, texts: Sequence[str]) -> list
     return [_checked_row(embedder, row, index) for index, row in enumerate(rows)]
 
 
-async def embed_cue(embedder: EmbeddingProvider, text: str) -> list[float]:
-    """``embedder.embed_query(text)``, checked.
+async def embed_cue(
+    embedder: EmbeddingProvider, text: str, *, timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S
+) -> list[float]:
+    """``embedder.embed_query(text)``, checked and bounded in time.
+
+    Args:
+        embedder: the provider.
+        text: the recall cue.
+        timeout_s: seconds the call may take (``EMBEDDING_TIMEOUT_S``).
 
     Returns:
         list[float]: ``vector_size`` finite floats.
 
     Raises:
-        DimensionMismatchError, BackendError: as :func:`embed_texts`.
+        EmbeddingTimeoutError, DimensionMismatchError, BackendError: as :func:`embed_texts`.
     """
-    try:
-        row: Any = await embedder.embed_query(text)
-    except CharmemError:
-        raise
-    except Exception as exc:
-        raise BackendError(
-            f"the embedding provider {_name(embedder)} failed on a query: {type(exc).__name__}: {exc}"
-        ) from exc
+    row: Any = await _call_provider(embedder, lambda: embedder.embed_query(text), "a query", timeout_s)
     return _checked_row(embedder, row, 0)

@@ -49,6 +49,7 @@ from charmem.errors import (
 )
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
+from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
 from charmem.usecases.commit import maintain_stats, maintain_vectors
 from charmem.usecases.planning import derive_links, index_entries
 from charmem.usecases.validation import raise_for_invalid, validate
@@ -60,13 +61,17 @@ log = get_logger("charmem.lifecycle")
 
 @attrs.frozen
 class LifecycleStores:
-    """The ports a lifecycle operation uses (bound to one collection)."""
+    """The ports a lifecycle operation uses (bound to one collection).
+
+    ``embed_timeout_s``: seconds one embedding call may take (``EMBEDDING_TIMEOUT_S``).
+    """
 
     graph: GraphStore
     vectors: VectorIndex
     embedder: EmbeddingProvider
     stats: RetrievalStatsStore
     batch_size: int = 64
+    embed_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S
 
 
 def _refuse(kind: LifecycleErrorKind, message: str) -> LifecycleValidationError:
@@ -365,6 +370,7 @@ async def correct_memory(
         vectors=stores.vectors,
         embedder=stores.embedder,
         batch_size=stores.batch_size,
+        embed_timeout_s=stores.embed_timeout_s,
     )
     markers += await maintain_stats([replacement], links, [target.id], graph=graph, stats=stores.stats)
     log.info(
@@ -453,6 +459,7 @@ async def forget_memory(
         vectors=stores.vectors,
         embedder=stores.embedder,
         batch_size=stores.batch_size,
+        embed_timeout_s=stores.embed_timeout_s,
     )
     markers += await maintain_stats([], [], affected, graph=graph, stats=stores.stats)
     log.info("memory_forgotten", collection=collection, target=str(target.id), affected=len(affected))

@@ -22,7 +22,7 @@ from charmem.domain.retrieval import CurrencyStatus
 from charmem.errors import DraftValidationError
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, VectorIndex, VectorPoint
-from charmem.settings import Settings, validate_collection_name
+from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S, Settings, validate_collection_name
 from charmem.usecases.embedding import embed_texts
 from charmem.usecases.names import embedding_texts
 from charmem.usecases.planning import index_entries
@@ -114,6 +114,7 @@ async def rebuild_vector_index(
     embedder: EmbeddingProvider,
     batch_size: int = 64,
     on_progress: ProgressCallback | None = None,
+    embed_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S,
 ) -> VectorRebuildReport:
     """Re-create a collection's vectors from its current graph objects.
 
@@ -131,6 +132,7 @@ async def rebuild_vector_index(
         batch_size: texts per ``embed_documents`` call and points per upsert (count, >= 1).
         on_progress: called as ``on_progress(done, total)`` with entries written so far and in
             all: once before the first batch and after each batch.
+        embed_timeout_s: seconds one ``embed_documents`` call may take (``EMBEDDING_TIMEOUT_S``).
 
     Returns:
         VectorRebuildReport: counts of objects examined, points written, objects left out and
@@ -138,8 +140,8 @@ async def rebuild_vector_index(
 
     Raises:
         DraftValidationError: ``batch_size`` is not an int >= 1 (also a ``ValueError``).
-        BackendError: a store or the embedder failed (the index may then be partial: run it
-            again).
+        BackendError: a store or the embedder failed, or an embedding call timed out
+            (``EmbeddingTimeoutError``); the index may then be partial: run it again.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise DraftValidationError(f"batch_size must be an int >= 1, not {batch_size!r}", field="batch_size")
@@ -157,7 +159,7 @@ async def rebuild_vector_index(
     for start in range(0, total, batch_size):
         chunk_entries = entries[start : start + batch_size]
         texts = await embedding_texts(chunk_entries, graph)
-        rows = await embed_texts(embedder, texts)
+        rows = await embed_texts(embedder, texts, timeout_s=embed_timeout_s)
         await vectors.upsert(
             [
                 VectorPoint(id=entry.id, object_type=entry.object_type, vector=row, text=text)

@@ -89,6 +89,7 @@ from charmem.ports import (
     VectorIndex,
     VectorQuery,
 )
+from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
 from charmem.usecases.embedding import embed_cue
 from charmem.usecases.names import current_names
 
@@ -189,6 +190,7 @@ async def retrieve_pack(
     stats: RetrievalStatsStore,
     token_counter: TokenCounter,
     now: datetime,
+    embed_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S,
 ) -> ContinuityContextPack:
     """Recall memories for ``context`` into a :class:`ContinuityContextPack` (module docstring).
 
@@ -200,13 +202,15 @@ async def retrieve_pack(
         stats: retrieval stats (notion degrees for hub selectivity).
         token_counter: counts tokens for the pack's ``render``.
         now: the reference time of the ``recency`` preference when ``context.as_of`` is unset.
+        embed_timeout_s: seconds the query's embedding may take (``EMBEDDING_TIMEOUT_S``).
 
     Raises:
-        BackendError: a store or the embedding provider failed.
+        BackendError: a store or the embedding provider failed, or the query's embedding timed
+            out (``EmbeddingTimeoutError``).
     """
     recall = _Recall(context, graph)
     limits = context.graph_limits
-    query_vector = await embed_cue(embedder, context.query)
+    query_vector = await embed_cue(embedder, context.query, timeout_s=embed_timeout_s)
     periods = time_cues(context.query) if context.time_cues else ()
     recall.telemetry["time_cue_periods"] = len(periods)
     overfetch = WINDOW_OVERFETCH if context.occurred_between is not None or periods else 1
