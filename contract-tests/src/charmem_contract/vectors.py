@@ -12,7 +12,7 @@ import pytest
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import ObjectType
-from charmem.domain.retrieval import CompletenessKind
+from charmem.domain.retrieval import SCORE_RESOLUTION, CompletenessKind
 from charmem.errors import (
     BackendError,
     DimensionMismatchError,
@@ -248,6 +248,27 @@ class VectorIndexContract(ContractSuite, suite=True):
         assert got[3:] == sorted(tied)[:4], (
             f"the tied run was cut by internal order: {[_short(i) for i in got[3:]]}, expected the "
             f"smallest ids {[_short(i) for i in sorted(tied)[:4]]}"
+        )
+
+    async def test_scores_closer_than_the_resolution_are_ties_cut_by_id(
+        self, vector_index: VectorIndex
+    ) -> None:
+        """Scores less than ``SCORE_RESOLUTION`` apart are ties: ``limit`` keeps the smaller id.
+
+        A float32 index and a float64 one give one point scores a few 1e-8 apart; the candidates a
+        cut keeps must not depend on that noise.
+
+        If this fails: compare scores with ``charmem.domain.retrieval.score_step`` wherever the
+        index orders or cuts hits (and ranks fused stages), not with raw floats.
+        """
+        small, large = sorted(data.ids("near-ties", 2))
+        await vector_index.upsert([self._point(large, 1.0, 0.0), self._point(small, 1.0, 3e-4)])
+        full = await self._search(vector_index, 1.0, 0.0, limit=2)
+        assert abs(full.hits[0].score - full.hits[1].score) < SCORE_RESOLUTION
+        got = _order(await self._search(vector_index, 1.0, 0.0, limit=1))
+        assert got == [small], (
+            f"a cut between scores {[h.score for h in full.hits]} kept {_short(got[0])}, not the "
+            f"smaller id {_short(small)}: noise below SCORE_RESOLUTION decided it"
         )
 
     async def test_limit_zero_and_limit_above_count(self, vector_index: VectorIndex) -> None:

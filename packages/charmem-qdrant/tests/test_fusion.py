@@ -20,6 +20,7 @@ import qdrant_edge as qe
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from charmem.domain.retrieval import score_step
 from charmem_qdrant._fusion import (
     RRF_K,
     TIE_MARGIN,
@@ -34,7 +35,8 @@ from charmem_qdrant._fusion import (
 Stage = list[tuple[str, float]]
 
 _IDS = st.uuids(version=4).map(str)
-# few distinct scores, so that most stages hold ties
+# few distinct scores, so that most stages hold ties (0.5 and 0.5000001 are one score step apart
+# by less than SCORE_RESOLUTION: a tie too)
 _SCORES = st.sampled_from([0.0, 0.25, 0.5, 0.5000001, 0.75, 1.0, 3.5])
 _WEIGHTS = st.floats(min_value=0.05, max_value=20.0, allow_nan=False, allow_infinity=False)
 
@@ -51,7 +53,7 @@ def _stages(draw: st.DrawFn) -> list[Stage]:
 
 
 def _canonical(stage: Stage) -> Stage:
-    return sorted(stage, key=lambda point: (-point[1], point[0]))
+    return sorted(stage, key=lambda point: (-score_step(point[1]), point[0]))
 
 
 # ---------------------------------------------------------------- pure properties
@@ -95,7 +97,9 @@ def test_the_fused_score_is_the_sum_of_competition_rank_contributions(stages: li
     for stage in stages:
         ranked = _canonical(stage)
         for point_id, score in ranked:
-            rank = next(n for n, (_, other) in enumerate(ranked) if other == score)
+            rank = next(
+                n for n, (_, other) in enumerate(ranked) if score_step(other) == score_step(score)
+            )
             want[point_id] = want.get(point_id, 0.0) + 1.0 / (RRF_K + rank)
     got = dict(rrf_fuse(stages))
     assert got.keys() == want.keys()
@@ -105,7 +109,7 @@ def test_the_fused_score_is_the_sum_of_competition_rank_contributions(stages: li
 
 @settings(max_examples=200, deadline=None)
 @given(
-    scores=st.lists(st.floats(-5, 5), min_size=1, max_size=40, unique=True),
+    scores=st.lists(st.floats(-5, 5), min_size=1, max_size=40, unique_by=score_step),
     weights=st.lists(_WEIGHTS, min_size=2, max_size=2),
 )
 def test_without_ties_it_is_plain_weighted_rrf_over_positions(
@@ -290,3 +294,13 @@ def test_without_ties_the_fusion_equals_qdrants_fusion_rrf(
             assert len(ours) == len(theirs)
     finally:
         shard.close()
+
+
+def test_scores_within_one_resolution_step_share_a_rank_and_a_cut_keeps_the_smaller_id() -> None:
+    """Float noise below SCORE_RESOLUTION (float32 vs float64) never decides a rank or a cut."""
+    assert competition_ranks([0.5 + 3e-8, 0.5, 0.25]) == [0, 0, 2]
+    noisy = [("b", 0.5 + 3e-8), ("a", 0.5), ("c", 0.25)]
+    assert [point_id for point_id, _ in rrf_fuse([noisy])][:2] == ["a", "b"]
+    ranker = StageRanker([1], 3, itemgetter(0), itemgetter(1))
+    ranker.accept([noisy])
+    assert ranker.ranked() == [[("a", 0.5)]]

@@ -9,7 +9,10 @@ as such), so identical points get different ranks, hence different fused scores,
 depend on the order the points were inserted in. DESIGN §6.6 requires identical
 stores and queries to give byte-identical packs whatever the insertion order, so the fusion is
 computed here with one change to Qdrant's definition: points with equal stage scores share the
-rank of the first of their tie group (competition ranking, "1224").
+rank of the first of their tie group (competition ranking, "1224"). Scores in one step of
+``SCORE_RESOLUTION`` are equal here (``charmem.domain.retrieval.score_step``): Qdrant computes
+in float32, core's reference index in float64, and noise below the step must not decide which
+candidate a cut keeps.
 
 Nothing here talks to Qdrant: :func:`rrf_fuse` is a pure function over ``(id, score)`` lists, and
 :class:`StageRanker` only plans how many points each stage must fetch.
@@ -21,6 +24,8 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 from typing import Final, Generic, TypeVar
+
+from charmem.domain.retrieval import score_step
 
 __all__ = [
     "DEFAULT_FUSION_WEIGHTS",
@@ -62,13 +67,13 @@ _SCORE: Final = itemgetter(1)
 def _canonical(
     points: Iterable[P], id_of: Callable[[P], str], score_of: Callable[[P], float]
 ) -> list[P]:
-    """``points`` by score descending, then id ascending.
+    """``points`` by score step descending (:func:`score_step`), then id ascending.
 
-    Two stable sorts whose keys run in C when ``id_of`` and ``score_of`` are ``operator`` getters
-    (no Python call per point).
+    Two stable sorts; the id sort's key runs in C when ``id_of`` is an ``operator`` getter.
     """
     ordered = sorted(points, key=id_of)
-    ordered.sort(key=score_of, reverse=True)  # stable: equal scores keep the id order
+    # stable: ties keep the id order
+    ordered.sort(key=lambda point: score_step(score_of(point)), reverse=True)
     return ordered
 
 
@@ -102,11 +107,12 @@ def check_weights(weights: Sequence[float], count: int) -> tuple[float, ...]:
 def competition_ranks(scores: Sequence[float]) -> list[int]:
     """0-based competition ranks of ``scores`` sorted descending: a tie shares its first rank.
 
-    ``[0.9, 0.5, 0.5, 0.2]`` ranks ``[0, 1, 1, 3]``.
+    ``[0.9, 0.5, 0.5, 0.2]`` ranks ``[0, 1, 1, 3]``; scores of one :func:`score_step` tie.
     """
+    steps = [score_step(score) for score in scores]
     ranks: list[int] = []
-    for position, score in enumerate(scores):
-        ranks.append(ranks[-1] if position and score == scores[position - 1] else position)
+    for position, step in enumerate(steps):
+        ranks.append(ranks[-1] if position and step == steps[position - 1] else position)
     return ranks
 
 
@@ -207,6 +213,9 @@ class StageRanker(Generic[P]):
         """``(stage index, points to fetch)`` of every stage not settled yet, in stage order."""
         return [(s, self._fetch[s]) for s, done in enumerate(self._ranked) if done is None]
 
+    def _step(self, point: P) -> int:
+        return score_step(self._score_of(point))
+
     def accept(self, answers: Sequence[Sequence[P]]) -> None:
         """Take Qdrant's answers to :attr:`pending` (same order) and settle what they settle."""
         wanted = self.pending
@@ -215,11 +224,12 @@ class StageRanker(Generic[P]):
         for (stage, fetched), answer in zip(wanted, answers, strict=True):
             points = _canonical(answer, self._id_of, self._score_of)
             want = self._wants[stage]
+            step = self._step
             settled = (
                 len(points) < fetched
                 or fetched >= self._available
                 or len(points) <= want
-                or self._score_of(points[-1]) < self._score_of(points[want - 1])
+                or step(points[-1]) < step(points[want - 1])
             )
             if settled:
                 self._ranked[stage] = points[:want]

@@ -34,6 +34,7 @@ __all__ = [
     "RetrievalContext",
     "VectorRecallCompleteness",
     "rank_key",
+    "score_step",
 ]
 
 #: Version of :meth:`ContinuityContextPack.to_dict`.
@@ -305,6 +306,16 @@ class RetrievalContext:
 SCORE_RESOLUTION = 1e-6
 
 
+def score_step(score: float) -> int:
+    """``score`` in whole steps of :data:`SCORE_RESOLUTION`: scores of one step are ties.
+
+    The one rule for comparing scores wherever an order or a cut depends on them (the pack's
+    :func:`rank_key`, a vector index's candidate cut and its fusion ranks), so that float32 and
+    float64 stores cut and order the same candidates.
+    """
+    return round(score / SCORE_RESOLUTION)
+
+
 def rank_key(
     score: float, occurred_at: datetime, object_type: ObjectType, memory_id: MemoryId
 ) -> tuple[int, float, str, MemoryId]:
@@ -317,7 +328,7 @@ def rank_key(
     Returns:
         tuple[int, float, str, MemoryId]: ascending order is rank order.
     """
-    return (-round(score / SCORE_RESOLUTION), -occurred_at.timestamp(), object_type.value, memory_id)
+    return (-score_step(score), -occurred_at.timestamp(), object_type.value, memory_id)
 
 
 @attrs.frozen(kw_only=True)

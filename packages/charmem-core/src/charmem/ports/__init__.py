@@ -378,7 +378,10 @@ class VectorHit:
 
 @attrs.frozen(kw_only=True)
 class VectorSearchResult:
-    """Hits ordered by score descending, ties by id ascending; and how complete the scan was."""
+    """Hits ordered by score descending, ties by id ascending; and how complete the scan was.
+
+    Scores of one :func:`~charmem.domain.retrieval.score_step` are ties.
+    """
 
     hits: tuple[VectorHit, ...]
     completeness: VectorRecallCompleteness
@@ -392,7 +395,10 @@ class VectorIndex(Protocol):
           raises :class:`~charmem.errors.DimensionMismatchError`, another model of the same size
           :class:`~charmem.errors.EmbedderMismatchError`.
         * ``upsert`` replaces a point with the same id; ``delete`` of an absent id is a no-op.
-        * ``search`` orders by score descending, ties by id ascending, and reports completeness.
+        * ``search`` orders by score descending, ties by id ascending, and reports completeness;
+          scores of one :func:`~charmem.domain.retrieval.score_step` (float noise below
+          ``SCORE_RESOLUTION``) are ties, so a cut at ``limit`` keeps the same candidates whether
+          the index computes in float32 or float64.
         * An embedded store held by another opener raises :class:`~charmem.errors.StoreLockedError`.
         * Driver failures raise :class:`~charmem.errors.BackendError`.
     """

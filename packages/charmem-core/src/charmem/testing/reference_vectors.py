@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import ObjectType
-from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness
+from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness, score_step
 from charmem.errors import BackendError, DimensionMismatchError
 from charmem.ports import VectorHit, VectorPoint, VectorQuery, VectorSearchResult
 from charmem.settings import Settings, validate_collection_name
@@ -70,7 +70,7 @@ class ReferenceVectorIndex:
             self._points.pop(memory_id, None)
 
     async def search(self, query: VectorQuery) -> VectorSearchResult:
-        """Exact cosine; score desc, id asc."""
+        """Exact cosine; score (in steps of ``SCORE_RESOLUTION``) desc, id asc."""
         vector = _normalised(query.vector, self._size)
         scope = set(query.object_types)
         within = None if query.within is None else set(query.within)
@@ -82,7 +82,7 @@ class ReferenceVectorIndex:
         in_scope = len(scored)
         if query.min_score is not None:
             scored = [hit for hit in scored if hit.score >= query.min_score]
-        scored.sort(key=lambda hit: (-hit.score, hit.id))
+        scored.sort(key=lambda hit: (-score_step(hit.score), hit.id))
         hits = tuple(scored[: query.limit])
         return VectorSearchResult(
             hits=hits,
