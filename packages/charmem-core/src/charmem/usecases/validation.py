@@ -192,9 +192,11 @@ async def validate_against_graph(
                 purged_reference(index, memory_id, end)
             _check_link(item, type_of, reasons[index])
 
-    first_index = {c.id: i for i, c in reversed(list(enumerate(candidates)))}
-    for successor_id, why in (await check_supersession(plan.objects, graph)).items():
-        reasons[first_index[successor_id]].extend(why)
+    supersession = await check_supersession(plan.objects, graph)
+    if supersession:
+        first_index = {c.id: i for i, c in reversed(list(enumerate(candidates)))}
+        for successor_id, why in supersession.items():
+            reasons[first_index[successor_id]].extend(why)
 
     plan_derived = {link.id: link for link in plan.derived_links}
     expected = {link.id: link for link in derived_links}
