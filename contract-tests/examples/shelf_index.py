@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from charmem import MemoryId, ObjectType, Settings
-from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness
+from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness, score_step
 from charmem.errors import (
     BackendError,
     DimensionMismatchError,
@@ -132,7 +132,7 @@ class ShelfVectorIndex:
         await asyncio.to_thread(self._save)
 
     async def search(self, query: VectorQuery) -> VectorSearchResult:
-        """Exact cosine scan: score descending, ties by id ascending.
+        """Exact cosine scan: score descending (in steps of ``SCORE_RESOLUTION``), ties by id ascending.
 
         Honours the type scope, ``within`` (only those ids) and ``min_score`` (a cosine floor),
         all applied before the limit.
@@ -148,7 +148,7 @@ class ShelfVectorIndex:
         floor = query.min_score
         hits = sorted(
             (hit for hit in in_scope if floor is None or hit.score >= floor),
-            key=lambda hit: (-hit.score, hit.id),
+            key=lambda hit: (-score_step(hit.score), hit.id),
         )
         kept = tuple(hits[: max(query.limit, 0)])
         completeness = VectorRecallCompleteness(

@@ -27,6 +27,7 @@ import pytest
 # Before the suite modules are imported, so their asserts keep pytest's detailed messages.
 pytest.register_assert_rewrite(
     "charmem_contract._base",
+    "charmem_contract._lifecycle_rules",
     "charmem_contract.admin",
     "charmem_contract._state_machine",
     "charmem_contract.embedder",

@@ -171,7 +171,8 @@ class MemoryComparison(RuleBasedStateMachine):
         super().__init__()
         self.collection = f"sm-{next(self._collections)}"
         self.subject: CharacterMemory = self.runner.run(self.factory.open(self.collection))
-        self.reference = reference_memory(self.collection, self.subject.embedder)
+        # The same clock: lifecycle records are refused beyond the clock's now (and its skew).
+        self.reference = reference_memory(self.collection, self.subject.embedder, clock=self.subject.clock)
         self.model = Model()
         self.steps: list[str] = []
         self.reopened = False

@@ -108,7 +108,9 @@ class AdminWorld:
             RememberInput(
                 PERSONAL_TEXT, occurred_at=_hour(1), participant_entity_ids=[ana], created_at=_hour(1)
             ).with_derived_memory(
-                DerivedMemoryDraft(DerivedType.CLAIM, "Ana visits next week.", entity_ids=[ana])
+                DerivedMemoryDraft(
+                    DerivedType.CLAIM, "Ana visits next week.", entity_ids=[ana], created_at=_hour(1)
+                )
             )
         )
         self.plan_json = plan.to_json()

@@ -51,6 +51,7 @@ from charmem import (
 )
 from charmem.testing import FaultyVectorIndex, stores_of
 from charmem_contract._base import ContractSuite
+from charmem_contract._lifecycle_rules import LifecycleRulesTests
 
 __all__ = ["LifecycleContract", "MonotonicMemory"]
 
@@ -82,8 +83,11 @@ class MonotonicMemory:
         return checked
 
 
-class LifecycleContract(ContractSuite, abc.ABC, suite=True):
+class LifecycleContract(LifecycleRulesTests, ContractSuite, abc.ABC, suite=True):
     """Lifecycle behaviour every composition of adapters must show (correct, forget, link).
+
+    The ordering rules (acyclic supersession, successors in one write, records in time order) are
+    in :class:`~charmem_contract._lifecycle_rules.LifecycleRulesTests`.
 
     No capability may be switched off: every stack must run all of it (the guard checks).
     """
@@ -131,11 +135,16 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         return notion, belief
 
     @staticmethod
-    async def _grounded_belief(memory: Any, text: str, belief: str) -> tuple[MemoryId, MemoryId, MemoryId]:
-        """An episode with one observation and a claim derived from it: (episode, obs, claim)."""
+    async def _grounded_belief(
+        memory: Any, text: str, belief: str, *, created_at: datetime | None = None
+    ) -> tuple[MemoryId, MemoryId, MemoryId]:
+        """An episode with one observation and a claim derived from it: (episode, obs, claim).
+
+        ``created_at`` defaults to the memory's clock (for all three).
+        """
         outcome = await memory.remember(
-            RememberInput(text, occurred_at=T0).with_derived_memory(
-                DerivedMemoryDraft(DerivedType.CLAIM, belief)
+            RememberInput(text, occurred_at=T0, created_at=created_at).with_derived_memory(
+                DerivedMemoryDraft(DerivedType.CLAIM, belief, created_at=created_at)
             )
         )
         episode, observation, claim = outcome.object_ids
@@ -687,7 +696,7 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
 
         Adapter authors: ``currency(as_of=...)`` must ignore later records and links.
         """
-        _e, _o, claim = await self._grounded_belief(memory, "Lives in Oslo.", "Lives in Oslo.")
+        _e, _o, claim = await self._grounded_belief(memory, "Lives in Oslo.", "Lives in Oslo.", created_at=T0)
         later = T0 + timedelta(days=30)
         outcome = await memory.correct(
             CorrectMemoryDraft(

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Protocol
 
 from charmem import CharacterMemory
-from charmem.ports import EmbeddingProvider
+from charmem.ports import Clock, EmbeddingProvider
 from charmem.stats import InMemoryRetrievalStatsStore
 from charmem.testing import ReferenceGraphStore, ReferenceVectorIndex
 from charmem_contract.data import T0
@@ -94,7 +94,7 @@ async def memory_factory(opener: Callable[[str], Awaitable[CharacterMemory]]) ->
 
 
 def reference_memory(
-    collection: str, embedder: EmbeddingProvider, *, clock: FixedClock | None = None
+    collection: str, embedder: EmbeddingProvider, *, clock: Clock | None = None
 ) -> CharacterMemory:
     """A memory over core's reference adapters (graph, vectors, in-memory stats).
 

@@ -69,7 +69,7 @@ class VectorIndexContract(ContractSuite, suite=True):
         "supports_closed_errors": "raises BackendError when used after close()",
     }
     optional_capabilities: ClassVar[frozenset[str]] = frozenset(capabilities)
-    minimum_passing: ClassVar[int] = 13
+    minimum_passing: ClassVar[int] = 14
 
     supports_reopen: ClassVar[bool] = True
     supports_lock: ClassVar[bool] = True

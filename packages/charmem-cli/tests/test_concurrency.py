@@ -69,7 +69,7 @@ async def test_concurrent_writers_and_readers_lose_no_update(embedded_settings: 
         rivals = outcomes[20:25]
         refused = [r for r in rivals if isinstance(r, LifecycleValidationError)]
         assert len(refused) == 4, rivals
-        assert all(r.kind is LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET for r in refused)
+        assert all(r.kind is LifecycleErrorKind.ALREADY_SUPERSEDED for r in refused)
         others = [r for i, r in enumerate(outcomes) if not 20 <= i < 25]
         assert not [r for r in others if isinstance(r, BaseException)], others
         assert not [p for p in packs if isinstance(p, BaseException)], packs

@@ -141,7 +141,7 @@ async def test_a_superseded_memory_cannot_be_corrected_again_but_a_replay_is_fin
     await memory.correct(first)  # replay
     with pytest.raises(LifecycleValidationError) as info:
         await memory.correct(CorrectMemoryDraft(CorrectionTarget.derived_memory(claim), "Actually almonds."))
-    assert info.value.kind is LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET
+    assert info.value.kind is LifecycleErrorKind.ALREADY_SUPERSEDED
     assert "already superseded" in str(info.value)
 
 

@@ -64,6 +64,7 @@ from charmem.domain.retrieval import (
     RetrievalContext,
     VectorRecallCompleteness,
 )
+from charmem.domain.rules import RECORDED_AT_SKEW
 from charmem.errors import (
     BackendError,
     BackupFormatError,
@@ -88,6 +89,7 @@ from charmem.ports import EmbeddingProvider, TokenCounter
 from charmem.settings import Settings
 
 __all__ = [
+    "RECORDED_AT_SKEW",
     "BackendError",
     "BackupFormatError",
     "BeliefAssertion",

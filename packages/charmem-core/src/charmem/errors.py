@@ -233,6 +233,29 @@ class LifecycleErrorKind(enum.Enum):
     MISSING_FORGET_TARGET = "missing_forget_target"
     UNSUPPORTED_LIFECYCLE_TARGET = "unsupported_lifecycle_target"
 
+    ALREADY_SUPERSEDED = "already_superseded"
+    """``correct`` of a memory another memory already supersedes.
+
+    A memory gains successors in one write only (one plan, or one correction): the message names
+    the successor; correct that one instead. Replaying the same correction stays accepted.
+    """
+
+    RECORDED_BEFORE_TARGET = "recorded_before_target"
+    """A correct, forget or link whose ``recorded_at`` is before its target's ``created_at``.
+
+    For a link the targets are both endpoints; for a correction, an explicit replacement
+    ``created_at`` is held to the same rule. Lifecycle records are in time order, so an ``as_of``
+    view never shows a change to a memory before the memory existed.
+    """
+
+    RECORDED_IN_FUTURE = "recorded_in_future"
+    """A correct, forget or link recorded later than the clock's now plus ``RECORDED_AT_SKEW``.
+
+    ``charmem.domain.rules.RECORDED_AT_SKEW`` (5 minutes) tolerates clocks slightly ahead of the
+    memory's ``Clock``; a time within it is recorded as the clock's now, so the default view and
+    ``as_of=now`` always agree.
+    """
+
 
 class LifecycleValidationError(CharmemError):
     """A lifecycle operation was refused before anything was written.

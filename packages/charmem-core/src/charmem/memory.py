@@ -603,7 +603,10 @@ class CharacterMemory:
             LifecycleMutationOutcome: ``replacement_ids`` to persist with your own identifiers.
 
         Raises:
-            LifecycleValidationError: the draft breaks a rule; ``kind`` says which.
+            LifecycleValidationError: the draft breaks a rule; ``kind`` says which (among them
+                ``ALREADY_SUPERSEDED``: another memory already supersedes the target;
+                ``RECORDED_BEFORE_TARGET`` / ``RECORDED_IN_FUTURE``: ``recorded_at`` before the
+                target was created, or beyond ``RECORDED_AT_SKEW`` ahead of the clock).
             IdConflictError: a replacement id is stored with other content.
             BackendError: the graph write failed; nothing was written.
         """
@@ -620,7 +623,9 @@ class CharacterMemory:
         """Forget by suppression (DESIGN §4.6): nothing is deleted; influence is removed.
 
         Raises:
-            LifecycleValidationError: blank rationale, unknown target, notion or link target.
+            LifecycleValidationError: blank rationale, unknown target, notion or link target;
+                ``recorded_at`` before the target was created or beyond ``RECORDED_AT_SKEW`` ahead
+                of the clock.
             BackendError: the graph write failed; nothing was written.
         """
         self._check_open(draft, ForgetMemoryDraft)
@@ -638,6 +643,9 @@ class CharacterMemory:
         Raises:
             PlanValidationError: a ``supersedes`` link (derived only), unknown endpoints, or
                 endpoint types the relation does not allow.
+            LifecycleValidationError: ``recorded_at`` before either endpoint was created
+                (``RECORDED_BEFORE_TARGET``) or beyond ``RECORDED_AT_SKEW`` ahead of the clock
+                (``RECORDED_IN_FUTURE``).
             IdConflictError: the link id is stored with other content.
             BackendError: the graph write failed; nothing was written.
         """

@@ -15,6 +15,10 @@ replacement is missing or does not supersede the target, cascaded suppressions w
 record of their origin, and stored triples that do not decode into an object or link (a node
 missing a required triple). Those are not repaired here: replay the plan or operation that wrote
 the batch (DESIGN §4.3: replays are idempotent).
+
+Last, it reports breaches of the supersession rules the write path enforces (a cycle of
+``supersedes`` links, a memory superseded by more than one write), which stores written before
+those rules, imports or direct graph writes may hold.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import asyncio
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from datetime import UTC
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -30,9 +35,10 @@ import attrs
 from charmem.composition import load_adapter
 from charmem.domain._fields import ChoiceEnum, id_set
 from charmem.domain.graph import LifecycleAction, LifecycleRecord
-from charmem.domain.ids import MemoryId
+from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, Relation
 from charmem.domain.retrieval import CurrencyStatus
+from charmem.domain.rules import supersession_cycles
 from charmem.errors import BackendError, ConfigurationError
 from charmem.log import get_logger
 from charmem.memory import CharacterMemory, _build_adapter
@@ -93,6 +99,15 @@ class GraphProblemKind(ChoiceEnum):
 
     UNREADABLE = "unreadable"
     """Stored triples that do not decode into an object or link (e.g. a missing required one)."""
+
+    # Supersession rules (not partial batches: writes the current validation refuses, stored by
+    # an older version, an import or a direct graph write; see _supersession_problems).
+
+    SUPERSESSION_CYCLE = "supersession_cycle"
+    """``supersedes`` links that form a cycle: none of its memories is current or reachable."""
+
+    SECOND_SUCCESSOR = "second_successor"
+    """A memory superseded by memories that more than one write (plan or correction) added."""
 
 
 @attrs.frozen(kw_only=True)
@@ -429,6 +444,71 @@ def _graph_problems(
     return problems
 
 
+def _supersession_problems(
+    links: Iterable[MemoryLink], records: Sequence[LifecycleRecord]
+) -> list[GraphProblem]:
+    """Stored breaches of the supersession rules (pure).
+
+    Cycles are exact: :func:`~charmem.domain.rules.supersession_cycles` over every stored
+    ``supersedes`` link, one problem per cycle, under its smallest id.
+
+    Second successors: the graph keeps no trace of which write stored a link, so "superseded by
+    memories from more than one plan" is decided from what each write leaves. A correction writes
+    exactly one successor, named by its ``correct`` record on the target; a plan writes its
+    ``supersedes`` links with its successors' ``created_at``, which a prepared plan fills from one
+    clock reading. A memory with several successors is reported when one of them is a
+    correction's replacement, or when their ``supersedes`` links carry different ``created_at``
+    instants. A split written by one plan whose drafts were given different ``created_at`` values
+    is therefore reported too (it cannot be told apart), and two plans that gave their successors
+    the same instant are not. The write path refuses both second successors and cycles, so these
+    come only from stores written before those rules, imports or direct graph writes.
+    """
+    supersedes = [link for link in links if link.relation is Relation.SUPERSEDES]
+    problems = [
+        GraphProblem(
+            kind=GraphProblemKind.SUPERSESSION_CYCLE,
+            id=cycle[0],
+            detail=f"supersedes links form a cycle ({' supersedes '.join(map(str, (*cycle, cycle[0])))}): "
+            "none of these memories is current, and retrieval never reaches them; remember the right "
+            "belief anew",
+            related_ids=cycle,
+        )
+        for cycle in supersession_cycles((link.from_id, link.to_id) for link in supersedes)
+    ]
+    incoming: dict[MemoryId, list[MemoryLink]] = {}
+    for link in supersedes:
+        if link.from_id != link.to_id:
+            incoming.setdefault(link.to_id, []).append(link)
+    corrected = {
+        (record.target_id, replacement)
+        for record in records
+        if record.action is LifecycleAction.CORRECT
+        for replacement in record.related_ids
+    }
+    for target, arriving in sorted(incoming.items(), key=lambda item: ID_ORDER(item[0])):
+        successors = {link.from_id for link in arriving}
+        if len(successors) < 2:
+            continue
+        by_correction = sorted((s for s in successors if (target, s) in corrected), key=ID_ORDER)
+        instants = {link.created_at.astimezone(UTC) for link in arriving}
+        if by_correction:
+            why = f"{by_correction[0]} is a correction's replacement, and a correction writes one successor"
+        elif len(instants) > 1:
+            why = f"their supersedes links were written at {len(instants)} different instants"
+        else:
+            continue
+        problems.append(
+            GraphProblem(
+                kind=GraphProblemKind.SECOND_SUCCESSOR,
+                id=target,
+                detail=f"superseded by {len(successors)} memories that more than one write added ({why}); "
+                "a memory gains successors in one plan or correction only",
+                related_ids=successors,
+            )
+        )
+    return problems
+
+
 def _summary_drift(stored: StatsSummary, expected: StatsSummary) -> list[StatsDrift]:
     drift: list[StatsDrift] = []
     for counter in ("objects", "current_objects", "links"):
@@ -530,6 +610,7 @@ async def check_stores(
     stored = set(object_ids)
     purged = set(await graph.tombstones())
     problems += _graph_problems(collection, stored, objects, links, records, purged)
+    problems += _supersession_problems(links.values(), records)
 
     entries, _ = current_index_entries(objects.values(), currency)
     expected_points = {entry.id for entry in entries}

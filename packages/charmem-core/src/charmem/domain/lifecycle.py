@@ -149,7 +149,9 @@ class CorrectMemoryDraft:
             text = rationale) is grounded as DESIGN §4.4 says.
         correction_origin: the evidence for the correction (``None``: none given; an empty
             reference is an error).
-        recorded_at: record time of the correction (default: the clock).
+        recorded_at: record time of the correction (default: the clock); not before the target's
+            ``created_at``, not beyond ``RECORDED_AT_SKEW`` ahead of the clock (refused with
+            ``RECORDED_BEFORE_TARGET`` / ``RECORDED_IN_FUTURE``).
     """
 
     target: CorrectionTarget = attrs.field(validator=_fields.instance_of(CorrectionTarget))

@@ -9,20 +9,33 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from datetime import datetime, timedelta
+from typing import Final
 
-from charmem.domain.ids import MemoryId
+from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, Relation
+from charmem.errors import LifecycleErrorKind, LifecycleValidationError
 
 __all__ = [
+    "RECORDED_AT_SKEW",
     "canonical_content",
+    "conflicting_successors",
     "content_equal",
     "derived_link_id",
     "is_current",
     "name_occurs_in",
     "normalise_name",
+    "recorded_in_order",
+    "supersession_cycles",
     "voiced_text",
 ]
+
+#: How far ahead of the memory's ``Clock`` a lifecycle operation's ``recorded_at`` may be: the
+#: clock of the process that chose it may run a little ahead. Five minutes covers ordinary drift
+#: between machines and keeps a mistyped date (hours, days) from being accepted.
+RECORDED_AT_SKEW: Final = timedelta(minutes=5)
 
 _WHITESPACE = re.compile(r"\s+")
 
@@ -40,6 +53,167 @@ def is_current(*, suppressed: bool, superseded: bool) -> bool:
         bool: whether the memory is current.
     """
     return not suppressed and not superseded
+
+
+def supersession_cycles(edges: Iterable[tuple[MemoryId, MemoryId]]) -> list[tuple[MemoryId, ...]]:
+    """The cycles ``supersedes`` links form (spec: supersession is acyclic).
+
+    A memory in a cycle is superseded by a memory it (indirectly) supersedes: none of them is
+    current, and retrieval, which reaches superseded memories only from current ones, never
+    reaches them. One cycle is named per group of memories that all reach each other (a strongly
+    connected group), the shortest one through the group's smallest id; a memory superseding
+    itself is a cycle of one.
+
+    Args:
+        edges: ``(successor, predecessor)`` pairs: ``successor`` supersedes ``predecessor``.
+
+    Returns:
+        list[tuple[MemoryId, ...]]: each cycle as the ids along it, starting at its smallest id
+        (each supersedes the next, the last supersedes the first); sorted by first id; empty
+        when the links are acyclic.
+    """
+    following: dict[MemoryId, set[MemoryId]] = {}
+    for successor, predecessor in edges:
+        following.setdefault(successor, set()).add(predecessor)
+        following.setdefault(predecessor, set())
+    cycles = []
+    for group in _strongly_connected(following):
+        start = min(group, key=ID_ORDER)
+        if len(group) > 1 or start in following[start]:
+            cycles.append(_shortest_cycle(start, group, following))
+    return sorted(cycles, key=lambda cycle: ID_ORDER(cycle[0]))
+
+
+def _strongly_connected(following: Mapping[MemoryId, AbstractSet[MemoryId]]) -> list[set[MemoryId]]:
+    """Tarjan's strongly connected components, iteratively (chains may be long)."""
+    index: dict[MemoryId, int] = {}
+    low: dict[MemoryId, int] = {}
+    stack: list[MemoryId] = []
+    on_stack: set[MemoryId] = set()
+    groups: list[set[MemoryId]] = []
+    for root in sorted(following, key=ID_ORDER):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(following[root], key=ID_ORDER)))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for nxt in successors:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(following[nxt], key=ID_ORDER))))
+                    advanced = True
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.add(member)
+                    if member == node:
+                        break
+                groups.append(group)
+    return groups
+
+
+def _shortest_cycle(
+    start: MemoryId, group: AbstractSet[MemoryId], following: Mapping[MemoryId, AbstractSet[MemoryId]]
+) -> tuple[MemoryId, ...]:
+    """The shortest path from ``start`` back to itself inside ``group`` (breadth first)."""
+    parent: dict[MemoryId, MemoryId] = {}
+    frontier = [start]
+    while frontier:
+        reached: list[MemoryId] = []
+        for node in frontier:
+            for nxt in sorted(following[node], key=ID_ORDER):
+                if nxt == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(parent[path[-1]])
+                    return tuple(reversed(path))
+                if nxt in group and nxt not in parent:
+                    parent[nxt] = node
+                    reached.append(nxt)
+        frontier = reached
+    raise AssertionError("a strongly connected group always has a cycle through each member")
+
+
+def conflicting_successors(
+    stored: AbstractSet[MemoryId], written: AbstractSet[MemoryId]
+) -> tuple[MemoryId, ...]:
+    """Whether a write may add ``supersedes`` links to one memory (spec: successors in one plan).
+
+    A memory gains successors in one write only: one plan (a split into several successors and a
+    merge of several predecessors stay allowed) or one correction. A later write may not supersede
+    a memory another memory already supersedes; replaying the same write adds nothing new and
+    stays accepted.
+
+    Args:
+        stored: the memories already superseding it (sources of its stored ``supersedes`` links).
+        written: the memories the write makes supersede it (stored ones included on a replay).
+
+    Returns:
+        tuple[MemoryId, ...]: the stored successors that forbid the write, sorted; empty when the
+        write is allowed (nothing stored yet, or every successor it writes is already stored).
+    """
+    if not stored or written <= stored:
+        return ()
+    return tuple(sorted(stored, key=ID_ORDER))
+
+
+def recorded_in_order(
+    recorded_at: datetime, *, targets: Mapping[MemoryId, datetime], now: datetime, what: str
+) -> datetime:
+    """The instant to record a lifecycle operation at (spec: lifecycle records are in time order).
+
+    A correct, forget or link is refused when recorded before one of its targets was created (a
+    link's targets are both endpoints) or later than the clock's now plus
+    :data:`RECORDED_AT_SKEW`. A time ahead of the clock within the skew is recorded as the clock's
+    now, so nothing is ever recorded in the clock's future and the default view always equals
+    ``as_of=now``.
+
+    Args:
+        recorded_at: the operation's ``recorded_at`` (or the clock's now when the draft left it
+            out); timezone-aware.
+        targets: the memories the operation changes -> their ``created_at``.
+        now: the clock's now.
+        what: how the message names the operation (``"correction"``, ``"forget"``, ``"link"``).
+
+    Returns:
+        datetime: ``recorded_at``, or ``now`` when ``recorded_at`` is ahead of it within the skew.
+
+    Raises:
+        LifecycleValidationError: ``RECORDED_IN_FUTURE`` beyond the skew; ``RECORDED_BEFORE_TARGET``
+            when the instant to record precedes a target's ``created_at``.
+    """
+    if recorded_at > now + RECORDED_AT_SKEW:
+        raise LifecycleValidationError(
+            LifecycleErrorKind.RECORDED_IN_FUTURE,
+            f"the {what} is recorded at {recorded_at.isoformat()}, more than {RECORDED_AT_SKEW} after "
+            f"the clock's now ({now.isoformat()}); pass a recorded_at up to now, or leave it out",
+        )
+    at = min(recorded_at, now)
+    for target_id, created_at in sorted(targets.items(), key=lambda item: ID_ORDER(item[0])):
+        if at < created_at:
+            raise LifecycleValidationError(
+                LifecycleErrorKind.RECORDED_BEFORE_TARGET,
+                f"the {what} is recorded at {at.isoformat()}, before {target_id} was created "
+                f"({created_at.isoformat()}); a lifecycle record cannot precede its target: pass a "
+                f"recorded_at at or after {created_at.isoformat()}",
+            )
+    return at
 
 
 def derived_link_id(collection: str, from_id: MemoryId, relation: Relation, to_id: MemoryId) -> MemoryId:

@@ -40,7 +40,7 @@ from charmem.domain.model import (
     Relation,
 )
 from charmem.domain.plan import RememberWritePlan
-from charmem.domain.rules import content_equal
+from charmem.domain.rules import conflicting_successors, content_equal, recorded_in_order
 from charmem.errors import (
     IdConflictError,
     LifecycleErrorKind,
@@ -140,6 +140,12 @@ async def correct_memory(
 ) -> LifecycleMutationOutcome:
     """Correct a memory: add a replacement that supersedes the target (DESIGN §4.4 table).
 
+    A memory gains successors in one write only: a target another memory already supersedes is
+    refused (``ALREADY_SUPERSEDED``, naming the successor) unless this is a replay of the same
+    correction. The correction is recorded in time order (:func:`~charmem.domain.rules.recorded_in_order`):
+    not before the target was created, not beyond the clock's skew in the future; an explicit
+    replacement ``created_at`` is held to the same rule.
+
     Args:
         draft: the correction.
         collection: the collection name (namespace of derived ids).
@@ -150,7 +156,8 @@ async def correct_memory(
         LifecycleMutationOutcome: target and replacement ids, links, repair markers.
 
     Raises:
-        LifecycleValidationError: the draft breaks a rule (its ``kind`` names which).
+        LifecycleValidationError: the draft breaks a rule (its ``kind`` names which, e.g.
+            ``ALREADY_SUPERSEDED``, ``RECORDED_BEFORE_TARGET``, ``RECORDED_IN_FUTURE``).
         PurgedMemoryError: the target, a named origin or the replacement id was purged
             (``charmem.admin.purge``); purged ids the target refers to are simply not inherited.
         IdConflictError: a replacement id is stored with other content.
@@ -198,6 +205,13 @@ async def correct_memory(
         raise _refuse(
             LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
             f"{target_id} is a {target.object_type.value}; address it with {hint}({target_id})",
+        )
+    created = {target.id: target.created_at}
+    recorded = recorded_in_order(draft.recorded_at or now, targets=created, now=now, what="correction")
+    replacement_created = recorded
+    if replacement_draft is not None and replacement_draft.created_at is not None:
+        replacement_created = recorded_in_order(
+            replacement_draft.created_at, targets=created, now=now, what="replacement"
         )
 
     origin = (draft.correction_origin or SourceProvenanceReference()).merged(
@@ -306,7 +320,6 @@ async def correct_memory(
                 f"the replacement refers to {memory_id}, which is not stored",
             )
 
-    recorded = draft.recorded_at or now
     derived_type = replacement_draft.derived_type if replacement_draft else DerivedType.CORRECTION
     text = replacement_draft.text if replacement_draft else draft.rationale
     salience = replacement_draft.salience if replacement_draft else None
@@ -336,19 +349,21 @@ async def correct_memory(
         given_by_application=given,
         supersedes=(target.id,),
         salience=0.5 if salience is None else salience,
-        created_at=(replacement_draft.created_at if replacement_draft else None) or recorded,
+        created_at=replacement_created,
     )
     replacement = _adopt_object((await graph.get_objects([replacement_id])).get(replacement_id), replacement)
-    successors = [
+    successors = {
         link.from_id
         for link in await graph.links_of([target.id], relations=[Relation.SUPERSEDES])
-        if link.to_id == target.id and link.from_id != replacement.id
-    ]
-    if successors:
+        if link.to_id == target.id
+    }
+    blocking = conflicting_successors(successors, {replacement.id})
+    if blocking:
         raise _refuse(
-            LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
-            f"{target.id} is already superseded by {sorted(map(str, successors))[0]}; correct the "
-            "current belief instead (a superseded memory has one line of successors)",
+            LifecycleErrorKind.ALREADY_SUPERSEDED,
+            f"{target.id} is already superseded by {', '.join(map(str, blocking))}; a memory gains "
+            f"successors in one plan or correction only: correct {blocking[0]} (or the belief that "
+            "now replaces it) instead",
         )
     record_id = MemoryId.deterministic(collection, "correct", target.id, replacement.id)
     record = LifecycleRecord(
@@ -395,7 +410,9 @@ async def forget_memory(
     derived members are suppressed. Episodes and observations are never suppressed by a cascade.
 
     Raises:
-        LifecycleValidationError: blank rationale, unknown target, or a notion or link target.
+        LifecycleValidationError: blank rationale, unknown target, a notion or link target, or a
+            ``recorded_at`` before the target was created or beyond the clock's skew in the future
+            (:func:`~charmem.domain.rules.recorded_in_order`).
         PurgedMemoryError: the target was purged (``charmem.admin.purge``).
         IdConflictError: a record id is stored with other content.
         BackendError: the graph failed; nothing was written.
@@ -420,7 +437,9 @@ async def forget_memory(
             LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
             f"{target_id} is a notion; forget the beliefs about it instead",
         )
-    recorded = draft.recorded_at or now
+    recorded = recorded_in_order(
+        draft.recorded_at or now, targets={target.id: target.created_at}, now=now, what="forget"
+    )
     plan: list[tuple[MemoryId, LifecycleAction]] = []
     if isinstance(target, MemoryThread):
         plan.append((target.id, LifecycleAction.FORGET_NOTED))
@@ -473,8 +492,11 @@ async def link_memories(
 
     The id defaults to a derivation of (collection, from, relation, to), so the same link added
     twice is stored once. ``supersedes`` links are refused (commit and ``correct`` derive them).
+    The link is recorded in time order (:func:`~charmem.domain.rules.recorded_in_order`): not before
+    either stored endpoint was created, not beyond the clock's skew in the future.
 
     Raises:
+        LifecycleValidationError: ``RECORDED_BEFORE_TARGET`` or ``RECORDED_IN_FUTURE``.
         PlanValidationError: a ``supersedes`` link, an endpoint that is not a stored object, or
             endpoint types the relation does not allow.
         PurgedMemoryError: an endpoint was purged (``charmem.admin.purge``).
@@ -482,13 +504,16 @@ async def link_memories(
         BackendError: the graph failed; nothing was written.
     """
     graph = stores.graph
+    endpoints = await graph.get_objects([draft.from_id, draft.to_id])
+    created = {memory_id: obj.created_at for memory_id, obj in endpoints.items()}
+    recorded = recorded_in_order(draft.recorded_at or now, targets=created, now=now, what="link")
     link = MemoryLink(
         id=draft.id
         or MemoryId.deterministic(collection, "link", draft.from_id, draft.relation.value, draft.to_id),
         from_id=draft.from_id,
         relation=draft.relation,
         to_id=draft.to_id,
-        created_at=draft.recorded_at or now,
+        created_at=recorded,
         rationale=draft.rationale,
     )
     link = _adopt_link((await graph.get_links([link.id])).get(link.id), link)

@@ -17,7 +17,7 @@ from charmem.domain.model import (
     object_type_of,
 )
 from charmem.domain.plan import CandidateValidation, CandidateValidationStatus, RememberWritePlan
-from charmem.domain.rules import content_equal
+from charmem.domain.rules import conflicting_successors, content_equal, supersession_cycles
 from charmem.domain.serde import unstructure_item
 from charmem.errors import IdConflictError, PlanValidationError, PurgedMemoryError
 from charmem.ports import GraphStore
@@ -26,6 +26,7 @@ from charmem.usecases.planning import derive_links, index_entries
 __all__ = [
     "CONFLICT_PREFIX",
     "PURGED_PREFIX",
+    "check_supersession",
     "object_references",
     "raise_for_invalid",
     "validate",
@@ -69,8 +70,10 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
     is a purged memory and no new candidate refers to one (tombstones, ``charmem.admin.purge``);
     every referenced id resolves to an object of the right type; derived memories are grounded or
     given (given ones need a notion subject and no sources); assertions name a subject in
-    ``entity_ids``; caller links are not ``supersedes``, join two objects and fit the relation's
-    endpoint types; the derived links match the objects.
+    ``entity_ids``; supersession stays acyclic and a memory another memory already supersedes
+    gains no successor from this plan (:func:`check_supersession`); caller links are not
+    ``supersedes``, join two objects and fit the relation's endpoint types; the derived links
+    match the objects.
 
     Args:
         plan: the plan to check.
@@ -189,6 +192,12 @@ async def validate_against_graph(
                 purged_reference(index, memory_id, end)
             _check_link(item, type_of, reasons[index])
 
+    supersession = await check_supersession(plan.objects, graph)
+    if supersession:
+        first_index = {c.id: i for i, c in reversed(list(enumerate(candidates)))}
+        for successor_id, why in supersession.items():
+            reasons[first_index[successor_id]].extend(why)
+
     plan_derived = {link.id: link for link in plan.derived_links}
     expected = {link.id: link for link in derived_links}
     # Equal links (``==``: same ids, relation, rationale, instants) have equal content; only a
@@ -222,6 +231,84 @@ async def validate_against_graph(
         for i, item in enumerate(candidates)
     ]
     return validations, tombstones, derived_links
+
+
+async def check_supersession(objects: Sequence[MemoryObject], graph: GraphStore) -> dict[MemoryId, list[str]]:
+    """Why the plan's ``supersedes`` lists are refused, by the derived memory holding them.
+
+    Two rules (:func:`~charmem.domain.rules.supersession_cycles`,
+    :func:`~charmem.domain.rules.conflicting_successors`): the plan's supersedes links may not
+    close a cycle, among its drafts or with stored links; and a memory that another memory already
+    supersedes gains no new successor (a replay, whose links are all stored, stays accepted; a
+    split into several successors within the plan and a merge are allowed). A draft superseding
+    itself is left to the per-candidate check.
+
+    Args:
+        objects: the plan's objects.
+        graph: the graph authority (read only; one ``links_of`` call, more only when a stored
+            ``supersedes`` link points at one of the plan's successors).
+
+    Returns:
+        dict[MemoryId, list[str]]: successor id -> reasons; empty when the plan is fine.
+
+    Raises:
+        BackendError: the graph could not be read.
+    """
+    written: dict[MemoryId, set[MemoryId]] = {}
+    for obj in objects:
+        if isinstance(obj, DerivedMemory):
+            for target in obj.supersedes:
+                if target != obj.id:
+                    written.setdefault(target, set()).add(obj.id)
+    if not written:
+        return {}
+    successors = {s for group in written.values() for s in group}
+    touched = sorted({*written, *successors}, key=ID_ORDER)
+    links = await graph.links_of(touched, relations=[Relation.SUPERSEDES])
+    stored = {(link.from_id, link.to_id) for link in links}
+    reasons: dict[MemoryId, list[str]] = {}
+    for target in sorted(written, key=ID_ORDER):
+        current = {s for s, p in stored if p == target}
+        blocking = conflicting_successors(current, written[target])
+        for successor in sorted(written[target] - current, key=ID_ORDER) if blocking else ():
+            reasons.setdefault(successor, []).append(
+                f"superseded memory {target} is already superseded by {', '.join(map(str, blocking))}; "
+                f"a memory gains successors in one plan only: supersede {blocking[0]} (or the belief "
+                "that now replaces it) instead"
+            )
+    new = {(s, p) for p, group in written.items() for s in group} - stored
+    edges = stored | new
+    if any(p in successors for _, p in stored):
+        edges |= await _supersession_component(graph, touched)
+    for cycle in supersession_cycles(edges):
+        pairs = list(zip(cycle, (*cycle[1:], cycle[0]), strict=True))
+        if len(cycle) < 2 or new.isdisjoint(pairs):
+            continue
+        named = " supersedes ".join(map(str, (*cycle, cycle[0])))
+        for successor, predecessor in pairs:
+            if (successor, predecessor) in new:
+                reasons.setdefault(successor, []).append(
+                    f"supersession cycle: {named}; supersedes links must not form a cycle (drop one of "
+                    "these supersedes entries)"
+                )
+    return reasons
+
+
+async def _supersession_component(
+    graph: GraphStore, start: Sequence[MemoryId]
+) -> set[tuple[MemoryId, MemoryId]]:
+    """Every stored supersedes link connected to ``start`` (either direction), as pairs."""
+    seen = set(start)
+    frontier = list(start)
+    edges: set[tuple[MemoryId, MemoryId]] = set()
+    while frontier:
+        reached: set[MemoryId] = set()
+        for link in await graph.links_of(frontier, relations=[Relation.SUPERSEDES]):
+            edges.add((link.from_id, link.to_id))
+            reached.update(end for end in (link.from_id, link.to_id) if end not in seen)
+        seen |= reached
+        frontier = sorted(reached, key=ID_ORDER)
+    return edges
 
 
 def raise_for_invalid(validations: Sequence[CandidateValidation], *, what: str = "candidate") -> None:
