@@ -696,6 +696,76 @@ class LifecycleContract(ContractSuite, abc.ABC, suite=True):
         items, _ = await self._recalled(memory, "garden day")
         assert episode in items
 
+    # ------------------------------------------------------------------ non-current beliefs of a notion
+
+    async def _forgotten_replaced_belief(self, memory: Any) -> tuple[MemoryId, MemoryId, MemoryId]:
+        """Notion Ana (named), given belief B1 about her, corrected to B2, B2 forgotten: (ana, b1, b2)."""
+        ana, _name = await self._notion_with_name(memory, "Ana")
+        first = MemoryId.new()
+        await memory.remember(
+            RememberDrafts(
+                derived=[
+                    DerivedMemoryDraft(
+                        DerivedType.USER_PREFERENCE,
+                        "She loves jazz records.",
+                        id=first,
+                        entity_ids=[ana],
+                        given_by_application=True,
+                        created_at=T0,
+                    )
+                ]
+            )
+        )
+        said = await memory.remember(RememberInput("Ana said she only listens to opera now.", occurred_at=T0))
+        corrected = await memory.correct(
+            CorrectMemoryDraft(
+                CorrectionTarget.derived_memory(first),
+                "She changed her taste.",
+                correction_origin=SourceProvenanceReference(observation_ids=said.observation_ids),
+            ).with_replacement(
+                ReplacementDerivedMemoryDraft(
+                    DerivedType.USER_PREFERENCE, "She loves opera.", entity_ids=[ana]
+                )
+            )
+        )
+        [second] = corrected.replacement_ids
+        await memory.forget(ForgetMemoryDraft.suppress(second, "She asked us not to keep it."))
+        return ana, first, second
+
+    @pytest.mark.parametrize("road", ["focus_entity", "named_notion"])
+    async def test_forgotten_and_replaced_beliefs_about_a_notion_stay_reachable(
+        self, memory: Any, road: str
+    ) -> None:
+        """After the current belief about a notion is forgotten, retrieval focused on the notion (or
+        naming it) still meets every belief about it through the graph: omissions by default
+        (suppressed beats superseded), items with ``include_suppressed`` / ``include_superseded``.
+
+        Adapter authors: ``links_of`` with ABOUT must find every belief about a notion, current or
+        not, and ``currency`` must classify them.
+        """
+        ana, first, second = await self._forgotten_replaced_belief(memory)
+        where: dict[str, Any] = (
+            {"query": "What music?", "focus_entity_ids": [ana]}
+            if road == "focus_entity"
+            else {"query": "What music does Ana like?"}
+        )
+        items, omitted = await self._recalled(memory, **where)
+        assert {first, second}.isdisjoint(items)
+        assert (omitted.get(first), omitted.get(second)) == ("superseded", "suppressed")
+        items, omitted = await self._recalled(memory, **where, include_superseded=True)
+        assert items.get(first) is CurrencyStatus.SUPERSEDED
+        assert omitted.get(second) == "suppressed"
+        pack = await memory.retrieve(
+            RetrievalContext(**where, include_superseded=True, include_suppressed=True)
+        )
+        reached = {item.id: item for item in pack.items}
+        assert (reached[first].status, reached[second].status) == (
+            CurrencyStatus.SUPERSEDED,
+            CurrencyStatus.SUPPRESSED,
+        )
+        assert road in reached[first].signals
+        assert road in reached[second].signals
+
     # ------------------------------------------------------------------ repair
 
     async def test_vector_delete_failure_is_repaired_by_replaying_the_correction(self, memory: Any) -> None:
