@@ -15,12 +15,15 @@ replacement is missing or does not supersede the target, cascaded suppressions w
 record of their origin, and stored triples that do not decode into an object or link (a node
 missing a required triple). Those are not repaired here: replay the plan or operation that wrote
 the batch (DESIGN §4.3: replays are idempotent).
+
+One graph problem is not a partial batch but history written by an earlier version: an episode
+forgotten before forgets reached its observations, which are still current. :func:`repair`
+appends what that forget lacks (:mod:`charmem.usecases.forgetting`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Final, TypeVar
@@ -31,7 +34,7 @@ from charmem.composition import load_adapter
 from charmem.domain._fields import ChoiceEnum, id_set
 from charmem.domain.graph import LifecycleAction, LifecycleRecord
 from charmem.domain.ids import MemoryId
-from charmem.domain.model import Episode, MemoryLink, MemoryObject, Relation
+from charmem.domain.model import MemoryLink, MemoryObject, Relation
 from charmem.domain.plan import RepairMarker, RepairMarkerType
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.errors import BackendError, ConfigurationError
@@ -47,7 +50,7 @@ from charmem.ports import (
 from charmem.settings import Settings, validate_collection_name
 from charmem.stats.memory import InMemoryRetrievalStatsStore
 from charmem.usecases.commit import link_stats_row, object_stats_row
-from charmem.usecases.forgetting import complete_episode_forgets, episode_forget_gaps
+from charmem.usecases.forgetting import collection_forget_gaps, complete_episode_forgets
 from charmem.usecases.maintenance import INDEXED_TYPES, VectorRebuildReport, current_index_entries
 from charmem.usecases.planning import derive_links
 from charmem.usecases.validation import object_references
@@ -458,51 +461,18 @@ def _episode_forget_problems(
     links: Mapping[MemoryId, MemoryLink],
     records: Sequence[LifecycleRecord],
 ) -> list[GraphProblem]:
-    """Forgotten episodes whose forget lacks suppressions (:func:`episode_forget_gaps`), pure."""
-    forgotten = sorted(
-        {
-            r.target_id
-            for r in records
-            if r.action is LifecycleAction.SUPPRESS
-            and not r.related_ids
-            and isinstance(objects.get(r.target_id), Episode)
-        }
-    )
-    if not forgotten:
-        return []
-    touching: dict[MemoryId, list[MemoryLink]] = defaultdict(list)
-    for link in links.values():
-        touching[link.from_id].append(link)
-        touching[link.to_id].append(link)
-    about: dict[MemoryId, list[LifecycleRecord]] = defaultdict(list)
-    for record in records:
-        about[record.target_id].append(record)
-    problems = []
-    for episode_id in forgotten:
-        episode = objects[episode_id]
-        assert isinstance(episode, Episode)
-        parts = [
-            link.to_id
-            for link in touching[episode_id]
-            if link.relation is Relation.HAS_OBSERVATION and link.from_id == episode_id
-        ]
-        around = [link for i in (episode_id, *parts) for link in touching[i]]
-        near = {end for link in around for end in (link.from_id, link.to_id)} | {episode_id}
-        gaps = episode_forget_gaps(
-            collection, episode, around, objects, [r for i in sorted(near) for r in about[i]]
+    """Forgotten episodes whose forget lacks suppressions (:func:`collection_forget_gaps`), pure."""
+    return [
+        GraphProblem(
+            kind=GraphProblemKind.EPISODE_PARTS_NOT_FORGOTTEN,
+            id=episode_id,
+            detail=f"the episode was forgotten at {gaps[0].recorded_at.isoformat()}, but {len(gaps)} of "
+            "its observation(s) or the memories grounded on them are still current (forgotten before "
+            "forgetting an episode reached its parts)",
+            related_ids=[record.target_id for record in gaps],
         )
-        if gaps:
-            problems.append(
-                GraphProblem(
-                    kind=GraphProblemKind.EPISODE_PARTS_NOT_FORGOTTEN,
-                    id=episode_id,
-                    detail=f"the episode was forgotten at {gaps[0].recorded_at.isoformat()}, but "
-                    f"{len(gaps)} of its observation(s) or the memories grounded on them are still "
-                    "current (forgotten before forgetting an episode reached its parts)",
-                    related_ids=[record.target_id for record in gaps],
-                )
-            )
-    return problems
+        for episode_id, gaps in collection_forget_gaps(collection, objects, links.values(), records).items()
+    ]
 
 
 def _summary_drift(stored: StatsSummary, expected: StatsSummary) -> list[StatsDrift]:

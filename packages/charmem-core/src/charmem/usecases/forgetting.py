@@ -20,6 +20,7 @@ record ids a forget derives, so completing twice writes nothing new.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
@@ -44,6 +45,7 @@ from charmem.usecases.commit import maintain_stats, maintain_vectors
 
 __all__ = [
     "ForgetReach",
+    "collection_forget_gaps",
     "complete_episode_forgets",
     "episode_forget_gaps",
     "forget_plan",
@@ -288,6 +290,59 @@ def episode_forget_gaps(
     if not any(memory_id in reach.parts for memory_id, _ in plan):
         return []
     return forget_records(collection, episode, draft, at, plan)
+
+
+def collection_forget_gaps(
+    collection: str,
+    objects: Mapping[MemoryId, MemoryObject],
+    links: Iterable[MemoryLink],
+    records: Iterable[LifecycleRecord],
+) -> dict[MemoryId, list[LifecycleRecord]]:
+    """:func:`episode_forget_gaps` of every forgotten episode of a whole collection (pure).
+
+    Args:
+        collection: the collection (namespace of record ids).
+        objects: every readable object, by id.
+        links: every readable link.
+        records: every lifecycle record.
+
+    Returns:
+        dict[MemoryId, list[LifecycleRecord]]: the missing records by episode id, in id order;
+        only episodes that lack some.
+    """
+    records = list(records)
+    forgotten = sorted(
+        {
+            r.target_id
+            for r in records
+            if r.action is LifecycleAction.SUPPRESS
+            and not r.related_ids
+            and isinstance(objects.get(r.target_id), Episode)
+        }
+    )
+    touching: dict[MemoryId, list[MemoryLink]] = defaultdict(list)
+    about: dict[MemoryId, list[LifecycleRecord]] = defaultdict(list)
+    if forgotten:
+        for link in links:
+            touching[link.from_id].append(link)
+            touching[link.to_id].append(link)
+        for record in records:
+            about[record.target_id].append(record)
+    found: dict[MemoryId, list[LifecycleRecord]] = {}
+    for episode_id in forgotten:
+        episode = objects[episode_id]
+        assert isinstance(episode, Episode)
+        parts = [
+            link.to_id
+            for link in touching[episode_id]
+            if link.relation is Relation.HAS_OBSERVATION and link.from_id == episode_id
+        ]
+        around = [link for i in (episode_id, *parts) for link in touching[i]]
+        near = sorted({end for link in around for end in (link.from_id, link.to_id)} | {episode_id})
+        gaps = episode_forget_gaps(collection, episode, around, objects, [r for i in near for r in about[i]])
+        if gaps:
+            found[episode_id] = gaps
+    return found
 
 
 async def complete_episode_forgets(
