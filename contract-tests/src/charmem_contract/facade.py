@@ -224,6 +224,39 @@ class CharacterMemoryContract(ContractSuite, suite=True):
         assert dict(summary.objects) == per_type
         assert sum(summary.links.values()) == len(outcome.link_ids)
 
+    async def test_the_outcome_names_ids_by_role(self, memory: CharacterMemory) -> None:
+        """``RememberOutcome`` names the stored ids by role beside ``object_ids``: the episode and
+        utterance of a ``RememberInput``, and every kind of a whole session, each in plan order.
+
+        If this fails: nothing adapter-specific; the outcome is built by core's commit.
+        """
+        outcome = await memory.remember(
+            RememberInput("We adopted a dog called Biscuit.", occurred_at=T0).with_derived_memory(
+                DerivedMemoryDraft(DerivedType.CLAIM, "They have a dog called Biscuit.")
+            ),
+            AT_T0,
+        )
+        assert outcome.object_ids == (*outcome.episode_ids, *outcome.observation_ids, *outcome.derived_ids)
+        assert (len(outcome.episode_ids), len(outcome.observation_ids), len(outcome.derived_ids)) == (1, 1, 1)
+        assert outcome.entity_ids == outcome.thread_ids == ()
+        drafts, ids = _session("roles", ["we planted tomatoes", "it started to rain"])
+        plan = await memory.prepare(drafts, NOW)
+        session = await memory.commit(plan)
+        assert session.episode_ids == (ids["episode"],)
+        assert session.observation_ids == tuple(ids["turns"])
+        assert session.derived_ids == (ids["belief"],)
+        assert session.entity_ids == (ids["person"], ids["place"])
+        assert session.thread_ids == (ids["thread"],)
+        assert set(session.link_ids) == {lk.id for lk in (*plan.links, *plan.derived_links)}
+        roles = (
+            *session.episode_ids,
+            *session.observation_ids,
+            *session.derived_ids,
+            *session.entity_ids,
+            *session.thread_ids,
+        )
+        assert sorted(roles) == sorted(session.object_ids)
+
     async def test_replay_is_idempotent(self, memory: CharacterMemory) -> None:
         """Committing a plan again (also from its JSON) changes no store and counts nothing twice.
 

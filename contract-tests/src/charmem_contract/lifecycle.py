@@ -594,6 +594,187 @@ class LifecycleContract(LifecycleRulesTests, ContractSuite, abc.ABC, suite=True)
         await memory.forget(ForgetMemoryDraft.suppress(claim, "Private."))
         assert await stores_of(memory).graph.statement_count() == count
 
+    # ------------------------------------------------------------------ forgetting what was said
+
+    @staticmethod
+    async def _recalled(
+        memory: Any, query: str, **options: Any
+    ) -> tuple[dict[MemoryId, Any], dict[MemoryId, str]]:
+        """(item statuses by id, omission reasons by id) of one retrieval."""
+        pack = await memory.retrieve(RetrievalContext(query=query, **options))
+        return {item.id: item.status for item in pack.items}, {o.id: o.reason for o in pack.omissions}
+
+    async def test_forgetting_a_remembered_message_forgets_what_was_said(self, memory: Any) -> None:
+        """Forgetting the episode ``remember(RememberInput(...))`` created suppresses its
+        observation (its part) and the beliefs grounded on them: none is recalled, and their
+        vectors left candidate recall (a stale point would come back as a ``suppressed`` omission).
+
+        Adapter authors: ``links_of`` with HAS_OBSERVATION must find an episode's observations.
+        """
+        text = "My sister Ana is visiting from Porto next week."
+        outcome = await memory.remember(
+            RememberInput(text, occurred_at=T0).with_derived_memory(
+                DerivedMemoryDraft(DerivedType.CLAIM, "Ana visits from Porto next week.")
+            )
+        )
+        [episode], [observation], [claim] = outcome.episode_ids, outcome.observation_ids, outcome.derived_ids
+        items, _ = await self._recalled(memory, text)
+        assert observation in items
+        forgotten = await memory.forget(ForgetMemoryDraft.suppress(episode, "Ana asked us to forget it."))
+        assert set(forgotten.graph_mutated_object_ids) == {episode, observation, claim}
+        for query in (text, "Ana visits from Porto next week."):
+            items, omitted = await self._recalled(memory, query)
+            assert {observation, claim}.isdisjoint(items), query
+            assert {observation, claim}.isdisjoint(omitted), f"a vector stayed in candidate recall: {query}"
+
+    async def test_forgetting_an_episode_reaches_beliefs_grounded_on_its_observations(
+        self, memory: Any
+    ) -> None:
+        """``apply_to_derived_from_target`` covers what is grounded on the episode's observations
+        (forgotten with it); switched off, those beliefs stay current while the utterance goes;
+        ``apply_to_episode_observations=False`` keeps the utterance too.
+
+        Adapter authors: ``links_of`` with DERIVED_FROM must find links into several ids at once.
+        """
+        worlds = []
+        for n in range(3):
+            episode, observation, belief = (MemoryId.new() for _ in range(3))
+            text, note = f"We repainted the boat blue, round {n}.", f"The boat is blue, round {n}."
+            await memory.remember(
+                RememberDrafts(
+                    episodes=[EpisodeDraft(id=episode, occurred_at=T0, created_at=T0)],
+                    observations=[
+                        ObservationDraft(id=observation, text=text, episode_id=episode, created_at=T0)
+                    ],
+                    derived=[
+                        DerivedMemoryDraft(
+                            DerivedType.PROJECT_NOTE,
+                            note,
+                            id=belief,
+                            observation_ids=[observation],
+                            created_at=T0,
+                        )
+                    ],
+                )
+            )
+            worlds.append((episode, observation, belief, text, note))
+        drafts = [
+            ForgetMemoryDraft.suppress(worlds[0][0], "Forget the day."),
+            ForgetMemoryDraft.suppress(
+                worlds[1][0], "Forget the words only.", apply_to_derived_from_target=False
+            ),
+            ForgetMemoryDraft.suppress(
+                worlds[2][0], "Forget the event.", apply_to_episode_observations=False
+            ),
+        ]
+        for draft in drafts:
+            await memory.forget(draft)
+        expected = [(False, False), (False, True), (True, True)]  # (utterance, belief) recalled
+        for (_episode, observation, belief, text, note), (said, believed) in zip(
+            worlds, expected, strict=True
+        ):
+            items, _ = await self._recalled(memory, text)
+            assert (observation in items) is said, text
+            items, _ = await self._recalled(memory, note)
+            assert (belief in items) is believed, note
+
+    async def test_forgetting_a_thread_never_reaches_sources(self, memory: Any) -> None:
+        """Thread forgetting (even with its members) suppresses derived members only: the
+        episodes and observations in it stay recalled.
+
+        Adapter authors: nothing adapter-specific.
+        """
+        thread, episode, observation = MemoryId.new(), MemoryId.new(), MemoryId.new()
+        text = "We planted the raised beds with garlic."
+        await memory.remember(
+            RememberDrafts(
+                threads=[ThreadDraft(id=thread, title="Garden", created_at=T0)],
+                episodes=[
+                    EpisodeDraft(
+                        id=episode, occurred_at=T0, summary="garden day", thread_ids=[thread], created_at=T0
+                    )
+                ],
+                observations=[ObservationDraft(id=observation, text=text, episode_id=episode, created_at=T0)],
+            )
+        )
+        await memory.forget(
+            ForgetMemoryDraft.suppress(thread, "Drop the topic.", apply_to_thread_members=True)
+        )
+        items, _ = await self._recalled(memory, text)
+        assert observation in items
+        items, _ = await self._recalled(memory, "garden day")
+        assert episode in items
+
+    # ------------------------------------------------------------------ non-current beliefs of a notion
+
+    async def _forgotten_replaced_belief(self, memory: Any) -> tuple[MemoryId, MemoryId, MemoryId]:
+        """Notion Ana (named), given belief B1 about her, corrected to B2, B2 forgotten: (ana, b1, b2)."""
+        ana, _name = await self._notion_with_name(memory, "Ana")
+        first = MemoryId.new()
+        await memory.remember(
+            RememberDrafts(
+                derived=[
+                    DerivedMemoryDraft(
+                        DerivedType.USER_PREFERENCE,
+                        "She loves jazz records.",
+                        id=first,
+                        entity_ids=[ana],
+                        given_by_application=True,
+                        created_at=T0,
+                    )
+                ]
+            )
+        )
+        said = await memory.remember(RememberInput("Ana said she only listens to opera now.", occurred_at=T0))
+        corrected = await memory.correct(
+            CorrectMemoryDraft(
+                CorrectionTarget.derived_memory(first),
+                "She changed her taste.",
+                correction_origin=SourceProvenanceReference(observation_ids=said.observation_ids),
+            ).with_replacement(
+                ReplacementDerivedMemoryDraft(
+                    DerivedType.USER_PREFERENCE, "She loves opera.", entity_ids=[ana]
+                )
+            )
+        )
+        [second] = corrected.replacement_ids
+        await memory.forget(ForgetMemoryDraft.suppress(second, "She asked us not to keep it."))
+        return ana, first, second
+
+    @pytest.mark.parametrize("road", ["focus_entity", "named_notion"])
+    async def test_forgotten_and_replaced_beliefs_about_a_notion_stay_reachable(
+        self, memory: Any, road: str
+    ) -> None:
+        """After the current belief about a notion is forgotten, retrieval focused on the notion (or
+        naming it) still meets every belief about it through the graph: omissions by default
+        (suppressed beats superseded), items with ``include_suppressed`` / ``include_superseded``.
+
+        Adapter authors: ``links_of`` with ABOUT must find every belief about a notion, current or
+        not, and ``currency`` must classify them.
+        """
+        ana, first, second = await self._forgotten_replaced_belief(memory)
+        where: dict[str, Any] = (
+            {"query": "What music?", "focus_entity_ids": [ana]}
+            if road == "focus_entity"
+            else {"query": "What music does Ana like?"}
+        )
+        items, omitted = await self._recalled(memory, **where)
+        assert {first, second}.isdisjoint(items)
+        assert (omitted.get(first), omitted.get(second)) == ("superseded", "suppressed")
+        items, omitted = await self._recalled(memory, **where, include_superseded=True)
+        assert items.get(first) is CurrencyStatus.SUPERSEDED
+        assert omitted.get(second) == "suppressed"
+        pack = await memory.retrieve(
+            RetrievalContext(**where, include_superseded=True, include_suppressed=True)
+        )
+        reached = {item.id: item for item in pack.items}
+        assert (reached[first].status, reached[second].status) == (
+            CurrencyStatus.SUPERSEDED,
+            CurrencyStatus.SUPPRESSED,
+        )
+        assert road in reached[first].signals
+        assert road in reached[second].signals
+
     # ------------------------------------------------------------------ repair
 
     async def test_vector_delete_failure_is_repaired_by_replaying_the_correction(self, memory: Any) -> None:

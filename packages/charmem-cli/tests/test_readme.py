@@ -29,5 +29,6 @@ def test_readme_python_example_runs_and_recalls(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "My sister Ana is visiting from Porto next week." in result.stdout
+    assert result.stdout.splitlines()[-1] == "still recalled: False"  # forgetting the episode
     assert (tmp_path / "data" / "oxigraph").is_dir()
     assert (tmp_path / "data" / "vectors" / "my-assistant-memory").is_dir()

@@ -312,6 +312,8 @@ async def _remember(settings: Settings, collection: str, text: str, occurred_at:
         json.dumps(
             {
                 "object_ids": [str(i) for i in outcome.object_ids],
+                "episode_ids": [str(i) for i in outcome.episode_ids],
+                "observation_ids": [str(i) for i in outcome.observation_ids],
                 "repair_markers": len(outcome.repair_markers),
             }
         )
@@ -398,8 +400,10 @@ async def check_collection(settings: Settings, collection: str, *, repair_drift:
     Never creates a store: a missing graph store is an error, a missing vector shard or stats
     file is reported (see :func:`charmem.admin.check_settings`). With ``repair_drift`` and
     vectors or stats out of step, the collection is opened (creating a lost shard or stats file)
-    and both are rebuilt from the graph as needed, then checked again; not while the graph
-    itself shows a problem (rebuilds read it: replay the plan that wrote the partial batch first).
+    and both are rebuilt from the graph as needed, then checked again; forgotten episodes whose
+    observations are still current (forgotten before forgetting reached an episode's parts) get
+    the missing suppressions first. Not while the graph shows another problem (rebuilds read it:
+    replay the plan that wrote the partial batch first).
 
     Args:
         settings: the deployment settings (their embedder opens the vector index).
@@ -427,6 +431,7 @@ async def check_collection(settings: Settings, collection: str, *, repair_drift:
         "vectors_indexed": None if outcome.vectors is None else outcome.vectors.indexed,
         "vectors_removed": None if outcome.vectors is None else outcome.vectors.removed,
         "stats_rows": outcome.stats_rows,
+        "suppressed": [str(i) for i in outcome.suppressed_ids],
     }
     return {"report": after, "before": report, "repaired": repaired}
 
@@ -446,6 +451,8 @@ def _print_check(result: dict[str, Any], as_json: bool) -> None:
             print(f"  {line}")
         repaired = result["repaired"]
         done = []
+        if repaired["suppressed"]:
+            done.append(f"{len(repaired['suppressed'])} suppression(s) old forgets lacked appended")
         if repaired["vectors_indexed"] is not None:
             done.append(
                 f"vectors rebuilt ({repaired['vectors_indexed']} indexed, "
@@ -654,7 +661,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     check_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
     check_cmd.add_argument(
-        "--repair", action="store_true", help="rebuild vectors and stats from the graph when they drifted"
+        "--repair",
+        action="store_true",
+        help="rebuild vectors and stats from the graph when they drifted; complete old episode forgets",
     )
     export = commands.add_parser(
         "export", help="back the collection up into a new or empty directory (graph N-Quads + manifest)"

@@ -19,6 +19,10 @@ the batch (DESIGN §4.3: replays are idempotent).
 Last, it reports breaches of the supersession rules the write path enforces (a cycle of
 ``supersedes`` links, a memory superseded by more than one write), which stores written before
 those rules, imports or direct graph writes may hold.
+
+One graph problem is not a partial batch but history written by an earlier version: an episode
+forgotten before forgets reached its observations, which are still current. :func:`repair`
+appends what that forget lacks (:mod:`charmem.usecases.forgetting`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from charmem.domain._fields import ChoiceEnum, id_set
 from charmem.domain.graph import LifecycleAction, LifecycleRecord
 from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, Relation
+from charmem.domain.plan import RepairMarker, RepairMarkerType
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import supersession_cycles
 from charmem.errors import BackendError, ConfigurationError
@@ -52,6 +57,7 @@ from charmem.ports import (
 from charmem.settings import Settings, validate_collection_name
 from charmem.stats.memory import InMemoryRetrievalStatsStore
 from charmem.usecases.commit import link_stats_row, object_stats_row
+from charmem.usecases.forgetting import collection_forget_gaps, complete_episode_forgets
 from charmem.usecases.maintenance import INDEXED_TYPES, VectorRebuildReport, current_index_entries
 from charmem.usecases.planning import derive_links
 from charmem.usecases.validation import object_references
@@ -97,6 +103,14 @@ class GraphProblemKind(ChoiceEnum):
     ORPHAN_CASCADE = "orphan_cascade"
     """A suppression cascaded from a forget whose target has no record of that forget."""
 
+    EPISODE_PARTS_NOT_FORGOTTEN = "episode_parts_not_forgotten"
+    """A forgotten episode whose observations (or what is grounded on them) are still current.
+
+    Forgets recorded before forgetting an episode reached its parts leave them; ``repair``
+    appends the missing suppressions at the original forget's record time
+    (:func:`~charmem.usecases.forgetting.episode_forget_gaps`). The only repairable kind.
+    """
+
     UNREADABLE = "unreadable"
     """Stored triples that do not decode into an object or link (e.g. a missing required one)."""
 
@@ -108,6 +122,11 @@ class GraphProblemKind(ChoiceEnum):
 
     SECOND_SUCCESSOR = "second_successor"
     """A memory superseded by memories that more than one write (plan or correction) added."""
+
+
+#: The graph problems :func:`repair` fixes by appending what is missing; the others need the
+#: plan or operation that wrote the partial batch replayed.
+_REPAIRABLE_GRAPH_PROBLEMS: Final = frozenset({GraphProblemKind.EPISODE_PARTS_NOT_FORGOTTEN})
 
 
 @attrs.frozen(kw_only=True)
@@ -222,11 +241,12 @@ class CheckReport:
 
     @property
     def repairable(self) -> bool:
-        """Whether :func:`repair` (rebuilding vectors and stats) can make the collection consistent.
+        """Whether :func:`repair` can make the collection consistent.
 
-        True when only derived data differs (no graph problem).
+        True when only derived data differs and every graph problem is one repair appends the
+        missing records for (``EPISODE_PARTS_NOT_FORGOTTEN``).
         """
-        return self.graph_consistent
+        return all(problem.kind in _REPAIRABLE_GRAPH_PROBLEMS for problem in self.graph_problems)
 
     def to_dict(self) -> dict[str, Any]:
         """The report in plain JSON types, with ``format_version`` (:data:`CHECK_FORMAT_VERSION`)."""
@@ -280,10 +300,15 @@ class CheckReport:
             lines.append(f"  stats {drift.counter}{key}: stored {drift.stored}, graph says {drift.expected}")
         if self.vector_index_missing and self.expected_vectors:
             lines.append("  the vector index is missing (a lost shard): repair rebuilds it from the graph")
-        if not self.graph_consistent:
+        if not self.repairable:
             lines.append(
                 "  graph problems are not repaired by rebuilding: replay the plan or operation that "
                 "wrote the batch, or restore the store"
+            )
+        elif not self.graph_consistent:
+            lines.append(
+                "  repairable: `charmem check --repair` appends the suppressions old forgets of "
+                "episodes lack (at their original time) and rebuilds what drifted"
             )
         elif not self.consistent:
             lines.append("  repairable: `charmem check --repair` rebuilds vectors and stats from the graph")
@@ -297,10 +322,12 @@ class RepairOutcome:
     Attributes:
         vectors: the vector rebuild's report, ``None`` when the vectors were consistent.
         stats_rows: rows written by the stats rebuild, ``None`` when the stats were consistent.
+        suppressed_ids: memories suppressed by completing old forgets of episodes, sorted.
     """
 
     vectors: VectorRebuildReport | None = None
     stats_rows: int | None = None
+    suppressed_ids: tuple[MemoryId, ...] = ()
 
 
 async def _chunked(
@@ -509,6 +536,26 @@ def _supersession_problems(
     return problems
 
 
+def _episode_forget_problems(
+    collection: str,
+    objects: Mapping[MemoryId, MemoryObject],
+    links: Mapping[MemoryId, MemoryLink],
+    records: Sequence[LifecycleRecord],
+) -> list[GraphProblem]:
+    """Forgotten episodes whose forget lacks suppressions (:func:`collection_forget_gaps`), pure."""
+    return [
+        GraphProblem(
+            kind=GraphProblemKind.EPISODE_PARTS_NOT_FORGOTTEN,
+            id=episode_id,
+            detail=f"the episode was forgotten at {gaps[0].recorded_at.isoformat()}, but {len(gaps)} of "
+            "its observation(s) or the memories grounded on them are still current (forgotten before "
+            "forgetting an episode reached its parts)",
+            related_ids=[record.target_id for record in gaps],
+        )
+        for episode_id, gaps in collection_forget_gaps(collection, objects, links.values(), records).items()
+    ]
+
+
 def _summary_drift(stored: StatsSummary, expected: StatsSummary) -> list[StatsDrift]:
     drift: list[StatsDrift] = []
     for counter in ("objects", "current_objects", "links"):
@@ -611,6 +658,7 @@ async def check_stores(
     purged = set(await graph.tombstones())
     problems += _graph_problems(collection, stored, objects, links, records, purged)
     problems += _supersession_problems(links.values(), records)
+    problems += _episode_forget_problems(collection, objects, links, records)
 
     entries, _ = current_index_entries(objects.values(), currency)
     expected_points = {entry.id for entry in entries}
@@ -680,12 +728,16 @@ async def check_stores(
 
 
 async def repair(memory: CharacterMemory, report: CheckReport) -> RepairOutcome:
-    """Rebuild what ``report`` found out of step: vectors and/or statistics, from the graph.
+    """Repair what ``report`` found: old episode forgets, then vectors and statistics.
 
-    Runs :meth:`CharacterMemory.rebuild_vector_index` when the vectors differ and
-    :meth:`CharacterMemory.rebuild_stats` when the statistics drifted (each waits for writers).
-    Graph problems are left alone: rebuilding cannot know what a partial batch held (replay its
-    plan). Check again afterwards to confirm.
+    First the forgotten episodes reported as ``EPISODE_PARTS_NOT_FORGOTTEN`` get the
+    suppressions their forget lacks, appended at the original forget's record time with the
+    record ids a forget derives (repairing twice writes nothing new); their vectors leave
+    candidate recall. Then :meth:`CharacterMemory.rebuild_vector_index` runs when the vectors
+    differ (or removing those vectors failed) and :meth:`CharacterMemory.rebuild_stats` when the
+    statistics drifted (or refreshing them failed); each waits for writers. Other graph problems
+    are left alone: rebuilding cannot know what a partial batch held (replay its plan). Check
+    again afterwards to confirm.
 
     Args:
         memory: the open collection the report is about.
@@ -703,15 +755,41 @@ async def repair(memory: CharacterMemory, report: CheckReport) -> RepairOutcome:
             f"the report is about collection {report.collection!r}, not {memory.collection!r}",
             key="collection",
         )
-    vectors = None if report.vectors_consistent else await memory.rebuild_vector_index()
-    rows = None if report.stats_consistent else await memory.rebuild_stats()
+    suppressed, markers = await _complete_episode_forgets(memory, report)
+    vector_failed = any(isinstance(m, RepairMarker.VectorMaintenance) for m in markers)
+    stats_failed = any(isinstance(m, RepairMarker.StatsMaintenance) for m in markers)
+    rebuild_vectors = vector_failed or not report.vectors_consistent
+    vectors = await memory.rebuild_vector_index() if rebuild_vectors else None
+    rows = await memory.rebuild_stats() if stats_failed or not report.stats_consistent else None
     log.info(
         "collection_repaired",
         collection=memory.collection,
+        suppressed=len(suppressed),
         vectors=vectors is not None,
         stats=rows is not None,
     )
-    return RepairOutcome(vectors=vectors, stats_rows=rows)
+    return RepairOutcome(vectors=vectors, stats_rows=rows, suppressed_ids=suppressed)
+
+
+async def _complete_episode_forgets(
+    memory: CharacterMemory, report: CheckReport
+) -> tuple[tuple[MemoryId, ...], list[RepairMarkerType]]:
+    """Append the suppressions the report's forgotten episodes lack (writers wait meanwhile)."""
+    episodes = sorted(
+        {p.id for p in report.graph_problems if p.kind is GraphProblemKind.EPISODE_PARTS_NOT_FORGOTTEN}
+    )
+    if not episodes:
+        return (), []
+    stores = memory._lifecycle_stores()
+    async with memory.exclusive():
+        return await complete_episode_forgets(
+            episodes,
+            collection=memory.collection,
+            graph=stores.graph,
+            vectors=stores.vectors,
+            embedder=stores.embedder,
+            stats=stores.stats,
+        )
 
 
 async def _open_existing(port: str, mode: str, settings: Settings, collection: str, **kwargs: Any) -> Any:

@@ -175,15 +175,26 @@ class CorrectMemoryDraft:
 
 @attrs.frozen(kw_only=True)
 class ForgetMemoryDraft:
-    """A forget: suppress a memory (and by default what was derived from it).
+    """A forget: suppress a memory (and by default its parts and what was derived from them).
 
-    Build with :meth:`suppress`. Attributes follow DESIGN §4.6.
+    Build with :meth:`suppress`.
+
+    Attributes:
+        target_id: the memory to forget.
+        rationale: why (never blank).
+        apply_to_derived_from_target: also suppress the derived memories grounded on the target
+            (and, for an episode whose parts are forgotten with it, on those parts).
+        apply_to_thread_members: for a thread, also suppress its derived members.
+        apply_to_episode_observations: for an episode, also suppress its observations (its parts,
+            reached by ``has_observation``): forgetting what happened forgets what was said.
+        recorded_at: record time (default: the clock).
     """
 
     target_id: MemoryId = attrs.field(converter=as_memory_id)
     rationale: str = attrs.field(validator=_fields.plain)
     apply_to_derived_from_target: bool = attrs.field(default=True, validator=_fields.boolean)
     apply_to_thread_members: bool = attrs.field(default=False, validator=_fields.boolean)
+    apply_to_episode_observations: bool = attrs.field(default=True, validator=_fields.boolean)
     recorded_at: datetime | None = attrs.field(default=None, validator=_fields.aware)
 
     @classmethod
@@ -195,15 +206,18 @@ class ForgetMemoryDraft:
         apply_to_derived_from_target: bool = True,
         apply_to_thread_members: bool = False,
         recorded_at: datetime | None = None,
+        apply_to_episode_observations: bool = True,
     ) -> ForgetMemoryDraft:
         """Suppress ``target_id`` for ``rationale``.
 
         Args:
             target_id: the memory to forget.
             rationale: why (never blank).
-            apply_to_derived_from_target: also suppress derived memories grounded on the target.
+            apply_to_derived_from_target: also suppress derived memories grounded on the target
+                (and on the parts of an episode forgotten with it).
             apply_to_thread_members: for a thread, also suppress its derived members.
             recorded_at: record time (default: the clock).
+            apply_to_episode_observations: for an episode, also suppress its observations.
         """
         return cls(
             target_id=as_memory_id(target_id),
@@ -211,6 +225,7 @@ class ForgetMemoryDraft:
             apply_to_derived_from_target=apply_to_derived_from_target,
             apply_to_thread_members=apply_to_thread_members,
             recorded_at=recorded_at,
+            apply_to_episode_observations=apply_to_episode_observations,
         )
 
 

@@ -210,14 +210,28 @@ RepairMarkerType = RepairMarker.VectorMaintenance | RepairMarker.StatsMaintenanc
 class RememberOutcome:
     """What a commit wrote.
 
+    The ids of the plan's objects are also named by role, each in plan order, so a caller keeps
+    the episode and the utterance of a ``remember(RememberInput(...))`` without counting
+    positions (``outcome.episode_ids[0]``, ``outcome.observation_ids[0]``).
+
     Attributes:
-        object_ids: ids of the plan's objects, now stored (new or already equal).
+        object_ids: ids of the plan's objects, now stored (new or already equal), in plan order.
         link_ids: ids of caller and derived links, now stored.
         repair_markers: repairable writes that failed; empty when vectors and stats are in step.
         warnings: notes such as objects that were already stored with equal content.
+        episode_ids: the episodes among ``object_ids``.
+        observation_ids: the observations among ``object_ids``.
+        derived_ids: the derived memories (beliefs) among ``object_ids``.
+        entity_ids: the notions among ``object_ids``.
+        thread_ids: the threads among ``object_ids``.
     """
 
     object_ids: tuple[MemoryId, ...] = ()
     link_ids: tuple[MemoryId, ...] = ()
     repair_markers: tuple[RepairMarkerType, ...] = ()
     warnings: tuple[str, ...] = ()
+    episode_ids: tuple[MemoryId, ...] = ()
+    observation_ids: tuple[MemoryId, ...] = ()
+    derived_ids: tuple[MemoryId, ...] = ()
+    entity_ids: tuple[MemoryId, ...] = ()
+    thread_ids: tuple[MemoryId, ...] = ()

@@ -10,7 +10,7 @@ from typing import Final
 
 from charmem.domain.graph import GraphBatch
 from charmem.domain.ids import ID_ORDER, MemoryId
-from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, object_type_of
+from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, ObjectType, object_type_of
 from charmem.domain.plan import (
     CommitOptions,
     IndexEntry,
@@ -39,6 +39,7 @@ from charmem.usecases.validation import raise_for_invalid, validate_against_grap
 __all__ = [
     "commit_plan",
     "graph_stats_rows",
+    "ids_by_role",
     "link_stats_row",
     "maintain_stats",
     "maintain_vectors",
@@ -322,4 +323,28 @@ async def commit_plan(
         link_ids=tuple(link.id for link in links),
         repair_markers=tuple(markers),
         warnings=warnings,
+        **ids_by_role(plan.objects),
     )
+
+
+#: The :class:`RememberOutcome` field naming the objects of each type.
+_ROLE_OF_TYPE: Final = {
+    ObjectType.EPISODE: "episode_ids",
+    ObjectType.OBSERVATION: "observation_ids",
+    ObjectType.DERIVED: "derived_ids",
+    ObjectType.ENTITY: "entity_ids",
+    ObjectType.THREAD: "thread_ids",
+}
+
+
+def ids_by_role(objects: Sequence[MemoryObject]) -> dict[str, tuple[MemoryId, ...]]:
+    """The ids of ``objects`` by :class:`RememberOutcome` role field, each in the given order.
+
+    Returns:
+        dict[str, tuple[MemoryId, ...]]: ``episode_ids``, ``observation_ids``, ``derived_ids``,
+        ``entity_ids``, ``thread_ids`` (every role present, possibly empty).
+    """
+    roles: dict[str, list[MemoryId]] = {role: [] for role in _ROLE_OF_TYPE.values()}
+    for obj in objects:
+        roles[_ROLE_OF_TYPE[object_type_of(obj)]].append(obj.id)
+    return {role: tuple(ids) for role, ids in roles.items()}

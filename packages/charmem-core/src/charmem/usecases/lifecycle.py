@@ -51,6 +51,7 @@ from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
 from charmem.usecases.commit import maintain_stats, maintain_vectors
+from charmem.usecases.forgetting import forget_plan, forget_reach, forget_records, read_forget_surroundings
 from charmem.usecases.planning import derive_links, index_entries
 from charmem.usecases.validation import raise_for_invalid, validate
 
@@ -404,10 +405,9 @@ async def forget_memory(
 ) -> LifecycleMutationOutcome:
     """Forget a memory by suppression (DESIGN §4.6); nothing is deleted.
 
-    A derived memory, episode or observation gets a suppression record; by default the derived
-    memories grounded on an episode or observation are suppressed too. A thread gets a
-    ``forget_noted`` record (its status and vector stay); with ``apply_to_thread_members`` its
-    derived members are suppressed. Episodes and observations are never suppressed by a cascade.
+    A derived memory, episode or observation gets a suppression record (:func:`forget_plan`
+    says what else is suppressed with it). A thread gets a ``forget_noted`` record (its status and
+    vector stay); with ``apply_to_thread_members`` its derived members are suppressed.
 
     Raises:
         LifecycleValidationError: blank rationale, unknown target, a notion or link target, or a
@@ -440,35 +440,13 @@ async def forget_memory(
     recorded = recorded_in_order(
         draft.recorded_at or now, targets={target.id: target.created_at}, now=now, what="forget"
     )
-    plan: list[tuple[MemoryId, LifecycleAction]] = []
-    if isinstance(target, MemoryThread):
-        plan.append((target.id, LifecycleAction.FORGET_NOTED))
-        if draft.apply_to_thread_members:
-            members = await graph.links_of([target.id], relations=[Relation.PART_OF_THREAD])
-            member_ids = sorted({link.from_id for link in members if link.to_id == target.id})
-            found = await graph.get_objects(member_ids)
-            plan += [
-                (i, LifecycleAction.SUPPRESS) for i in member_ids if isinstance(found.get(i), DerivedMemory)
-            ]
-    else:
-        plan.append((target.id, LifecycleAction.SUPPRESS))
-        if draft.apply_to_derived_from_target and isinstance(target, Episode | Observation):
-            grounded = await graph.links_of([target.id], relations=[Relation.DERIVED_FROM])
-            derived_ids = sorted({link.from_id for link in grounded if link.to_id == target.id})
-            plan += [(i, LifecycleAction.SUPPRESS) for i in derived_ids]
+    links, around = await read_forget_surroundings(graph, target)
+    plan = forget_plan(target, draft, forget_reach(target, links, around))
     stored = await _stored_records(graph, [memory_id for memory_id, _ in plan])
-    records = []
-    for memory_id, action in plan:
-        record_id = MemoryId.deterministic(collection, action.value, memory_id, target.id, draft.rationale)
-        record = LifecycleRecord(
-            id=record_id,
-            target_id=memory_id,
-            action=action,
-            rationale=draft.rationale,
-            recorded_at=recorded,
-            related_ids=() if memory_id == target.id else (target.id,),
-        )
-        records.append(_adopt_record(stored.get(record_id), record))
+    records = [
+        _adopt_record(stored.get(record.id), record)
+        for record in forget_records(collection, target, draft, recorded, plan)
+    ]
     await graph.write_batch(GraphBatch(records=records))
     affected = [memory_id for memory_id, _ in plan]
     markers = await maintain_vectors(

@@ -20,7 +20,11 @@ The order of operations:
    (retrieval stats) is a hub: following it would flood the pack with routine memories, so only
    ``per_node_fanout // HUB_FANOUT_DIVISOR`` of its members enter, their score scaled by
    ``hub_edge_cap / degree`` (selectivity), yet a rare relevant memory reachable only through the
-   hub still comes first among them.
+   hub still comes first among them. Members that are no longer current (superseded or
+   suppressed, so out of the vector index) are reached through the graph: as many of them, the
+   newest first, are met at the same score (see 7), so forgetting or replacing every belief
+   about a notion never hides that there were some, and an ``as_of`` view still finds what was
+   current then.
 5. Conversational context: the ``context_window`` observations before and after each recalled
    observation in its episode (order: observed_at, id) score ``CONTEXT_DECAY`` per step times
    it: people remember an utterance with what was said around it.
@@ -257,6 +261,8 @@ async def retrieve_pack(
             await recall.load(chosen)
             for memory_id in chosen:
                 recall.offer(memory_id, score, seeds[seed])
+            for memory_id in await _not_current_members(recall, around, fanout):
+                recall.offer(memory_id, score, seeds[seed])
 
     # one hop of bounded expansion from the roots, and the turns around them: what both reach is
     # loaded in one go (run together, the two reads only contended for the GIL: measured slower)
@@ -418,6 +424,34 @@ async def _most_relevant(
     )
     _hint_object_types(graph, found.hits)
     return [hit.id for hit in found.hits]
+
+
+async def _not_current_members(recall: _Recall, members: set[MemoryId], limit: int) -> list[MemoryId]:
+    """The ``limit`` newest members of a notion that left candidate recall (not current now).
+
+    Superseded and suppressed memories leave the vector index, so it cannot rank them: the graph
+    reaches them. They are what the character believed or noticed about the notion before; met
+    like every memory, they are judged by their currency as of the context: omissions by default
+    (or items with ``include_superseded`` / ``include_suppressed``), and items under an ``as_of``
+    from before they stopped being current. Only the types of the vector scope count
+    (``object_type_defaults``), as for the current members, and only what was recorded by
+    ``as_of``; newest first (event time, then id). Loads what it returns.
+    """
+    if not members:
+        return []
+    currency = await recall.graph.currency(sorted(members))
+    stale = [i for i, status in currency.items() if status is not CurrencyStatus.CURRENT]
+    if not stale:
+        return []
+    await recall.load(stale)
+    scope = set(recall.context.object_type_defaults)
+    found = [
+        obj
+        for i in stale
+        if (obj := recall.objects.get(i)) is not None and object_type_of(obj) in scope and recall.visible(obj)
+    ]
+    newest = sorted(found, key=lambda obj: rank_key(0.0, event_time(obj), object_type_of(obj), obj.id))
+    return [obj.id for obj in newest[:limit]]
 
 
 def _hint_object_types(graph: GraphStore, hits: Sequence[VectorHit]) -> None:
