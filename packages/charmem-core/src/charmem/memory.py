@@ -36,7 +36,7 @@ from charmem.domain.plan import (
     RememberWritePlan,
 )
 from charmem.domain.retrieval import ContinuityContextPack, RetrievalContext
-from charmem.errors import CharmemError, ConfigurationError, DraftValidationError, StoreCorruptedError
+from charmem.errors import CharmemError, ConfigurationError, DraftValidationError
 from charmem.log import get_logger
 from charmem.ports import (
     Clock,
@@ -54,7 +54,10 @@ from charmem.usecases.maintenance import (
     ProgressCallback,
     VectorRebuildReport,
     drop_vector_index,
+    ensure_vectors_match_graph,
     rebuild_vector_index,
+    refuse_vectors_without_graph,
+    stats_lost_beside_graph,
 )
 from charmem.usecases.planning import build_plan
 from charmem.usecases.retrieval import retrieve_pack
@@ -76,82 +79,6 @@ async def _build_adapter(port: str, mode: str, *args: Any, **kwargs: Any) -> Any
     if opener is not None:
         return await opener(*args, **kwargs)
     return await asyncio.to_thread(lambda: factory.from_settings(*args, **kwargs))
-
-
-async def _store_exists(port: str, mode: str, settings: Settings, collection: str) -> bool | None:
-    """The adapter's ``exists_from_settings`` answer, or ``None`` when it has no such hook."""
-    hook = getattr(load_adapter(port, mode), "exists_from_settings", None)
-    if hook is None:
-        return None
-    return bool(await asyncio.to_thread(hook, settings, collection))
-
-
-async def _refuse_vectors_without_graph(settings: Settings, collection: str) -> None:
-    """Refuse to create an empty graph store beside a collection's existing vectors.
-
-    The graph is the authority: a missing graph store next to the collection's vector shard means
-    the graph was lost or ``OXIGRAPH_PATH`` points elsewhere, and creating an empty one would
-    present the collection as empty (and a rebuild would then delete its vectors).
-
-    Raises:
-        StoreCorruptedError: the graph store does not exist but the vector index does.
-    """
-    if await _store_exists("graph", settings.graph_store_mode, settings, collection) is not False:
-        return
-    if not await _store_exists("vectors", settings.vector_store_mode, settings, collection):
-        return
-    raise StoreCorruptedError(
-        f"collection {collection!r} has vectors under {settings.vector_store_path} but no graph "
-        f"store at {settings.oxigraph_path}; the graph is the authority, so none was created. "
-        "Restore the graph store directory (or point OXIGRAPH_PATH / --store at it), or drop "
-        "these vectors explicitly (CharacterMemory.open(..., rebuild_vectors=True), or remove "
-        "the shard directory) and restore a backup with `charmem import`",
-        path=str(settings.oxigraph_path),
-    )
-
-
-async def _ensure_vectors_match_graph(settings: Settings, collection: str, graph: GraphStore) -> bool:
-    """Whether the collection's vector index must be rebuilt on open (a lost shard).
-
-    Only a missing index (the adapter's ``exists_from_settings`` says so) beside a graph that
-    holds statements counts; adapters without the hook are never rebuilt on open.
-
-    Returns:
-        bool: True when the index is missing and ``VECTOR_REBUILD_ON_OPEN`` is true.
-
-    Raises:
-        StoreCorruptedError: the index is missing and ``VECTOR_REBUILD_ON_OPEN`` is false.
-    """
-    if await _store_exists("vectors", settings.vector_store_mode, settings, collection) is not False:
-        return False
-    statements = await graph.statement_count()
-    if not statements:
-        return False
-    if not settings.vector_rebuild_on_open:
-        raise StoreCorruptedError(
-            f"collection {collection!r} has no vector index under {settings.vector_store_path} "
-            f"while its graph holds {statements} statements, so recall would find nothing; "
-            "rebuild it from the graph with `charmem rebuild-vectors` or "
-            "CharacterMemory.open(..., rebuild_vectors=True) (or set VECTOR_REBUILD_ON_OPEN=true)",
-            path=str(settings.vector_store_path),
-        )
-    log.warning("vector_index_missing", collection=collection, statements=statements, action="rebuild")
-    return True
-
-
-async def _stats_lost(settings: Settings, graph: GraphStore, stats: RetrievalStatsStore) -> bool:
-    """Whether the statistics are empty while the graph is not (a lost or discarded stats file).
-
-    ``RETRIEVAL_STATS_STORE_MODE=in_memory`` starts empty by design and is left as it is.
-    """
-    if settings.retrieval_stats_store_mode == "in_memory" or await stats.row_count():
-        return False
-    statements = await graph.statement_count()
-    if statements:
-        log.warning(
-            "retrieval_stats_missing", collection=graph.collection, statements=statements, action="rebuild"
-        )
-    return bool(statements)
 
 
 class _Opening:
@@ -313,18 +240,18 @@ class CharacterMemory:
             opened: list[Any] = []
             try:
                 if not rebuild_vectors:
-                    await _refuse_vectors_without_graph(settings, collection)
+                    await refuse_vectors_without_graph(settings, collection)
                 graph = await _build_adapter("graph", settings.graph_store_mode, settings, collection)
                 opened.append(graph)
                 stats = await _build_adapter(
                     "stats", settings.retrieval_stats_store_mode, settings, collection
                 )
                 opened.append(stats)
-                stats_lost = await _stats_lost(settings, graph, stats)
+                stats_lost = await stats_lost_beside_graph(settings, graph, stats)
                 if rebuild_vectors:
                     dropped = await drop_vector_index(settings, collection)
                     log.info("vector_index_dropped", collection=collection, dropped=dropped)
-                rebuild = rebuild_vectors or await _ensure_vectors_match_graph(settings, collection, graph)
+                rebuild = rebuild_vectors or await ensure_vectors_match_graph(settings, collection, graph)
                 vectors = await _build_adapter(
                     "vectors",
                     settings.vector_store_mode,
