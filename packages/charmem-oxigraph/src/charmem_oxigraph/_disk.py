@@ -65,7 +65,8 @@ def check_store_directory(path: Path) -> None:
     The rule: an absent or empty directory is created as a new store; a directory whose
     ``CURRENT`` file names an existing, non-empty ``MANIFEST-*`` is opened; a directory holding
     only what an interrupted creation leaves (``LOCK``, ``LOG``, ``IDENTITY``, ``OPTIONS-*``, an
-    empty write-ahead log, a manifest without tables) is created over, since it holds no memory.
+    empty write-ahead log, a manifest without tables) is created over, since it holds no memory
+    (its empty write-ahead logs are deleted first: RocksDB will not create a database beside one).
     Anything else (tables or a non-empty log without a valid ``CURRENT``, or files that are not
     RocksDB's) is refused.
 
@@ -81,7 +82,12 @@ def check_store_directory(path: Path) -> None:
         return
     except OSError as exc:
         raise BackendError(f"cannot read the Oxigraph store directory {path}: {exc}") from exc
-    if not names or _is_complete(path) or _holds_no_data(path, names):
+    if not names or _is_complete(path):
+        return
+    if _holds_no_data(path, names):
+        for name in names:  # RocksDB refuses to create a database beside a log, even an empty one
+            if name.endswith(".log") and name[0].isdigit():
+                (path / name).unlink()
         return
     shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
     raise StoreCorruptedError(
