@@ -1,4 +1,4 @@
-"""nox sessions: tests, demo, lint, bench, bench-locomo, crash, fuzz.
+"""nox sessions: tests, demo, lint, bench, bench-locomo, crash, disk-full, fuzz.
 
 Plain pip: uv does not see the local CPU torch wheel.
 """
@@ -52,6 +52,16 @@ def crash(session: nox.Session) -> None:
     """Crash trials: SIGKILL a writer on the embedded stores, check nothing acknowledged is lost."""
     install_all(session)
     session.run("python", "benchmarks/crash_trials.py", *session.posargs, env=OFFLINE)
+
+
+@nox.session(name="disk-full")
+def disk_full(session: nox.Session) -> None:
+    """Disk-full trials on a small tmpfs (root): no crash, typed errors, recovery once space is freed.
+
+    Arguments after -- go to benchmarks/disk_full_trials.py (e.g. -- --trials 50).
+    """
+    install_all(session)
+    session.run("python", "benchmarks/disk_full_trials.py", *session.posargs, env=OFFLINE)
 
 
 @nox.session

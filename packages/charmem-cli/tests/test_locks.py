@@ -127,6 +127,8 @@ async def test_a_refused_open_releases_what_it_had_opened(
             "RETRIEVAL_STATS_PATH": str(tmp_path / "own-stats.sqlite3"),
         }
     )
+    # the graph store exists (a missing one beside existing vectors is refused before opening)
+    (await OxigraphGraphStore.open_async(COLLECTION, path=own_graph)).close_sync()
     started = time.monotonic()
     with pytest.raises(StoreLockedError, match="held by another opener"):
         await CharacterMemory.open(settings, COLLECTION)

@@ -223,3 +223,17 @@ def test_a_malformed_log_memory_text_names_the_key() -> None:
 def test_values_that_are_not_strings_are_a_configuration_error(mapping: dict[object, object]) -> None:
     with pytest.raises(ConfigurationError, match="str to str"):
         Settings.from_mapping(mapping)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [(None, True), ("", True), ("true", True), ("false", False), ("0", False)]
+)
+def test_vector_rebuild_on_open_is_on_by_default(raw: str | None, expected: bool) -> None:
+    mapping = {} if raw is None else {"VECTOR_REBUILD_ON_OPEN": raw}
+    assert Settings.from_mapping(mapping).vector_rebuild_on_open is expected
+
+
+def test_a_malformed_vector_rebuild_on_open_names_the_key() -> None:
+    with pytest.raises(ConfigurationError, match="true or false") as caught:
+        Settings.from_mapping({"VECTOR_REBUILD_ON_OPEN": "sometimes"})
+    assert caught.value.key == "VECTOR_REBUILD_ON_OPEN"

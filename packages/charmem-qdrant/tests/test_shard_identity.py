@@ -163,7 +163,9 @@ def test_driver_errors_become_backend_errors_with_the_cause(root: Path) -> None:
     marker = json.loads(marker_path.read_text(encoding="utf-8"))
     marker["vector_size"] = SIZE + 2
     marker_path.write_text(json.dumps(marker), encoding="utf-8")
-    with pytest.raises(BackendError, match="Qdrant Edge failed to open") as caught:
+    with pytest.raises(
+        BackendError, match=r"cannot open the shard.*rebuild-vectors --drop"
+    ) as caught:
         open_index(root, vector_size=SIZE + 2)
     assert caught.value.__cause__ is not None
     assert "incompatible" in str(caught.value.__cause__)

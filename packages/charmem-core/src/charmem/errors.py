@@ -25,12 +25,14 @@ __all__ = [
     "EmbedderMismatchError",
     "EmbeddingTimeoutError",
     "IdConflictError",
+    "InsufficientStorageError",
     "LifecycleErrorKind",
     "LifecycleValidationError",
     "MemoryNotOpenedError",
     "PlanValidationError",
     "PurgeTargetError",
     "PurgedMemoryError",
+    "StoreCorruptedError",
     "StoreLockedError",
     "excerpt",
     "mask_secrets",
@@ -321,3 +323,51 @@ class MemoryNotOpenedError(CharmemError, AttributeError):
     ``open`` returns an opener: ``memory = await CharacterMemory.open(...)`` or
     ``async with CharacterMemory.open(...) as memory:`` gives the memory.
     """
+
+
+class StoreCorruptedError(BackendError):
+    """A store's files are damaged, incomplete or missing, so opening or using it would lose data.
+
+    Raised instead of opening over them: a graph store directory that is not a complete store, a
+    graph store missing while the collection's vectors exist, a vector shard that cannot be
+    loaded, or derived data (vectors, statistics) that a repair would wipe because the graph looks
+    empty. Nothing was created or removed. The message names the path and the way back
+    (restore from a backup with ``charmem import``, or ``charmem rebuild-vectors --drop`` for a
+    vector shard, which is derived data).
+
+    Attributes:
+        path: the damaged file or directory, or ``None`` when it is not a local path.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class InsufficientStorageError(BackendError):
+    """Free disk space is below what opening or writing a store needs; nothing was written.
+
+    Checked before the store's own code runs where running short would crash the process (a
+    memory-mapped vector shard gets ``SIGBUS`` on a full disk), and translated from the store's
+    "no space left on device" errors elsewhere. Free space and call again: the same memory
+    recovers without being reopened.
+
+    Attributes:
+        path: the directory whose file system is short of space.
+        needed: bytes the operation needs free (an estimate; ``None`` when the store reported
+            the shortage itself).
+        available: bytes free for this process when it was checked (``None`` when unknown).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        needed: int | None = None,
+        available: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.needed = needed
+        self.available = available

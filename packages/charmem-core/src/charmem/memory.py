@@ -61,7 +61,10 @@ from charmem.usecases.maintenance import (
     ProgressCallback,
     VectorRebuildReport,
     drop_vector_index,
+    ensure_vectors_match_graph,
     rebuild_vector_index,
+    refuse_vectors_without_graph,
+    stats_lost_beside_graph,
 )
 from charmem.usecases.planning import build_plan
 from charmem.usecases.retrieval import retrieve_pack
@@ -351,6 +354,14 @@ class CharacterMemory:
         (for example after switching ``VECTOR_STORE_MODE`` from ``embedded`` to ``service``). If it
         fails midway, open with ``rebuild_vectors=True`` again.
 
+        **Lost derived data.** When the collection's vector index is missing (its adapter's
+        ``exists_from_settings`` says so: a deleted shard) while its graph holds statements, the
+        index is rebuilt from the graph before ``open`` returns, logged (``vector_index_missing``,
+        then ``vector_index_rebuilt`` with counts) and reported through ``rebuild_progress``; with
+        ``VECTOR_REBUILD_ON_OPEN=false`` the open is refused instead. Empty retrieval statistics
+        beside a non-empty graph (a deleted or discarded stats file) are rebuilt with a warning.
+        A missing graph store beside existing vectors is refused, never created empty.
+
         Args:
             settings: validated settings (:meth:`Settings.from_mapping`).
             collection: ``[a-z0-9][a-z0-9_-]{0,127}``, checked before any directory is touched.
@@ -362,7 +373,8 @@ class CharacterMemory:
                 charmem-local-embed is installed; else ``whitespace``).
             rebuild_vectors: drop the collection's vectors and rebuild them from the graph with
                 this embedder (see above).
-            rebuild_progress: ``callback(done, total)`` of that rebuild (index entries written).
+            rebuild_progress: ``callback(done, total)`` of that rebuild, or of the rebuild of a
+                lost vector index (index entries written so far, and in all).
 
         Raises:
             ConfigurationError: bad collection name, missing key, adapter (including the
@@ -372,6 +384,11 @@ class CharacterMemory:
             StoreLockedError: an embedded store is held by another process.
             DimensionMismatchError, EmbedderMismatchError: the collection was indexed by another
                 embedder.
+            StoreCorruptedError: a store's files are damaged; the graph store is missing while
+                the collection's vectors exist; or the vector index is missing beside a non-empty
+                graph and ``VECTOR_REBUILD_ON_OPEN`` is false. The message names the path and
+                the way back.
+            InsufficientStorageError: too little free disk space to open or create a store.
             BackendError: a store failed to open.
         """
 
@@ -393,15 +410,19 @@ class CharacterMemory:
                 embedder = embedding_provider
             opened: list[Any] = []
             try:
+                if not rebuild_vectors:
+                    await refuse_vectors_without_graph(settings, collection)
                 graph = await _build_adapter("graph", settings.graph_store_mode, settings, collection)
                 opened.append(graph)
                 stats = await _build_adapter(
                     "stats", settings.retrieval_stats_store_mode, settings, collection
                 )
                 opened.append(stats)
+                stats_lost = await stats_lost_beside_graph(settings, graph, stats)
                 if rebuild_vectors:
                     dropped = await drop_vector_index(settings, collection)
                     log.info("vector_index_dropped", collection=collection, dropped=dropped)
+                rebuild = rebuild_vectors or await ensure_vectors_match_graph(settings, collection, graph)
                 vectors = await _build_adapter(
                     "vectors",
                     settings.vector_store_mode,
@@ -437,12 +458,15 @@ class CharacterMemory:
                 log_memory_text=settings.log_memory_text,
                 embedding_timeout_s=settings.embedding_timeout_s,
             )
-            if rebuild_vectors:
-                try:
+            try:
+                if stats_lost:
+                    rows = await memory.rebuild_stats()
+                    log.warning("retrieval_stats_rebuilt", collection=collection, rows=rows)
+                if rebuild:
                     await memory.rebuild_vector_index(on_progress=rebuild_progress)
-                except BaseException:
-                    await memory.close()
-                    raise
+            except BaseException:
+                await memory.close()
+                raise
             return memory
 
         return _Opening(build)

@@ -289,6 +289,12 @@ class Settings:
 
     ``token_counter`` (``TOKEN_COUNTER``: ``whitespace`` or ``local``) defaults to
     :func:`default_token_counter`: ``local`` when charmem-local-embed is installed.
+
+    ``vector_rebuild_on_open`` (``VECTOR_REBUILD_ON_OPEN``, default true): when a collection's
+    vector index is missing (a lost shard) while its graph holds memories,
+    ``CharacterMemory.open`` rebuilds the index from the graph before returning; set it to false
+    to have the open refused with :class:`~charmem.errors.StoreCorruptedError` instead (then run
+    ``charmem rebuild-vectors`` or open with ``rebuild_vectors=True`` when convenient).
     """
 
     vector_store_mode: str = "embedded"
@@ -310,6 +316,7 @@ class Settings:
     local_embedding_model: str = "all-MiniLM-L6-v2"
     token_counter: str = attrs.field(factory=default_token_counter)
     log_memory_text: bool = False
+    vector_rebuild_on_open: bool = True
     extra: Mapping[str, str] = attrs.field(factory=dict, repr=False)
 
     @classmethod
@@ -350,6 +357,7 @@ class Settings:
             "retrieval_stats_store_mode": stats_mode,
             "log_memory_text": _flag(mapping, "LOG_MEMORY_TEXT", False),
             "embedding_timeout_s": _seconds(mapping, "EMBEDDING_TIMEOUT_S", DEFAULT_EMBEDDING_TIMEOUT_S),
+            "vector_rebuild_on_open": _flag(mapping, "VECTOR_REBUILD_ON_OPEN", True),
             "extra": dict(mapping),
         }
         if vector_mode == "embedded":

@@ -3,6 +3,11 @@
 RocksDB allows one read-write opener of a directory; a process therefore keeps one handle per
 path and every collection (one named graph each) shares it. A second *process* gets
 :class:`~charmem.errors.StoreLockedError` after a short bounded retry.
+
+A directory is checked before it is opened (:func:`charmem_oxigraph._disk.check_store_directory`).
+After a "no space left on device" error RocksDB refuses every later write until the database is
+opened again, so such an error marks the handle stale (:meth:`SharedStore.mark_stale`) and the
+next use reopens it: once space is freed, the same graph stores work again.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import tenacity
 from charmem.errors import BackendError, ConfigurationError, StoreLockedError
 from pyoxigraph import Store
 
+from charmem_oxigraph import _disk
 from charmem_oxigraph._cache import GraphCache
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "SharedStore", "acquire", "is_lock_error", "release", "share"]
@@ -35,13 +41,19 @@ class SharedStore:
         users: graph stores (collections) using this handle; the last ``release`` closes it.
     """
 
-    def __init__(self, store: Store, path: Path | None) -> None:
+    def __init__(
+        self, store: Store, path: Path | None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    ) -> None:
         self._store: Store | None = store
         self.path = path
         self.write_lock = threading.Lock()
         self.users = 1
         self._caches: dict[str, GraphCache] = {}
         self._caches_lock = threading.Lock()
+        self._closed = False
+        self._stale = False
+        self._reopen_lock = threading.Lock()
+        self._lock_timeout = lock_timeout
 
     def cache(self, graph_iri: str) -> GraphCache:
         """The cache of one collection (named graph) of this store, shared by its graph stores.
@@ -58,22 +70,44 @@ class SharedStore:
 
     @property
     def store(self) -> Store:
-        """The open pyoxigraph store.
+        """The open pyoxigraph store (reopened first when :meth:`mark_stale` was called).
 
         Raises:
             BackendError: the handle was released.
+            InsufficientStorageError: a stale store could not be reopened for lack of space.
         """
-        if self._store is None:
+        if self._stale and not self._closed:
+            self._reopen()
+        store = self._store
+        if store is None or self._closed:
             raise BackendError("the Oxigraph store was closed; open the graph store again")
-        return self._store
+        return store
 
     @property
     def is_open(self) -> bool:
         """Whether the handle still holds its store."""
-        return self._store is not None
+        return not self._closed
+
+    def mark_stale(self) -> None:
+        """Reopen the persistent store before its next use (after "no space left on device")."""
+        if self.path is not None:
+            self._stale = True
+
+    def _reopen(self) -> None:
+        """Close and open the store again; the caches start cold (they are rebuilt from reads)."""
+        with self._reopen_lock:
+            if not self._stale or self._closed or self.path is None:
+                return
+            old, self._store = self._store, None
+            del old  # the last reference (bar in-flight reads): RocksDB closes and frees its LOCK
+            with self._caches_lock:
+                self._caches.clear()
+            self._store = _open_persistent(self.path, self._lock_timeout)
+            self._stale = False
 
     def _drop(self) -> Store | None:
         store, self._store = self._store, None
+        self._closed = True
         self._caches.clear()
         return store
 
@@ -98,15 +132,16 @@ def _open_persistent(path: Path, lock_timeout: float) -> Store:
         wait=tenacity.wait_exponential(multiplier=0.02, max=0.2),
         reraise=True,
     )
+    _disk.check_store_directory(path)
     try:
         return retrying(Store, str(path))
-    except OSError as exc:
+    except (OSError, RuntimeError) as exc:
         if is_lock_error(exc):
             raise StoreLockedError(
                 f"the Oxigraph store at {path} is held by another process (still locked after "
                 f"{lock_timeout:g} s); close that process's charmem memory, or use another OXIGRAPH_PATH"
             ) from exc
-        raise BackendError(f"could not open the Oxigraph store at {path}: {exc}") from exc
+        raise _disk.translate_error(path, "open the store", exc) from exc
 
 
 def acquire(path: Path | None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> SharedStore:
@@ -122,7 +157,10 @@ def acquire(path: Path | None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) ->
     Raises:
         StoreLockedError: another process holds the store after ``lock_timeout`` seconds.
         ConfigurationError: ``path`` holds a NUL character.
-        BackendError: the directory cannot be created or holds no valid store.
+        StoreCorruptedError: the directory holds data but no complete store, or RocksDB found
+            damaged files; nothing was created.
+        InsufficientStorageError: the disk is full.
+        BackendError: the directory cannot be created.
     """
     if path is None:
         try:
@@ -144,7 +182,7 @@ def acquire(path: Path | None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) ->
         if shared is not None:
             shared.users += 1
             return shared
-        shared = SharedStore(_open_persistent(key, lock_timeout), key)
+        shared = SharedStore(_open_persistent(key, lock_timeout), key, lock_timeout=lock_timeout)
         _REGISTRY[key] = shared
         return shared
 

@@ -34,9 +34,9 @@ from charmem.ports import EpisodeTurn
 from charmem.settings import Settings, validate_collection_name
 from pyoxigraph import NamedNode, QuerySolution, QuerySolutions, RdfFormat, parse, serialize
 
+from charmem_oxigraph import _disk, _registry
 from charmem_oxigraph import _logic as lg
 from charmem_oxigraph import _queries as q
-from charmem_oxigraph import _registry
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._cache import GraphCache
 from charmem_oxigraph._codec import CorruptNodeError, StoredItem, reference_kinds
@@ -128,6 +128,9 @@ class OxigraphGraphStore:
         Raises:
             ConfigurationError: the collection name is not allowed.
             StoreLockedError: another process holds the store at ``path``.
+            StoreCorruptedError: ``path`` holds data but no complete store (e.g. its ``CURRENT``
+                file was lost), or RocksDB found damaged files; nothing was created or removed.
+            InsufficientStorageError: the disk is full.
             BackendError: the store cannot be opened.
         """
         validate_collection_name(collection)
@@ -255,6 +258,12 @@ class OxigraphGraphStore:
                 f"({exc}); check the store with charmem's admin tools"
             ) from exc
         except (OSError, RuntimeError, SyntaxError, ValueError) as exc:
+            shared = self._shared
+            if shared is not None and shared.path is not None:
+                if _disk.is_no_space_error(exc):
+                    shared.mark_stale()  # RocksDB refuses writes until reopened
+                if _disk.is_no_space_error(exc) or _disk.is_corruption_error(exc):
+                    raise _disk.translate_error(shared.path, action, exc) from exc
             raise BackendError(
                 f"Oxigraph failed to {action} in collection {self._collection!r}: {exc}"
             ) from exc
@@ -997,6 +1006,9 @@ class PersistentOxigraphGraphStore(OxigraphGraphStore):
         Raises:
             ConfigurationError: the collection name is not allowed.
             StoreLockedError: another process holds the store (after a ~1 s bounded retry).
+            StoreCorruptedError: the directory holds data but no complete store, or damaged
+                files (see :meth:`open`).
+            InsufficientStorageError: the disk is full.
             BackendError: the store cannot be opened.
         """
         return cls.open(collection, path=settings.oxigraph_path)

@@ -8,6 +8,7 @@ collection layout, the fingerprint marker and the lexical-cue fusion rule.
 
 from typing import TYPE_CHECKING, Any
 
+from charmem_qdrant._disk import SHARD_DISK_SPACE, ShardDiskSpace
 from charmem_qdrant._edge import (
     DENSE_VECTOR,
     LEXICAL_CUE_KEY,
@@ -71,10 +72,12 @@ __all__ = [
     "METADATA_KEY",
     "RRF_K",
     "SCHEMA_VERSION",
+    "SHARD_DISK_SPACE",
     "EdgeVectorIndex",
     "HnswBuildReport",
     "HnswSettings",
     "QdrantServiceVectorIndex",
+    "ShardDiskSpace",
     "ShardMarker",
     "__version__",
     "hnsw_from_settings",

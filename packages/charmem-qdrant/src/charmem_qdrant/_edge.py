@@ -30,11 +30,13 @@ from charmem.errors import (
     CharmemError,
     ConfigurationError,
     DimensionMismatchError,
+    StoreCorruptedError,
     StoreLockedError,
 )
 from charmem.log import get_logger
 from charmem.ports import VectorHit, VectorPoint, VectorQuery, VectorSearchResult
 from charmem.settings import validate_collection_name
+from charmem_qdrant import _disk
 from charmem_qdrant._fusion import (
     DEFAULT_FUSION_WEIGHTS,
     RRF_K,
@@ -285,7 +287,22 @@ def _open_with_retry(
                 f"locked after {lock_timeout:g} s; close the other opener first (an embedded "
                 "store serves one process; use VECTOR_STORE_MODE=service to share one)"
             ) from exc
-        raise _backend_error(collection, path, action, exc) from exc
+        raise _load_error(collection, path, action, exc) from exc
+    except BaseException as exc:  # pyo3's PanicException derives from BaseException
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise _load_error(collection, path, action, exc) from exc
+
+
+def _load_error(collection: str, path: Path, action: str, exc: BaseException) -> BackendError:
+    """A shard that exists but does not load is damaged (unless the files are unreadable)."""
+    if "Permission denied" in str(exc):
+        return _backend_error(collection, path, action, exc)
+    return StoreCorruptedError(
+        f"Qdrant Edge cannot {action} of collection {collection!r} at {path}, which looks "
+        f"damaged ({exc}); {_disk.REBUILD_HINT}",
+        path=str(path),
+    )
 
 
 def _fsync_dir(path: Path) -> None:
@@ -581,9 +598,11 @@ class EdgeVectorIndex:
         """Remove the shard of ``collection`` (points and marker), whatever its fingerprint.
 
         For ``rebuild_vector_index()`` with another embedder: drop, then open with the new
-        ``model_id`` / ``vector_size`` and re-upsert from the graph. The shard lock is taken
-        first (so a shard in use is never removed), the directory is renamed to a hidden
-        tombstone while the lock is held, then the lock is released and the tombstone deleted.
+        ``model_id`` / ``vector_size`` and re-upsert from the graph, and for a damaged shard
+        (``charmem rebuild-vectors --drop``). The shard is never loaded: the lock Qdrant Edge
+        holds on its WAL is taken first (so a shard in use is never removed), the directory is
+        renamed to a hidden tombstone while the lock is held, then the lock is released and the
+        tombstone deleted.
 
         Args:
             root: the vector store root (``VECTOR_STORE_PATH``).
@@ -606,22 +625,23 @@ class EdgeVectorIndex:
             _recover_swap(root_path, path, collection)
             if not path.exists():
                 return False
-            shard: qe.EdgeShard | None = None
-            if _holds_shard_data(path):
-                shard = _open_with_retry(
-                    collection,
-                    path,
-                    lock_timeout,
-                    "open the shard to drop it",
-                    lambda: qe.EdgeShard.load(str(path)),
-                )
-            try:
-                path.rename(tombstone)
-            except OSError as exc:
-                raise _backend_error(collection, path, "drop the shard", exc) from exc
-            finally:
-                if shard is not None:
-                    shard.close()
+            with _disk.wal_lock(path, collection, lock_timeout) as locked:
+                shard: qe.EdgeShard | None = None
+                if not locked and _holds_shard_data(path):  # no flock here: the shard's own lock
+                    shard = _open_with_retry(
+                        collection,
+                        path,
+                        lock_timeout,
+                        "open the shard to drop it",
+                        lambda: qe.EdgeShard.load(str(path)),
+                    )
+                try:
+                    path.rename(tombstone)
+                except OSError as exc:
+                    raise _backend_error(collection, path, "drop the shard", exc) from exc
+                finally:
+                    if shard is not None:
+                        shard.close()
             _remove_stale_builds(root_path, collection)
         shutil.rmtree(tombstone, ignore_errors=True)
         _log.info("vector_shard_dropped", collection=collection, path=str(path))
@@ -688,6 +708,12 @@ class EdgeVectorIndex:
             if marker is not None:
                 self._check(marker)
             created = not _holds_shard_data(self._path)
+            if created:
+                needed, action = _disk.SHARD_DISK_SPACE.create, "create the vector shard"
+            else:
+                _disk.check_complete(self._path, self._collection)
+                needed, action = _disk.SHARD_DISK_SPACE.to_load(self._path), "load the vector shard"
+            _disk.require_space(self._path, needed, collection=self._collection, action=action)
             shard = self._create() if created else self._load()
             with contextlib.suppress(OSError):  # leftovers are retried at the next open
                 _remove_stale_builds(self._root, self._collection)
@@ -843,6 +869,8 @@ class EdgeVectorIndex:
             prepared.append(qe.Point(str(point.id), vectors, payload))
         if not prepared:
             return
+        needed = _disk.SHARD_DISK_SPACE.to_write(len(prepared), self._vector_size)
+        _disk.require_space(self._path, needed, collection=self._collection, action="write vectors")
         operation = qe.UpdateOperation.upsert_points(prepared)
 
         def write(shard: qe.EdgeShard) -> None:
@@ -879,6 +907,10 @@ class EdgeVectorIndex:
         if not point_ids:
             return
 
+        needed = _disk.SHARD_DISK_SPACE.to_write(0, self._vector_size)
+        _disk.require_space(
+            self._path, needed, collection=self._collection, action="delete vectors"
+        )
         operation = qe.UpdateOperation.delete_points(point_ids)
 
         def write(shard: qe.EdgeShard) -> None:

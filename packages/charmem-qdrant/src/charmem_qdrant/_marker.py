@@ -141,8 +141,9 @@ class ShardMarker:
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigurationError(
                 f"the vector shard marker {where} is unreadable ({exc}); the shard was not written "
-                "by charmem-qdrant or the marker was edited. Move the shard away and "
-                "rebuild it with rebuild_vector_index()",
+                "by charmem-qdrant or the marker was edited. Replace it with "
+                "vectors rebuilt from the graph: `charmem rebuild-vectors --drop` or "
+                "CharacterMemory.open(..., rebuild_vectors=True)",
                 key=key,
             ) from exc
         if marker.schema_version > SCHEMA_VERSION:
@@ -175,8 +176,9 @@ class ShardMarker:
         except ValueError as exc:
             raise ConfigurationError(
                 f"the vector shard marker {path} is unreadable ({exc}); the shard was not written "
-                "by charmem-qdrant or the file was edited. Move the shard directory away and "
-                "rebuild it with rebuild_vector_index()",
+                "by charmem-qdrant or the file was edited. Replace it with "
+                "vectors rebuilt from the graph: `charmem rebuild-vectors --drop` or "
+                "CharacterMemory.open(..., rebuild_vectors=True)",
                 key="VECTOR_STORE_PATH",
             ) from exc
         return cls.from_document(document, where=str(path), key="VECTOR_STORE_PATH")

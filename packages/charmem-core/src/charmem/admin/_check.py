@@ -44,7 +44,7 @@ from charmem.domain.model import MemoryLink, MemoryObject, Relation
 from charmem.domain.plan import RepairMarker, RepairMarkerType
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import supersession_cycles
-from charmem.errors import BackendError, ConfigurationError
+from charmem.errors import BackendError, ConfigurationError, StoreCorruptedError
 from charmem.log import get_logger
 from charmem.memory import CharacterMemory, _build_adapter
 from charmem.ports import (
@@ -727,6 +727,29 @@ async def check_stores(
     return report
 
 
+def refuse_wiping_derived_data(report: CheckReport) -> None:
+    """Refuse a repair that would empty vectors or statistics because the graph holds nothing.
+
+    The graph is the authority, but an empty graph beside vectors or statistics is far more
+    likely a lost or replaced graph store (or ``OXIGRAPH_PATH`` pointing elsewhere) than a
+    collection that forgot everything: rebuilding from it would delete the only remaining trace.
+
+    Raises:
+        StoreCorruptedError: the graph holds no object and no link while the vector index holds
+            points or the statistics hold rows.
+    """
+    if report.objects or report.links or not (report.vector_points or report.stats_rows):
+        return
+    raise StoreCorruptedError(
+        f"collection {report.collection!r}: the graph holds nothing while the vector index holds "
+        f"{report.vector_points or 0} points and the statistics {report.stats_rows or 0} rows; "
+        "repairing would delete them, so nothing was changed. The graph store looks lost or "
+        "replaced: restore it (or point OXIGRAPH_PATH / --store at the right one), or restore a "
+        "backup with `charmem import`; to discard these vectors on purpose, run "
+        "`charmem rebuild-vectors --drop`"
+    )
+
+
 async def repair(memory: CharacterMemory, report: CheckReport) -> RepairOutcome:
     """Repair what ``report`` found: old episode forgets, then vectors and statistics.
 
@@ -748,6 +771,8 @@ async def repair(memory: CharacterMemory, report: CheckReport) -> RepairOutcome:
 
     Raises:
         ConfigurationError: the report is about another collection.
+        StoreCorruptedError: the graph holds nothing while vectors or statistics exist
+            (:func:`refuse_wiping_derived_data`); nothing was changed.
         BackendError: a store or the embedder failed (run the repair again).
     """
     if report.collection != memory.collection:
@@ -755,6 +780,7 @@ async def repair(memory: CharacterMemory, report: CheckReport) -> RepairOutcome:
             f"the report is about collection {report.collection!r}, not {memory.collection!r}",
             key="collection",
         )
+    refuse_wiping_derived_data(report)
     suppressed, markers = await _complete_episode_forgets(memory, report)
     vector_failed = any(isinstance(m, RepairMarker.VectorMaintenance) for m in markers)
     stats_failed = any(isinstance(m, RepairMarker.StatsMaintenance) for m in markers)

@@ -10,17 +10,21 @@ import asyncio
 import sqlite3
 import threading
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import Relation
 from charmem.errors import BackendError, ConfigurationError
+from charmem.log import get_logger
 from charmem.ports import StatsEntry, StatsSummary
 from charmem.settings import Settings, validate_collection_name
 from charmem.stats.memory import summarise
 
 __all__ = ["SQLiteRetrievalStatsStore"]
+
+_log = get_logger("charmem.stats")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS stats_rows (
@@ -38,10 +42,58 @@ CREATE INDEX IF NOT EXISTS stats_rows_to ON stats_rows (collection, to_id);
 """
 
 
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open the file and create the schema (reading its header and schema page).
+
+    No full integrity check: ``PRAGMA quick_check`` reads the whole file (0.6 s for a million
+    rows), too slow for every open; a damaged header or schema fails here.
+    """
+    db = sqlite3.connect(path, check_same_thread=False, timeout=30.0, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(_SCHEMA)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """A damaged or foreign file (not a busy or read-only one, which are ``OperationalError``)."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return False
+    return getattr(exc, "sqlite_errorname", None) in {"SQLITE_NOTADB", "SQLITE_CORRUPT", None}
+
+
+def _discard_corrupt(path: Path, exc: BaseException) -> None:
+    """Move a damaged stats file (and its WAL files) aside as ``<name>.corrupt-<time>``.
+
+    The statistics are derived data: ``CharacterMemory.open`` and ``charmem check --repair``
+    rebuild a collection's rows from the graph once the file is empty.
+    """
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    for suffix in ("", "-wal", "-shm"):
+        source = path.with_name(path.name + suffix)
+        if source.exists():
+            source.rename(path.with_name(f"{path.name}.corrupt-{stamp}{suffix}"))
+    _log.warning(
+        "retrieval_stats_file_discarded",
+        path=str(path),
+        moved_to=f"{path.name}.corrupt-{stamp}",
+        error=str(exc),
+        action="rebuilt from the graph when each collection opens",
+    )
+
+
 class SQLiteRetrievalStatsStore:
     """Retrieval statistics in a SQLite file (stdlib ``sqlite3``, WAL journal).
 
     Calls run in a worker thread behind a lock; the connection is opened once per instance.
+    A file that is damaged or not a SQLite database is moved aside (``<name>.corrupt-<time>``,
+    logged as a warning) and a new one is created: the statistics are derived data, and
+    ``CharacterMemory.open`` rebuilds a collection's rows from its graph when it finds them
+    empty beside a non-empty graph (``charmem check --repair`` does too).
     """
 
     def __init__(self, path: Path | str, collection: str) -> None:
@@ -53,7 +105,7 @@ class SQLiteRetrievalStatsStore:
 
         Raises:
             ConfigurationError: the collection name is not allowed, or the path holds a NUL.
-            BackendError: the file cannot be opened.
+            BackendError: the file cannot be opened (a damaged one is replaced, see the class).
         """
         self.collection = validate_collection_name(collection)
         self.path = Path(path)
@@ -65,12 +117,13 @@ class SQLiteRetrievalStatsStore:
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db: sqlite3.Connection | None = sqlite3.connect(
-                self.path, check_same_thread=False, timeout=30.0, isolation_level=None
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            try:
+                self._db: sqlite3.Connection | None = _connect(self.path)
+            except sqlite3.DatabaseError as exc:
+                if not _is_corrupt(exc):
+                    raise
+                _discard_corrupt(self.path, exc)
+                self._db = _connect(self.path)
         except (OSError, sqlite3.Error) as exc:
             raise BackendError(f"cannot open retrieval stats file {self.path}: {exc}") from exc
 

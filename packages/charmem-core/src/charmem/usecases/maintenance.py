@@ -5,6 +5,11 @@ The vector index is derived data: every point is an index entry of a current gra
 graph. That is the repair of last resort (a lost or damaged shard, repair markers nobody
 replayed), the way to move between the embedded and service vector stores, and, after dropping
 the old shard, the way to switch to an embedder of another model or size.
+
+``CharacterMemory.open`` calls the checks at the end of this module so a collection never opens
+with silent amnesia: a lost shard beside a non-empty graph is rebuilt (or refused, with
+``VECTOR_REBUILD_ON_OPEN=false``), lost statistics are rebuilt, and a graph store is never created
+empty beside existing vectors.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ from charmem.domain.ids import MemoryId
 from charmem.domain.model import Episode, MemoryObject, ObjectType, Observation
 from charmem.domain.plan import IndexEntry
 from charmem.domain.retrieval import CurrencyStatus
-from charmem.errors import DraftValidationError
+from charmem.errors import DraftValidationError, StoreCorruptedError
 from charmem.log import get_logger
-from charmem.ports import EmbeddingProvider, GraphStore, VectorIndex, VectorPoint
+from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex, VectorPoint
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S, Settings, validate_collection_name
 from charmem.usecases.embedding import embed_texts
 from charmem.usecases.names import embedding_texts
@@ -33,7 +38,10 @@ __all__ = [
     "VectorRebuildReport",
     "current_index_entries",
     "drop_vector_index",
+    "ensure_vectors_match_graph",
     "rebuild_vector_index",
+    "refuse_vectors_without_graph",
+    "stats_lost_beside_graph",
 ]
 
 log = get_logger("charmem.maintenance")
@@ -215,3 +223,79 @@ async def drop_vector_index(settings: Settings, collection: str) -> bool:
     if blocking is not None:
         return bool(await asyncio.to_thread(blocking, settings, collection))
     return False
+
+
+async def _store_exists(port: str, mode: str, settings: Settings, collection: str) -> bool | None:
+    """The adapter's ``exists_from_settings`` answer, or ``None`` when it has no such hook."""
+    hook = getattr(load_adapter(port, mode), "exists_from_settings", None)
+    if hook is None:
+        return None
+    return bool(await asyncio.to_thread(hook, settings, collection))
+
+
+async def refuse_vectors_without_graph(settings: Settings, collection: str) -> None:
+    """Refuse to create an empty graph store beside a collection's existing vectors.
+
+    The graph is the authority: a missing graph store next to the collection's vector shard means
+    the graph was lost or ``OXIGRAPH_PATH`` points elsewhere, and creating an empty one would
+    present the collection as empty (and a rebuild would then delete its vectors).
+
+    Raises:
+        StoreCorruptedError: the graph store does not exist but the vector index does.
+    """
+    if await _store_exists("graph", settings.graph_store_mode, settings, collection) is not False:
+        return
+    if not await _store_exists("vectors", settings.vector_store_mode, settings, collection):
+        return
+    raise StoreCorruptedError(
+        f"collection {collection!r} has vectors under {settings.vector_store_path} but no graph "
+        f"store at {settings.oxigraph_path}; the graph is the authority, so none was created. "
+        "Restore the graph store directory (or point OXIGRAPH_PATH / --store at it), or drop "
+        "these vectors explicitly (CharacterMemory.open(..., rebuild_vectors=True), or remove "
+        "the shard directory) and restore a backup with `charmem import`",
+        path=str(settings.oxigraph_path),
+    )
+
+
+async def ensure_vectors_match_graph(settings: Settings, collection: str, graph: GraphStore) -> bool:
+    """Whether the collection's vector index must be rebuilt on open (a lost shard).
+
+    Only a missing index (the adapter's ``exists_from_settings`` says so) beside a graph that
+    holds statements counts; adapters without the hook are never rebuilt on open.
+
+    Returns:
+        bool: True when the index is missing and ``VECTOR_REBUILD_ON_OPEN`` is true.
+
+    Raises:
+        StoreCorruptedError: the index is missing and ``VECTOR_REBUILD_ON_OPEN`` is false.
+    """
+    if await _store_exists("vectors", settings.vector_store_mode, settings, collection) is not False:
+        return False
+    statements = await graph.statement_count()
+    if not statements:
+        return False
+    if not settings.vector_rebuild_on_open:
+        raise StoreCorruptedError(
+            f"collection {collection!r} has no vector index under {settings.vector_store_path} "
+            f"while its graph holds {statements} statements, so recall would find nothing; "
+            "rebuild it from the graph with `charmem rebuild-vectors` or "
+            "CharacterMemory.open(..., rebuild_vectors=True) (or set VECTOR_REBUILD_ON_OPEN=true)",
+            path=str(settings.vector_store_path),
+        )
+    log.warning("vector_index_missing", collection=collection, statements=statements, action="rebuild")
+    return True
+
+
+async def stats_lost_beside_graph(settings: Settings, graph: GraphStore, stats: RetrievalStatsStore) -> bool:
+    """Whether the statistics are empty while the graph is not (a lost or discarded stats file).
+
+    ``RETRIEVAL_STATS_STORE_MODE=in_memory`` starts empty by design and is left as it is.
+    """
+    if settings.retrieval_stats_store_mode == "in_memory" or await stats.row_count():
+        return False
+    statements = await graph.statement_count()
+    if statements:
+        log.warning(
+            "retrieval_stats_missing", collection=graph.collection, statements=statements, action="rebuild"
+        )
+    return bool(statements)
