@@ -84,8 +84,10 @@ from charmem.errors import (
 from charmem.memory import CharacterMemory, SyncCharacterMemory
 from charmem.ports import EmbeddingProvider, TokenCounter
 from charmem.settings import Settings
+from charmem.tokens import MAX_CHARS_PER_TOKEN, count_with_floor, token_floor
 
 __all__ = [
+    "MAX_CHARS_PER_TOKEN",
     "BackendError",
     "BackupFormatError",
     "BeliefAssertion",
@@ -158,4 +160,6 @@ __all__ = [
     "VectorOperation",
     "VectorRecallCompleteness",
     "__version__",
+    "count_with_floor",
+    "token_floor",
 ]
