@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SECTION_LIMITS",
+    "DUPLICATE_TEXT",
     "PACK_FORMAT_VERSION",
     "SCORE_RESOLUTION",
     "SECTION_OF_DERIVED_TYPE",
@@ -35,6 +36,7 @@ __all__ = [
     "RetrievalContext",
     "VectorRecallCompleteness",
     "rank_key",
+    "same_text_key",
 ]
 
 #: Version of :meth:`ContinuityContextPack.to_dict`.
@@ -351,12 +353,27 @@ class PackItem:
     entity_ids: tuple[MemoryId, ...] = ()
 
 
+#: Omission reason of an item whose text repeats a higher-ranked item's (:func:`same_text_key`).
+DUPLICATE_TEXT = "duplicate_text"
+
+
 @attrs.frozen
 class Omission:
-    """A memory met during recall that is not in ``items``, and why (``reason``)."""
+    """A memory met during recall that is not in ``items``, and why.
+
+    Attributes:
+        id: the memory left out.
+        reason: ``"not_in_graph"`` (a candidate the graph does not hold), ``"superseded"`` or
+            ``"suppressed"`` (not current; suppressed beats superseded), or ``"duplicate_text"``
+            (its text is the text of a higher-ranked item with the same status, by
+            :func:`same_text_key`: it would only repeat that line).
+        duplicate_of: for ``"duplicate_text"``, the id of the item kept in its place; else
+            ``None``.
+    """
 
     id: MemoryId
     reason: str
+    duplicate_of: MemoryId | None = attrs.field(default=None, kw_only=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -420,6 +437,13 @@ def _iso(value: datetime) -> str:
     return value.isoformat()
 
 
+def _omission_dict(omission: Omission) -> dict[str, str]:
+    entry = {"id": str(omission.id), "reason": omission.reason}
+    if omission.duplicate_of is not None:
+        entry["duplicate_of"] = str(omission.duplicate_of)
+    return entry
+
+
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x9f]")
 
 
@@ -434,6 +458,24 @@ def _prompt_safe(text: str) -> str:
     return "\n    ".join(_CONTROL.sub("", line).rstrip() for line in text.splitlines())
 
 
+def same_text_key(text: str) -> str:
+    """What makes two memory texts the same line of a rendered pack.
+
+    The rule: texts are the same when they are equal as :meth:`ContinuityContextPack.render`
+    writes them (control characters dropped, line breaks escaped) once every run of
+    whitespace is one space and the ends are stripped. Case and punctuation count: ``"Us."``
+    and ``"us."`` differ. Pack assembly keeps the higher-ranked of two items with the same key
+    and status and lists the other as a ``"duplicate_text"`` :class:`Omission`.
+
+    Args:
+        text: an item's text.
+
+    Returns:
+        str: the comparison key.
+    """
+    return " ".join(_prompt_safe(text).split())
+
+
 @attrs.frozen(kw_only=True)
 class ContinuityContextPack:
     """The structured answer of ``retrieve`` (DESIGN §6.7).
@@ -441,7 +483,9 @@ class ContinuityContextPack:
     Attributes:
         query: the cue text.
         items: recalled memories, globally ranked by score with canonical ties (score, newer,
-            object type, id), de-duplicated.
+            object type, id), de-duplicated: one item per memory, and one per text (an item
+            whose :func:`same_text_key` and status are those of a higher-ranked item is a
+            ``"duplicate_text"`` omission instead).
         sections: section name -> ids of items in that section, in rank order, capped.
         entities: notions met, with current names.
         links: links among the items.
@@ -470,7 +514,9 @@ class ContinuityContextPack:
         """A JSON-ready dict of the pack with ``format_version`` (stable key order).
 
         ``items`` is the ranked list; each item has ``id``, ``object_type``, ``text``,
-        ``occurred_at``, ``score``, ``signals``, ``status``, ``provenance_ids``.
+        ``occurred_at``, ``score``, ``signals``, ``status``, ``provenance_ids``. Each omission
+        has ``id`` and ``reason``, and ``duplicate_of`` (the kept item's id) when the reason is
+        ``"duplicate_text"``.
         """
         return {
             "format_version": PACK_FORMAT_VERSION,
@@ -503,7 +549,7 @@ class ContinuityContextPack:
                 }
                 for link in self.links
             ],
-            "omissions": [{"id": str(o.id), "reason": o.reason} for o in self.omissions],
+            "omissions": [_omission_dict(o) for o in self.omissions],
             "completeness": {
                 "kind": self.completeness.kind.value,
                 "scanned": self.completeness.scanned,
