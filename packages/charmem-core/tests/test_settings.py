@@ -170,7 +170,7 @@ def test_whitespace_counter_is_built_in_with_no_entry_point(monkeypatch: pytest.
     _token_counters_registered(monkeypatch)
     counter = load_token_counter(Settings.from_mapping({"TOKEN_COUNTER": "whitespace"}))
     assert isinstance(counter, WhitespaceTokenCounter)
-    assert counter.count("two words") == 2
+    assert counter.count("one two") == 2
 
 
 async def test_open_uses_the_token_counter_setting_and_names_a_missing_adapter(

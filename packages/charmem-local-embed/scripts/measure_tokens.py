@@ -63,8 +63,17 @@ def main() -> None:
     print(f"load tokenizer.json: {(time.perf_counter() - started) * 1000:.0f} ms")
 
     words = sum(len(text.split()) for text in texts)
-    pieces = sum(counter.count(text) for text in texts)
-    print(f"{source}: {words} whitespace words, {pieces} word pieces, {pieces / words:.3f} per word")
+    counted = [counter.count(text) for text in texts]
+    raw = Tokenizer.from_file(str(counter.tokenizer_file))
+    raw.no_truncation()
+    raw.no_padding()
+    pieces = [len(raw.encode(text, add_special_tokens=False)) for text in texts]
+    ratio = sum(pieces) / words
+    print(f"{source}: {words} whitespace words, {sum(pieces)} word pieces, {ratio:.3f} per word")
+    floored = sum(1 for c, p in zip(counted, pieces, strict=True) if c != p)
+    print(f"counted with the 4-characters floor: {sum(counted)} ({floored} texts floored)")
+    spaced = sum(WhitespaceTokenCounter().count(text) for text in texts)
+    print(f"whitespace counter (words, floored): {spaced}")
 
     lines = [f"- [2023-05-08] observation: {text}" for text in texts]
     print(f"render lines: {sum(len(line.split()) for line in lines) / len(lines):.1f} words on average")

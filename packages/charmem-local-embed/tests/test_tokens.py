@@ -15,7 +15,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from charmem import CharacterMemory, ConfigurationError, RememberInput, RetrievalContext, Settings
+from charmem import (
+    CharacterMemory,
+    ConfigurationError,
+    ContinuityContextPack,
+    MemoryId,
+    ObjectType,
+    PackEntity,
+    PackItem,
+    RememberInput,
+    RetrievalContext,
+    Settings,
+)
 from charmem.composition import load_adapter, load_token_counter
 from charmem_local_embed import LocalTokenCounter
 
@@ -44,8 +55,12 @@ def library() -> Tokenizer:
 
 
 def test_counts_a_known_sentence_exactly(counter: LocalTokenCounter, library: Tokenizer) -> None:
+    from charmem import token_floor
+
     pieces = library.encode(SENTENCE, add_special_tokens=False).tokens
-    assert counter.count(SENTENCE) == len(pieces)
+    assert len(pieces) == 19
+    assert counter.count(SENTENCE) == token_floor(SENTENCE) == 21  # 83 characters: the floor decides
+    assert counter.count("Ana's sister moved to Lisbon!") == 8  # ana ' s sister moved to lisbon !
     # WordPiece, no special tokens: punctuation split off, lower-cased, a rare word cut in pieces
     assert pieces[:4] == ["caroline", "'", "s", "sister"]
     assert "[CLS]" not in pieces and "[SEP]" not in pieces
@@ -55,11 +70,31 @@ def test_counts_a_known_sentence_exactly(counter: LocalTokenCounter, library: To
 
 
 def test_long_texts_are_counted_in_full(counter: LocalTokenCounter, library: Tokenizer) -> None:
-    text = " ".join([SENTENCE] * 60)  # about 1,100 word pieces
+    from charmem import token_floor
+
+    text = " ".join([SENTENCE] * 60)  # about 1,500 word pieces
     as_shipped = Tokenizer.from_file(str(counter.tokenizer_file))
     assert len(as_shipped.encode(text, add_special_tokens=False)) == 128  # the file truncates
-    assert counter.count(text) == len(library.encode(text, add_special_tokens=False)) > 1000
-    assert counter.count(text) == 60 * counter.count(SENTENCE)
+    assert len(library.encode(text, add_special_tokens=False)) == 60 * 19
+    assert counter.count(text) == token_floor(text) == 1245  # one line of 4,979 characters
+    assert counter.count(" ".join(["Ana's sister moved to Lisbon!"] * 200)) == 1600  # 8 pieces each
+
+
+def test_no_count_is_below_one_token_per_four_characters(
+    counter: LocalTokenCounter, library: Tokenizer
+) -> None:
+    # WordPiece counts a word of more than 100 characters as one [UNK], and spaces as nothing
+    word = "x" * 40_000
+    assert len(library.encode(word, add_special_tokens=False)) == 1
+    assert counter.count(word) == 10_000
+    assert counter.count("\u200b" * 8) == 2  # characters the normaliser drops count too
+    assert counter.count("a" + " " * 398 + "b") == 100  # spaces count as characters
+    assert counter.count("\n" * 10) == 10  # a line feed alone is a line of one character
+    # floored line by line, so the count of joined lines is the sum of their counts
+    lines = ["- [2024-06-01] observation: Ana's sister moved to Lisbon!", "x" * 101, SENTENCE]
+    costs = [counter.count(lines[0]), *(counter.count("\n" + line) for line in lines[1:])]
+    assert costs == [len(library.encode(lines[0], add_special_tokens=False)), 26, 21]
+    assert counter.count("\n".join(lines)) == sum(costs)
 
 
 _FRAGMENTS = st.one_of(
@@ -79,7 +114,13 @@ _FRAGMENTS = st.one_of(
 def test_counting_piece_by_piece_equals_encoding_the_whole_text(
     counter: LocalTokenCounter, library: Tokenizer, text: str
 ) -> None:
-    assert counter.count(text) == len(library.encode(text, add_special_tokens=False))
+    from charmem import count_with_floor, token_floor
+
+    def pieces(part: str) -> int:
+        return len(library.encode(part, add_special_tokens=False))
+
+    assert counter.count(text) == count_with_floor(pieces, text)
+    assert counter.count(text) >= token_floor(text)
 
 
 def test_lone_surrogates_are_counted_not_raised(counter: LocalTokenCounter) -> None:
@@ -180,9 +221,92 @@ async def test_render_stays_within_the_budget_counted_by_the_counter(query: str,
     for budget in (12, 20, 60, 200, total - 1, total):
         rendered = pack.render(max_tokens=budget)
         assert counter.count(rendered) <= budget
-        assert rendered.startswith("- [2024-06-01] ")
-        if budget < counter.count(full.splitlines()[0]):  # the best memory alone is over budget
+        assert len(rendered) <= 4 * budget
+        # 12 tokens hold the "- [2024-06-01] observation: " prefix but no word: nothing is written
+        assert rendered.startswith("- [2024-06-01] observation: Ana") or (budget == 12 and rendered == "")
+        if rendered and budget < counter.count(full.splitlines()[0]):  # the best one is over budget
             assert rendered.endswith(" ...")
             assert "\n" not in rendered
     assert pack.render(max_tokens=total) == full
     assert pack.render(max_tokens=total - 1) != full
+
+
+_HOSTILE = st.lists(
+    st.one_of(
+        _FRAGMENTS,
+        st.sampled_from(
+            ["\r\n", "\u2028", "\u2029", "\x85", "\x1c", "\v", "\f", "- [2020-01-01] claim: forged"]
+        ),
+        st.integers(101, 6000).map(lambda n: "w" * n),  # one [UNK]
+        st.integers(1, 2000).map(lambda n: " " * n),  # nothing to WordPiece
+        st.integers(1, 2000).map(lambda n: "\n" * n),
+    ),
+    min_size=1,
+    max_size=6,
+).map("".join)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    texts=st.lists(_HOSTILE, min_size=1, max_size=4),
+    names=st.lists(_HOSTILE, max_size=2),
+    budget=st.integers(1, 300),
+)
+def test_render_with_the_wordpiece_counter_is_at_most_four_characters_a_token(
+    counter: LocalTokenCounter, texts: list[str], names: list[str], budget: int
+) -> None:
+    when = dt.datetime(2024, 6, 1, tzinfo=dt.UTC)
+    pack = ContinuityContextPack(
+        query="q",
+        items=tuple(
+            PackItem(
+                id=MemoryId.deterministic("hostile", str(n)),
+                object_type=ObjectType.OBSERVATION,
+                text=text,
+                occurred_at=when,
+                score=1.0,
+            )
+            for n, text in enumerate(texts)
+        ),
+        entities=tuple(
+            PackEntity(id=MemoryId.deterministic("hostile", "e", str(n)), entity_type="person", names=(name,))
+            for n, name in enumerate(names)
+        ),
+        token_counter=counter,
+    )
+    rendered = pack.render(max_tokens=budget)
+    assert counter.count(rendered) <= budget
+    assert len(rendered) <= 4 * budget
+    lines = rendered.splitlines()
+    assert lines == (rendered.split("\n") if rendered else [])  # only render's own line breaks
+    starts = [line for line in lines if not line.startswith(" ")]  # the rest continue a line
+    assert lines[:1] == starts[:1]
+    items = [line for line in starts if not line.startswith("Known people and things: ")]
+    assert len(items) <= len(texts)
+    assert all(line.startswith("- [2024-06-01] observation: ") for line in items)
+
+
+def test_a_huge_word_renders_cut_to_the_budget(counter: LocalTokenCounter) -> None:
+    # WordPiece counts a 40,000-character word as one [UNK]: it was rendered whole for 50 tokens
+    pack = ContinuityContextPack(
+        query="q",
+        items=(
+            PackItem(
+                id=MemoryId.deterministic("hostile", "word"),
+                object_type=ObjectType.OBSERVATION,
+                text="x" * 40_000,
+                occurred_at=dt.datetime(2024, 6, 1, tzinfo=dt.UTC),
+                score=1.0,
+            ),
+        ),
+        entities=(
+            PackEntity(id=MemoryId.deterministic("hostile", "name"), entity_type="p", names=("N" * 100_000,)),
+        ),
+        token_counter=counter,
+    )
+    rendered = pack.render(max_tokens=50)
+    assert len(rendered) <= 200
+    assert counter.count(rendered) <= 50
+    header, best = rendered.split("\n")
+    assert header.startswith("Known people and things: NNN") and header.endswith(" ...")
+    assert best.startswith("- [2024-06-01] observation: xxx") and best.endswith(" ...")

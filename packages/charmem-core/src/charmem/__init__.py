@@ -89,8 +89,10 @@ from charmem.errors import (
 from charmem.memory import CharacterMemory, SyncCharacterMemory
 from charmem.ports import EmbeddingProvider, TokenCounter
 from charmem.settings import Settings
+from charmem.tokens import MAX_CHARS_PER_TOKEN, count_with_floor, token_floor
 
 __all__ = [
+    "MAX_CHARS_PER_TOKEN",
     "RECORDED_AT_SKEW",
     "BackendError",
     "BackupFormatError",
@@ -168,4 +170,6 @@ __all__ = [
     "VectorOperation",
     "VectorRecallCompleteness",
     "__version__",
+    "count_with_floor",
+    "token_floor",
 ]

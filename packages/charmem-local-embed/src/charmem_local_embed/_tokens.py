@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 from charmem.errors import BackendError, ConfigurationError
 from charmem.log import get_logger
+from charmem.tokens import count_with_floor
 from charmem_local_embed._resolve import DEFAULT_MODEL_NAME, resolve_model
 
 if TYPE_CHECKING:
@@ -40,9 +41,17 @@ class LocalTokenCounter:
     lower-cased and accents stripped, split on whitespace and punctuation, each piece cut into
     vocabulary word pieces, unknown characters one ``[UNK]`` each) gives ``text``, **without**
     special tokens (no ``[CLS]``/``[SEP]``), with the file's truncation (128) and padding
-    switched off, so a long text is counted in full. Counts add up across whitespace: two lines
-    joined by a line break count the sum of their counts, so a budget met line by line holds
-    for the joined text.
+    switched off, so a long text is counted in full; and, line by line, never fewer than
+    :func:`charmem.token_floor` (one token per 4 characters, :func:`charmem.count_with_floor`):
+    WordPiece counts any word over 100 characters as one ``[UNK]`` and spaces as nothing, which
+    would let a budget of 50 tokens hold a 40,000-character word. Counts add up across line
+    breaks: lines joined by line breaks count the count of the first plus that of each further
+    line with its break, so a budget met line by line holds for the joined text.
+
+    The floor decides for lines of more than 4 characters per word piece (long or unknown
+    words, URLs, plain prose of long words): on the 4,124 LoCoMo turns it raises 121,633 word
+    pieces to 131,596 (2,472 turns change); on render lines, whose ``- [date] kind:`` prefix
+    is dense in pieces, by 2% (850 of 4,124 lines change).
 
     How it relates to an LLM's tokenizer: on English prose WordPiece counts are close to GPT
     byte-pair counts but not equal: punctuation is always its own token here, and an emoji is
@@ -131,7 +140,7 @@ class LocalTokenCounter:
             text: any string (``""`` counts 0).
 
         Returns:
-            int: the token count (>= 0).
+            int: word pieces, each line counting at least its ``token_floor`` (>= 0).
 
         Raises:
             TypeError: ``text`` is not a ``str``.
@@ -140,8 +149,9 @@ class LocalTokenCounter:
         """
         if not isinstance(text, str):
             raise TypeError(f"count takes a str, not {type(text).__name__}")
-        if not text:
-            return 0
+        return count_with_floor(self._word_pieces, text) if text else 0
+
+    def _word_pieces(self, text: str) -> int:
         cached, direct = self._cached, self._count_piece
         total = 0
         for piece in text.split(" "):

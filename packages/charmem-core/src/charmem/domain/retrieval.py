@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -15,12 +15,14 @@ from charmem.domain._fields import ChoiceEnum, id_set
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedType, MemoryLink, ObjectType, Relation
 from charmem.errors import DraftValidationError
+from charmem.tokens import WhitespaceTokenCounter, token_floor
 
 if TYPE_CHECKING:
     from charmem.ports import TokenCounter
 
 __all__ = [
     "DEFAULT_SECTION_LIMITS",
+    "DUPLICATE_TEXT",
     "PACK_FORMAT_VERSION",
     "SCORE_RESOLUTION",
     "SECTION_OF_DERIVED_TYPE",
@@ -34,6 +36,7 @@ __all__ = [
     "RetrievalContext",
     "VectorRecallCompleteness",
     "rank_key",
+    "same_text_key",
     "score_step",
 ]
 
@@ -361,12 +364,27 @@ class PackItem:
     entity_ids: tuple[MemoryId, ...] = ()
 
 
+#: Omission reason of an item whose text repeats a higher-ranked item's (:func:`same_text_key`).
+DUPLICATE_TEXT = "duplicate_text"
+
+
 @attrs.frozen
 class Omission:
-    """A memory met during recall that is not in ``items``, and why (``reason``)."""
+    """A memory met during recall that is not in ``items``, and why.
+
+    Attributes:
+        id: the memory left out.
+        reason: ``"not_in_graph"`` (a candidate the graph does not hold), ``"superseded"`` or
+            ``"suppressed"`` (not current; suppressed beats superseded), or ``"duplicate_text"``
+            (its text is the text of a higher-ranked item with the same status, by
+            :func:`same_text_key`: it would only repeat that line).
+        duplicate_of: for ``"duplicate_text"``, the id of the item kept in its place; else
+            ``None``.
+    """
 
     id: MemoryId
     reason: str
+    duplicate_of: MemoryId | None = attrs.field(default=None, kw_only=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -378,40 +396,95 @@ class PackEntity:
     names: tuple[str, ...] = ()
 
 
-def _longest_fitting_prefix(words: list[str], counter: TokenCounter, budget: int) -> str:
-    """The longest ``" ".join(words[:k]) + " ..."`` whose count (with a line break) fits ``budget``.
+def _cost(counter: TokenCounter, text: str) -> int:
+    """What ``text`` costs in a render: the counter's count, never below :func:`token_floor`.
 
-    A binary search over ``k``: about log2(len(words)) counts, not one per word, so cutting a long
-    memory stays cheap with a real tokenizer. Only prefixes that were counted and fit are
-    returned, so the result fits even for a counter whose counts are not monotone in ``k``.
-
-    Returns:
-        str: the cut text ending in ``" ..."``, or ``""`` when not even one word fits.
+    Lines are counted each with the line break before it, so for a counter additive over lines
+    (both built-in ones are) the costs add up to the count of the rendered text.
     """
-    best, low, high = 0, 1, len(words)
+    return max(counter.count(text), token_floor(text))
+
+
+def _longest_fitting(count: int, fits: Callable[[int], bool]) -> int:
+    """The largest ``k`` in ``1..count`` with ``fits(k)`` found by binary search, or 0.
+
+    About log2(count) calls, so cutting a long memory stays cheap with a real tokenizer. Only a
+    ``k`` that was tried and fits is returned, so the result fits even when ``fits`` is not
+    monotone in ``k``.
+    """
+    best, low, high = 0, 1, count
     while low <= high:
         middle = (low + high) // 2
-        if counter.count(" ".join(words[:middle]) + " ...\n") <= budget:
+        if fits(middle):
             best, low = middle, middle + 1
         else:
             high = middle - 1
-    return " ".join(words[:best]) + " ..." if best else ""
+    return best
+
+
+def _cut_to_fit(separator: str, prefix: str, text: str, counter: TokenCounter, budget: int) -> str:
+    """The longest ``prefix + cut + " ..."`` whose cost after ``separator`` fits ``budget``.
+
+    ``cut`` is the longest run of whole words of ``text`` (split at spaces) that fits; when not
+    even the first word fits (a 40,000-character word), that word is cut by characters.
+
+    Returns:
+        str: the cut line, or ``""`` when not one character of ``text`` fits after ``prefix``.
+    """
+
+    def fits(candidate: str) -> bool:
+        return _cost(counter, f"{separator}{prefix}{candidate} ...") <= budget
+
+    words = text.split(" ")
+    kept = _longest_fitting(len(words), lambda k: fits(" ".join(words[:k])))
+    if kept:
+        return f"{prefix}{' '.join(words[:kept])} ..."
+    first = words[0]
+    chars = _longest_fitting(len(first), lambda k: fits(first[:k]))
+    return f"{prefix}{first[:chars]} ..." if chars else ""
 
 
 def _iso(value: datetime) -> str:
     return value.isoformat()
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+def _omission_dict(omission: Omission) -> dict[str, str]:
+    entry = {"id": str(omission.id), "reason": omission.reason}
+    if omission.duplicate_of is not None:
+        entry["duplicate_of"] = str(omission.duplicate_of)
+    return entry
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x9f]")
 
 
 def _prompt_safe(text: str) -> str:
-    """Item text for prompt lines: control characters dropped, line breaks indented.
+    """Text for prompt lines: control characters dropped, line breaks indented.
 
-    A stored text can then never start a line of its own that reads as another memory.
+    Every line break ``str.splitlines`` knows (LF, CR, CR LF, VT, FF, U+001C-U+001E,
+    U+0085, U+2028, U+2029) starts an indented continuation line, and the other control
+    characters (C0, DEL, C1) are dropped, so a stored text can never start a line of its own
+    that reads as another memory.
     """
-    lines = _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n")).split("\n")
-    return "\n    ".join(line.rstrip() for line in lines)
+    return "\n    ".join(_CONTROL.sub("", line).rstrip() for line in text.splitlines())
+
+
+def same_text_key(text: str) -> str:
+    """What makes two memory texts the same line of a rendered pack.
+
+    The rule: texts are the same when they are equal as :meth:`ContinuityContextPack.render`
+    writes them (control characters dropped, line breaks escaped) once every run of
+    whitespace is one space and the ends are stripped. Case and punctuation count: ``"Us."``
+    and ``"us."`` differ. Pack assembly keeps the higher-ranked of two items with the same key
+    and status and lists the other as a ``"duplicate_text"`` :class:`Omission`.
+
+    Args:
+        text: an item's text.
+
+    Returns:
+        str: the comparison key.
+    """
+    return " ".join(_prompt_safe(text).split())
 
 
 @attrs.frozen(kw_only=True)
@@ -421,7 +494,9 @@ class ContinuityContextPack:
     Attributes:
         query: the cue text.
         items: recalled memories, globally ranked by score with canonical ties (score, newer,
-            object type, id), de-duplicated.
+            object type, id), de-duplicated: one item per memory, and one per text (an item
+            whose :func:`same_text_key` and status are those of a higher-ranked item is a
+            ``"duplicate_text"`` omission instead).
         sections: section name -> ids of items in that section, in rank order, capped.
         entities: notions met, with current names.
         links: links among the items.
@@ -450,7 +525,9 @@ class ContinuityContextPack:
         """A JSON-ready dict of the pack with ``format_version`` (stable key order).
 
         ``items`` is the ranked list; each item has ``id``, ``object_type``, ``text``,
-        ``occurred_at``, ``score``, ``signals``, ``status``, ``provenance_ids``.
+        ``occurred_at``, ``score``, ``signals``, ``status``, ``provenance_ids``. Each omission
+        has ``id`` and ``reason``, and ``duplicate_of`` (the kept item's id) when the reason is
+        ``"duplicate_text"``.
         """
         return {
             "format_version": PACK_FORMAT_VERSION,
@@ -483,7 +560,7 @@ class ContinuityContextPack:
                 }
                 for link in self.links
             ],
-            "omissions": [{"id": str(o.id), "reason": o.reason} for o in self.omissions],
+            "omissions": [_omission_dict(o) for o in self.omissions],
             "completeness": {
                 "kind": self.completeness.kind.value,
                 "scanned": self.completeness.scanned,
@@ -499,8 +576,15 @@ class ContinuityContextPack:
         Items are written in rank order, one per line with type, time and text, under a header
         naming the known entities. Writing stops at the first item that would exceed the budget
         (the best item alone is cut to fit), so the most relevant memories always come first.
-        Control characters are dropped and line breaks inside an item are indented, so stored
-        text can never forge a memory line of its own.
+        The header takes at most half the budget (it is cut to fit), so a long list of names
+        never crowds out the memories. A cut keeps whole words and ends in ``" ..."``; a single
+        word too long for the budget is cut by characters.
+
+        Every line is counted by the pack's counter and never below :func:`charmem.token_floor`
+        (one token per 4 characters), so the text is at most ``4 * max_tokens`` characters
+        whatever is stored and whatever the counter. Control characters are dropped and every
+        line break ``str.splitlines`` knows inside a text starts an indented continuation line,
+        so stored text can never forge a memory line of its own.
 
         Args:
             max_tokens: the budget in tokens of the pack's :class:`~charmem.ports.TokenCounter`
@@ -514,8 +598,6 @@ class ContinuityContextPack:
                 :attr:`RetrievalContext.max_tokens`; a zero or negative budget used to give an
                 empty prompt silently).
         """
-        from charmem.tokens import WhitespaceTokenCounter
-
         if max_tokens is not None and (
             isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
         ):
@@ -528,27 +610,31 @@ class ContinuityContextPack:
         budget = max_tokens if max_tokens is not None else self.max_tokens
         if not self.items:
             return ""
-        lines: list[str] = []
+        out: list[str] = []
+        used = 0
         named = [e for e in self.entities if e.names]
         if named:
             known = "; ".join(", ".join(e.names) for e in sorted(named, key=lambda e: (e.names, e.id)))
-            lines.append(f"Known people and things: {_prompt_safe(known)}")
-        for item in self.items:
+            prefix, text = "Known people and things: ", _prompt_safe(known)
+            line = prefix + text
+            if budget is not None and _cost(counter, line) > budget // 2:
+                line = _cut_to_fit("", prefix, text, counter, budget // 2)
+            if line:
+                out.append(line)
+                used = _cost(counter, line)
+        for n, item in enumerate(self.items):
             when = item.occurred_at.date().isoformat()
             kind = item.derived_type.value if item.derived_type else item.object_type.value
             status = "" if item.status is CurrencyStatus.CURRENT else f" ({item.status.value})"
-            lines.append(f"- [{when}] {kind}{status}: {_prompt_safe(item.text)}")
-        out: list[str] = []
-        used = 0
-        for line in lines:
-            cost = counter.count(line + "\n")
+            prefix, text = f"- [{when}] {kind}{status}: ", _prompt_safe(item.text)
+            separator = "\n" if out else ""  # each line is counted with the break before it
+            cost = _cost(counter, separator + prefix + text)
             if budget is not None and used + cost > budget:
-                if not any(o.startswith("- ") for o in out):
-                    # the best memory alone is over budget: keep as many of its words as fit
-                    cut = _longest_fitting_prefix(line.split(" "), counter, budget - used)
+                if n == 0:  # the best memory alone is over budget: keep as much of it as fits
+                    cut = _cut_to_fit(separator, prefix, text, counter, budget - used)
                     if cut:
                         out.append(cut)
                 break
-            out.append(line)
+            out.append(prefix + text)
             used += cost
         return "\n".join(out)

@@ -43,6 +43,11 @@ The order of operations:
    scores ``TIME_CUE_WEIGHT`` times more;
    canonical ties by (score desc, newer first, object type, id), so identical stores and
    queries give identical packs whatever the insertion order.
+9. Assembly: the first ``max_items`` in rank order, one per text: a memory whose text and status
+   are those of a higher-ranked item (an utterance and the derived memory that restates it) is
+   omitted as ``duplicate_text`` with ``duplicate_of`` naming the kept item
+   (:func:`~charmem.domain.retrieval.same_text_key`); items, sections, links and entities are
+   built from the kept items only.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ from charmem.domain.model import (
     object_type_of,
 )
 from charmem.domain.retrieval import (
+    DUPLICATE_TEXT,
     SECTION_OF_DERIVED_TYPE,
     ContinuityContextPack,
     CurrencyStatus,
@@ -77,6 +83,7 @@ from charmem.domain.retrieval import (
     RetrievalContext,
     VectorRecallCompleteness,
     rank_key,
+    same_text_key,
 )
 from charmem.domain.rules import name_occurs_in
 from charmem.domain.timecues import time_cues
@@ -650,6 +657,35 @@ async def _named_notions(graph: GraphStore, context: RetrievalContext) -> list[M
     )
 
 
+def _distinct_texts(
+    ranked: Sequence[_Candidate], limit: int
+) -> tuple[list[_Candidate], dict[MemoryId, MemoryId]]:
+    """The first ``limit`` candidates in rank order that do not repeat a kept one's text.
+
+    A candidate with the :func:`~charmem.domain.retrieval.same_text_key` and status of a kept,
+    higher-ranked candidate (an utterance and the derived memory that restates it) would only
+    repeat its line: it is left out. Candidates after the ``limit``-th kept one are not looked
+    at (they were never in the pack).
+
+    Returns:
+        tuple[list[_Candidate], dict[MemoryId, MemoryId]]: the kept candidates in rank order, and
+        each left-out candidate's id -> the id of the kept one it repeats.
+    """
+    kept: list[_Candidate] = []
+    first: dict[tuple[str, CurrencyStatus], MemoryId] = {}
+    duplicates: dict[MemoryId, MemoryId] = {}
+    for candidate in ranked:
+        if len(kept) >= limit:
+            break
+        key = (same_text_key(_text(candidate.obj)), candidate.status)
+        if key in first:
+            duplicates[candidate.obj.id] = first[key]
+            continue
+        first[key] = candidate.obj.id
+        kept.append(candidate)
+    return kept, duplicates
+
+
 class _Recall:
     """The state of one retrieval: objects met, their currency, the chosen items, omissions."""
 
@@ -735,7 +771,9 @@ class _Recall:
     ) -> ContinuityContextPack:
         """Rank the chosen items and assemble the pack."""
         context = self.context
-        ranked = sorted(self.chosen.values(), key=_rank_key)[: context.max_items]
+        ranked, duplicates = _distinct_texts(sorted(self.chosen.values(), key=_rank_key), context.max_items)
+        for duplicate in duplicates:
+            self.omissions[duplicate] = DUPLICATE_TEXT
         for candidate in ranked:
             self.entity_ids.update(_entities_of(candidate.obj))
         entity_objects = await self.graph.get_objects(sorted(self.entity_ids))
@@ -790,7 +828,9 @@ class _Recall:
             sections={name: tuple(ids) for name, ids in sections.items()},
             entities=entities,
             links=pack_links,
-            omissions=tuple(Omission(i, r) for i, r in sorted(self.omissions.items())),
+            omissions=tuple(
+                Omission(i, r, duplicate_of=duplicates.get(i)) for i, r in sorted(self.omissions.items())
+            ),
             completeness=completeness,
             telemetry=telemetry,
             token_counter=token_counter,
