@@ -78,7 +78,7 @@ def test_tied_points_get_bit_identical_scores_and_come_by_id(
 ) -> None:
     """Points with equal scores in every stage (and in the same stages) fuse to equal scores."""
     fused = rrf_fuse(stages)
-    assert fused == sorted(fused, key=lambda item: (-item[1], item[0]))
+    assert fused == sorted(fused, key=lambda item: (-score_step(item[1]), item[0]))
     scores = dict(fused)
     profile = {
         point_id: tuple(dict(stage).get(point_id) for stage in stages) for point_id in scores
