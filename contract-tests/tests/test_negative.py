@@ -189,6 +189,7 @@ SUITES = [
     "RetrievalStatsStoreContract",
     "EmbeddingProviderContract",
     "CharacterMemoryContract",
+    "CharacterMemoryBlackBoxContract",
 ]
 
 

@@ -538,7 +538,7 @@ class CharacterMemoryContract(CharacterMemoryBlackBoxContract, suite=True):
     (``charmem.testing.stores_of``).
     """
 
-    minimum_passing: ClassVar[int] = 22
+    minimum_passing: ClassVar[int] = 29
     white_box: ClassVar[bool] = True
 
     # -- the canary ------------------------------------------------------------------------
