@@ -687,7 +687,23 @@ def _parser() -> argparse.ArgumentParser:
         "optimize",
         help="build the HNSW index of the collection's embedded vectors (set VECTOR_HNSW_THRESHOLD)",
     )
+    _add_plugin_commands(commands)
     return parser
+
+
+#: Distributions add commands here (charmem-server: ``serve``, ``mcp``): ``register(subparsers)``
+#: adds parsers whose ``handler(args, settings)`` default returns the exit code.
+CLI_COMMANDS_GROUP = "charmem.cli_commands"
+
+
+def _add_plugin_commands(commands: Any) -> None:
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group=CLI_COMMANDS_GROUP), key=lambda e: e.name):
+        try:
+            entry.load()(commands)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the built-in commands
+            print(f"charmem: the commands of {entry.value} are unavailable: {exc}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -704,6 +720,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep stderr for our own progress
     try:
         settings = cli_settings(os.environ, args.store)
+        handler = getattr(args, "handler", None)
+        if handler is not None:
+            return int(handler(args, settings))
         if args.command == "ingest-locomo":
             report = asyncio.run(
                 ingest_locomo(
