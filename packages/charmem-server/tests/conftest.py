@@ -185,3 +185,13 @@ def read_rest(process: subprocess.Popen[str]) -> str:
 def json_of(response: httpx.Response) -> Any:
     """The decoded JSON of a response (problem or result)."""
     return response.json()
+
+
+@pytest.fixture
+def cli() -> Any:
+    """The subprocess helpers: ``cli.command``, ``cli.process``, ``cli.env``, ``cli.read_rest``."""
+    import types
+
+    return types.SimpleNamespace(
+        command=charmem_command, process=charmem_process, env=cli_env, read_rest=read_rest
+    )

@@ -12,7 +12,6 @@ import httpx
 import pytest
 
 from charmem import (
-    ContinuityContextPack,
     DerivedMemoryDraft,
     DerivedType,
     DraftValidationError,

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,10 +138,19 @@ async def _serve(settings: Settings, config: Any, sock: socket.socket, store_roo
     from charmem_server._app import create_app
     from charmem_server._registry import MemoryRegistry
 
+    class Server(uvicorn.Server):
+        """uvicorn's server, exiting 0 after a drained SIGTERM/SIGINT instead of re-raising it."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():
+                yield
+                self._captured_signals.clear()
+
     registry = MemoryRegistry(settings, store_root=store_root)
     await registry.start()  # a locked store fails here, before anything listens
     app = create_app(registry, config)
-    server = uvicorn.Server(
+    server = Server(
         uvicorn.Config(
             app,
             log_config=None,

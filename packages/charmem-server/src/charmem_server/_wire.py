@@ -60,7 +60,7 @@ def _strict(kind: type, accepted: tuple[type, ...]) -> None:
     """Take JSON values of the right type only (cattrs would turn 42 into "42" and "5" into 5)."""
 
     def structure_value(value: Any, _type: Any) -> Any:
-        if isinstance(value, bool) and kind is not bool or not isinstance(value, accepted):
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, accepted):
             raise DraftValidationError(f"expected a JSON {kind.__name__}, not {value!r}")
         return kind(value)
 
