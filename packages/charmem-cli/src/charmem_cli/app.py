@@ -619,6 +619,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", help="directory holding every embedded store (default: ./data)")
     collection_help = "collection name (default: $CHARMEM_COLLECTION or 'charmem')"
     parser.add_argument("--collection", default=None, help=collection_help)
+    parser.add_argument(
+        "--server",
+        default=None,
+        help="URL of a running `charmem serve` to send recall, remember and check to "
+        "(default: $CHARMEM_SERVER_URL; none: open the stores here)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     ingest = commands.add_parser("ingest-locomo", help="ingest LoCoMo conversation files")
     ingest.add_argument("files", nargs="+", type=Path)
@@ -723,6 +729,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = getattr(args, "handler", None)
         if handler is not None:
             return int(handler(args, settings))
+        server_url = args.server or os.environ.get("CHARMEM_SERVER_URL")
+        if server_url:
+            from charmem_cli._remote import run_remote
+
+            return run_remote(args, server_url)
         if args.command == "ingest-locomo":
             report = asyncio.run(
                 ingest_locomo(

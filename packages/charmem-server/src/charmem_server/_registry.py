@@ -125,7 +125,7 @@ class MemoryRegistry:
         return sorted(self._memories)
 
     async def start(self) -> None:
-        """Take the store lock, build the embedder and open every existing collection.
+        """Take the store lock, build and warm the embedder and open every existing collection.
 
         Raises:
             StoreLockedError: another server serves these stores, or another process holds one.
@@ -139,11 +139,19 @@ class MemoryRegistry:
         try:
             await asyncio.to_thread(lambda: self.embedder)
             self._token_counter = await asyncio.to_thread(load_token_counter, self.settings)
+            await self._warm_up()
             for collection in await asyncio.to_thread(self._existing_collections):
                 await self.get(collection, create=True)
         except BaseException:
             await self.close()
             raise
+
+    async def _warm_up(self) -> None:
+        """Embed one query now, so the first request does not pay for loading a local model."""
+        try:
+            await self.embedder.embed_query("warm-up")
+        except Exception as exc:  # noqa: BLE001 - a provider down at start fails its requests instead
+            log.warning("embedder_warm_up_failed", error=type(exc).__name__)
 
     def _existing_collections(self) -> list[str]:
         root = Path(self.settings.vector_store_path)
