@@ -274,25 +274,30 @@ def test_tokens_scopes_and_collections(serve: Callable[..., RunningServer], tmp_
         headers = {"authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=running.url, headers=headers, timeout=30)
 
-    with client(None) as anonymous, client("wrong") as wrong, client("w-secret") as writer:
-        with client("r-secret") as reader, client("o-secret") as ops:
-            assert anonymous.get("/v1/health").status_code == 200, "health needs no token"
-            for who in (anonymous, wrong):
-                refused = _remember(who, "sneaky")
-                assert refused.status_code == 401 and refused.headers["content-type"] == PROBLEM
-                assert "www-authenticate" in refused.headers
-            assert _remember(reader, "read only").status_code == 403
-            assert _remember(writer, "elsewhere", collection="ben").status_code == 403
-            forbidden = ops.post("/v1/collections/ana/retrieve", json={"query": "x"})
-            assert forbidden.status_code == 403 and "'ops'" in forbidden.json()["detail"]
-            assert not (Path(running.registry.settings.vector_store_path) / "ana").exists(), (
-                "a refused write wrote"
-            )
-            assert _remember(writer, "Ana plays the violin.").status_code == 200
-            assert _recall(reader, "violin")["items"][0]["text"] == "Ana plays the violin."
-            assert reader.post("/v1/collections/ana/check", json={}).status_code == 403
-            assert ops.post("/v1/collections/ana/check", json={}).json()["report"]["consistent"] is True
-            assert "secret" not in refused.text
+    with (
+        client(None) as anonymous,
+        client("wrong") as wrong,
+        client("w-secret") as writer,
+        client("r-secret") as reader,
+        client("o-secret") as ops,
+    ):
+        assert anonymous.get("/v1/health").status_code == 200, "health needs no token"
+        for who in (anonymous, wrong):
+            refused = _remember(who, "sneaky")
+            assert refused.status_code == 401 and refused.headers["content-type"] == PROBLEM
+            assert "www-authenticate" in refused.headers
+        assert _remember(reader, "read only").status_code == 403
+        assert _remember(writer, "elsewhere", collection="ben").status_code == 403
+        forbidden = ops.post("/v1/collections/ana/retrieve", json={"query": "x"})
+        assert forbidden.status_code == 403 and "'ops'" in forbidden.json()["detail"]
+        assert not (Path(running.registry.settings.vector_store_path) / "ana").exists(), (
+            "a refused write wrote"
+        )
+        assert _remember(writer, "Ana plays the violin.").status_code == 200
+        assert _recall(reader, "violin")["items"][0]["text"] == "Ana plays the violin."
+        assert reader.post("/v1/collections/ana/check", json={}).status_code == 403
+        assert ops.post("/v1/collections/ana/check", json={}).json()["report"]["consistent"] is True
+        assert "secret" not in refused.text
 
 
 @pytest.mark.parametrize("mode", [0o640, 0o604, 0o660])
@@ -350,6 +355,6 @@ def test_the_blocking_client_and_an_unreachable_server(server: RunningServer) ->
         pack = memory.retrieve("What kind of dog is Biscuit?")
         assert pack.items[0].text == "Biscuit is a beagle."
         assert pack.render(max_tokens=50).endswith("Biscuit is a beagle.")
-    with SyncRemoteCharacterMemory("http://127.0.0.1:9", "ana", timeout_s=2) as nowhere:
-        with pytest.raises(BackendError, match="did not answer"):
-            nowhere.retrieve("x")
+    nowhere = SyncRemoteCharacterMemory("http://127.0.0.1:9", "ana", timeout_s=2)
+    with nowhere, pytest.raises(BackendError, match="did not answer"):
+        nowhere.retrieve("x")

@@ -1,6 +1,6 @@
-"""Client mode: with ``CHARMEM_SERVER_URL`` (or ``--server URL``), commands are calls to a running
-``charmem serve`` instead of opening the stores in this process.
+"""Client mode: commands as calls to a running ``charmem serve``.
 
+With ``CHARMEM_SERVER_URL`` (or ``--server URL``) the CLI does not open the stores itself.
 No store is opened and no embedding model is loaded here, so ``charmem recall`` answers in the
 time of one HTTP request. Needs the ``charmem_server.client`` module (charmem-server, which in
 client mode loads only httpx and charmem core). Commands that work on the stores themselves
@@ -64,11 +64,8 @@ def run_remote(args: argparse.Namespace, url: str) -> int:
         if args.command == "remember":
             when = parse_occurred_at(args.occurred_at) if args.occurred_at else None
             outcome = memory.remember(RememberInput(args.text, occurred_at=when))
-            print(
-                json.dumps(
-                    {"object_ids": [str(i) for i in outcome.object_ids], "repair_markers": len(outcome.repair_markers)}
-                )
-            )
+            ids = [str(i) for i in outcome.object_ids]
+            print(json.dumps({"object_ids": ids, "repair_markers": len(outcome.repair_markers)}))
             return 0
         result = memory.check(repair=args.repair)
         report = result["report"]

@@ -58,8 +58,8 @@ class _Schemas:
                 return {"type": "array", "prefixItems": [self.of(a) for a in args]}
             return {"type": "array", "items": self.of(args[0]) if args else {}}
         if origin in (dict, Mapping) or tp in (dict, Mapping):
-            args = typing.get_args(tp)
-            return {"type": "object", "additionalProperties": self.of(args[1]) if args else {}}
+            pair = typing.get_args(tp)
+            return {"type": "object", "additionalProperties": self.of(pair[1]) if pair else {}}
         if isinstance(tp, type):
             return self._of_class(tp)
         return {}
@@ -169,7 +169,7 @@ def openapi_document() -> dict[str, Any]:
     }
     paths: dict[str, Any] = {}
     base = "/v1/collections/{collection}"
-    table = [
+    table: list[tuple[str, str, dict[str, Any], dict[str, Any], str]] = [
         ("remember", "prepare + validate + commit", remember_body, ref(RememberOutcome), "write"),
         ("prepare", "build a write plan; writes nothing", remember_body, ref(RememberWritePlan), "read"),
         ("validate", "check a plan against the graph", plan_body, validations, "read"),
