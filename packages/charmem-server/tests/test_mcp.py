@@ -97,3 +97,47 @@ async def test_an_mcp_session_over_streamable_http(server: RunningServer) -> Non
     ):
         await _exercise(session)
     assert "charmem" in server.registry.collections
+
+
+def test_the_mcp_endpoint_needs_read_and_write_on_its_collection(serve: Any, tmp_path: Path) -> None:
+    import os
+
+    import httpx
+
+    from charmem_server import ServerConfig, hash_token, load_tokens
+
+    path = tmp_path / "tokens.json"
+    path.write_text(
+        json.dumps(
+            {
+                "tokens": [
+                    {"name": "reader", "sha256": hash_token("r"), "collections": "*", "scopes": ["read"]},
+                    {
+                        "name": "agent",
+                        "sha256": hash_token("a"),
+                        "collections": ["charmem"],
+                        "scopes": ["read", "write"],
+                    },
+                ]
+            }
+        )
+    )
+    os.chmod(path, 0o600)
+    running = serve(ServerConfig(tokens=load_tokens(path)))
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    headers = {"accept": "application/json, text/event-stream"}
+    with httpx.Client(base_url=running.url, timeout=30, headers=headers) as http:
+        assert http.post("/mcp", json=initialize).status_code == 401
+        refused = http.post("/mcp", json=initialize, headers={"authorization": "Bearer r"})
+        assert refused.status_code == 403 and "read and write" in refused.json()["detail"]
+        allowed = http.post("/mcp", json=initialize, headers={"authorization": "Bearer a"})
+        assert allowed.status_code == 200, allowed.text

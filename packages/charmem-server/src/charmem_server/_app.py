@@ -240,17 +240,45 @@ def create_app(registry: MemoryRegistry, config: ServerConfig | None = None) -> 
     return Guard(app, hosts=hosts, tokens=config.tokens)
 
 
-def _mcp_parts(registry: MemoryRegistry, config: ServerConfig) -> tuple[Any, Any]:
-    """The MCP streamable-HTTP routes for ``/mcp`` and the lifespan they need (or none)."""
-    if config.mcp_collection is None:
+def _mcp_parts(registry: MemoryRegistry, config: ServerConfig) -> tuple[list[Any], Any]:
+    """The MCP streamable-HTTP routes for ``/mcp`` and the lifespan they need (or none).
+
+    The tools read and write one collection, so a token needs both scopes on it.
+    """
+    collection = config.mcp_collection
+    if collection is None:
         return [], contextlib.nullcontext
     from charmem_server._mcp import build_mcp_server, streamable_http_asgi
 
     server = build_mcp_server(
-        lambda: registry.get(config.mcp_collection or "", create=True),
-        reading=lambda: registry.reading(config.mcp_collection or ""),
+        lambda: registry.get(collection, create=True), reading=lambda: registry.reading(collection)
     )
-    return streamable_http_asgi(server, max_body_bytes=config.max_body_bytes)
+    routes, lifespan = streamable_http_asgi(server, max_body_bytes=config.max_body_bytes)
+    return [Route(route.path, endpoint=_McpGate(route.endpoint, collection)) for route in routes], lifespan
+
+
+class _McpGate:
+    """Let a request reach the MCP tools only with read and write on their collection."""
+
+    def __init__(self, app: Any, collection: str) -> None:
+        self.app = app
+        self.collection = collection
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        principal: Principal = scope.get("charmem.principal") or TokenTable.allow_all()
+        if all(principal.may(needed, self.collection) for needed in (Scope.READ, Scope.WRITE)):
+            await self.app(scope, receive, send)
+            return
+        from charmem_server._guard import send_problem
+
+        log.info("request_forbidden", token=principal.name, operation="mcp", collection=self.collection)
+        await send_problem(
+            send,
+            403,
+            "forbidden",
+            f"the MCP tools read and write collection {self.collection!r}: the token "
+            f"{principal.name!r} needs the read and write scopes on it",
+        )
 
 
 def scope_names() -> list[str]:
