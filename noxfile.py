@@ -47,6 +47,13 @@ def bench_write(session: nox.Session) -> None:
     session.run("python", "benchmarks/write_throughput.py", *session.posargs, env=OFFLINE)
 
 
+@nox.session(name="bench-server")
+def bench_server(session: nox.Session) -> None:
+    """50 clients mixing remember and retrieve for 60 s against one charmem serve (args after --)."""
+    install_all(session)
+    session.run("python", "benchmarks/server_load.py", *session.posargs, env=OFFLINE)
+
+
 @nox.session
 def crash(session: nox.Session) -> None:
     """Crash trials: SIGKILL a writer on the embedded stores, check nothing acknowledged is lost."""

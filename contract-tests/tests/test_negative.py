@@ -190,6 +190,7 @@ SUITES = [
     "RetrievalStatsStoreContract",
     "EmbeddingProviderContract",
     "CharacterMemoryContract",
+    "CharacterMemoryBlackBoxContract",
 ]
 
 

@@ -42,7 +42,7 @@ from charmem_contract._base import ContractSuite, known_failure, requires  # noq
 from charmem_contract._version import __version__  # noqa: E402
 from charmem_contract.admin import AdminToolsContract  # noqa: E402
 from charmem_contract.embedder import EmbeddingProviderContract  # noqa: E402
-from charmem_contract.facade import CharacterMemoryContract  # noqa: E402
+from charmem_contract.facade import CharacterMemoryBlackBoxContract, CharacterMemoryContract  # noqa: E402
 from charmem_contract.graph import GraphStoreContract  # noqa: E402
 from charmem_contract.lifecycle import LifecycleContract  # noqa: E402
 from charmem_contract.recall import RecallSignalsContract  # noqa: E402
@@ -52,6 +52,7 @@ from charmem_contract.vectors import VectorIndexContract  # noqa: E402
 
 __all__ = [
     "AdminToolsContract",
+    "CharacterMemoryBlackBoxContract",
     "CharacterMemoryContract",
     "ContractSuite",
     "EmbeddingProviderContract",

@@ -53,6 +53,8 @@ from charmem import (
     RetrievalContext,
     ThreadDraft,
 )
+from charmem.clock import SystemClock
+from charmem.ports import EmbeddingProvider
 from charmem.testing import stores_of
 from charmem_contract.data import T0
 from charmem_contract.stacks import MemoryFactory, reference_memory
@@ -63,8 +65,10 @@ T = TypeVar("T")
 
 WORDS = ("garden", "tomatoes", "violin", "lesson", "tea", "morning", "Mina", "rain", "the", "project")
 NAMES = ("Mina", "Jun", "Dr. Park", "Oma")
-#: Few instants so equal event times (ties) happen.
-INSTANTS = tuple(T0 + timedelta(hours=h) for h in (0, 0, 1, 2, 5))
+#: Few instants so equal event times (ties) happen. None is after T0, the stacks' fixed clock:
+#: lifecycle records are refused beyond the clock's now, and steps refused alike on both stacks
+#: would compare nothing.
+INSTANTS = tuple(T0 + timedelta(hours=h) for h in (-5, -5, -4, -3, 0))
 CALLER_RELATIONS = (
     Relation.SUPPORTS,
     Relation.CONTRADICTS,
@@ -156,23 +160,49 @@ class MemoryComparison(RuleBasedStateMachine):
     runner: ClassVar[LoopRunner]
     factory: ClassVar[MemoryFactory]
     can_reopen: ClassVar[bool] = False
+    #: Compare the vector indexes too (needs the subject's stores; off for a remote memory).
+    white_box: ClassVar[bool] = True
+    #: The embedder of the reference stack (default: the subject's own ``embedder``).
+    embedder: ClassVar[EmbeddingProvider | None] = None
     _collections: ClassVar[itertools.count[int]] = itertools.count()
 
     @classmethod
-    def bind(cls, runner: LoopRunner, factory: MemoryFactory, *, can_reopen: bool) -> type[MemoryComparison]:
-        """A subclass that opens its stacks with ``factory`` and runs coroutines with ``runner``."""
+    def bind(
+        cls,
+        runner: LoopRunner,
+        factory: MemoryFactory,
+        *,
+        can_reopen: bool,
+        white_box: bool = True,
+        embedder: EmbeddingProvider | None = None,
+    ) -> type[MemoryComparison]:
+        """A subclass that opens its stacks with ``factory`` and runs coroutines with ``runner``.
+
+        ``white_box=False`` compares through the facade only (a remote memory has no stores
+        here); ``embedder`` is then the one the subject's server uses.
+        """
         return type(
             "MemoryComparison",
             (cls,),
-            {"runner": runner, "factory": factory, "can_reopen": can_reopen},
+            {
+                "runner": runner,
+                "factory": factory,
+                "can_reopen": can_reopen,
+                "white_box": white_box,
+                "embedder": embedder,
+            },
         )
 
     def __init__(self) -> None:
         super().__init__()
         self.collection = f"sm-{next(self._collections)}"
         self.subject: CharacterMemory = self.runner.run(self.factory.open(self.collection))
-        # The same clock: lifecycle records are refused beyond the clock's now (and its skew).
-        self.reference = reference_memory(self.collection, self.subject.embedder, clock=self.subject.clock)
+        # The same clock: lifecycle records are refused beyond the clock's now (and its skew). A
+        # memory in another process (a remote client) shows no clock: it runs on the wall clock.
+        clock = getattr(self.subject, "clock", None) or SystemClock()
+        self.reference = reference_memory(
+            self.collection, self.embedder or self.subject.embedder, clock=clock
+        )
         self.model = Model()
         self.steps: list[str] = []
         self.reopened = False
@@ -490,6 +520,8 @@ class MemoryComparison(RuleBasedStateMachine):
     @invariant()
     def vector_points_agree(self) -> None:
         """Both stacks index the same memories (candidate recall follows graph currency)."""
+        if not self.white_box:
+            return
         expected = self.runner.run(stores_of(self.reference).vectors.point_ids())
         got = self.runner.run(stores_of(self.subject).vectors.point_ids())
         assert got == expected, (

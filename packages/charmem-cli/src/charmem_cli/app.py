@@ -626,6 +626,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", help="directory holding every embedded store (default: ./data)")
     collection_help = "collection name (default: $CHARMEM_COLLECTION or 'charmem')"
     parser.add_argument("--collection", default=None, help=collection_help)
+    parser.add_argument(
+        "--server",
+        default=None,
+        help="URL of a running `charmem serve` to send recall, remember and check to "
+        "(default: $CHARMEM_SERVER_URL; none: open the stores here)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     ingest = commands.add_parser("ingest-locomo", help="ingest LoCoMo conversation files")
     ingest.add_argument("files", nargs="+", type=Path)
@@ -696,7 +702,23 @@ def _parser() -> argparse.ArgumentParser:
         "optimize",
         help="build the HNSW index of the collection's embedded vectors (set VECTOR_HNSW_THRESHOLD)",
     )
+    _add_plugin_commands(commands)
     return parser
+
+
+#: Distributions add commands here (charmem-server: ``serve``, ``mcp``): ``register(subparsers)``
+#: adds parsers whose ``handler(args, settings)`` default returns the exit code.
+CLI_COMMANDS_GROUP = "charmem.cli_commands"
+
+
+def _add_plugin_commands(commands: Any) -> None:
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group=CLI_COMMANDS_GROUP), key=lambda e: e.name):
+        try:
+            entry.load()(commands)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the built-in commands
+            print(f"charmem: the commands of {entry.value} are unavailable: {exc}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -713,6 +735,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep stderr for our own progress
     try:
         settings = cli_settings(os.environ, args.store)
+        handler = getattr(args, "handler", None)
+        if handler is not None:
+            return int(handler(args, settings))
+        server_url = args.server or os.environ.get("CHARMEM_SERVER_URL")
+        if server_url:
+            from charmem_cli._remote import run_remote
+
+            return run_remote(args, server_url)
         if args.command == "ingest-locomo":
             report = asyncio.run(
                 ingest_locomo(

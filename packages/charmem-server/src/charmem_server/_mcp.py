@@ -1,0 +1,252 @@
+"""MCP tools over one collection: remember, recall, correct, forget, link.
+
+``charmem mcp --store DIR --collection C`` serves them over stdio (for an agent host's config
+file); ``charmem serve`` serves them over streamable HTTP at ``/mcp``. The descriptions are
+written for the model that calls them: what to store, when to recall, which ids to keep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, TextContent
+
+from charmem import (
+    CharacterMemory,
+    CorrectionTarget,
+    CorrectMemoryDraft,
+    DerivedType,
+    ForgetMemoryDraft,
+    LifecycleErrorKind,
+    LinkDraft,
+    Relation,
+    RememberInput,
+    ReplacementDerivedMemoryDraft,
+    RetrievalContext,
+)
+from charmem.errors import CharmemError, LifecycleValidationError
+from charmem_server._version import __version__
+from charmem_server._wire import converter
+
+__all__ = ["TOOL_NAMES", "build_mcp_server", "streamable_http_asgi"]
+
+TOOL_NAMES: Final = ("remember", "recall", "correct", "forget", "link")
+#: The relations a caller may write with ``link``.
+CALLER_RELATIONS: Final = (
+    "supports",
+    "contradicts",
+    "resolves",
+    "creates_open_loop",
+    "fulfills_commitment",
+    "associated_with",
+)
+
+INSTRUCTIONS: Final = (
+    "A long-term episodic memory of your conversations with this user. Call `recall` before you "
+    "answer anything that may depend on the past (people, plans, preferences, promises, earlier "
+    "sessions); call `remember` for each thing worth keeping (a fact about the user or their "
+    "people, a decision, a promise, a preference, an event), one self-contained sentence each. "
+    "Keep the ids tools return: `correct`, `forget` and `link` take them."
+)
+
+_REMEMBER: Final = """Store one thing worth remembering from the conversation, as a self-contained
+sentence written so it makes sense months later without the conversation around it: who, what,
+and when if known ("Ana's sister Marta moves to Lisbon in June 2025."). Remember facts about the
+user and the people and things in their life, decisions, promises (yours and theirs),
+preferences, and notable events. Do not store chit-chat, your own reasoning, or secrets the user
+did not want kept. One call per separate fact.
+
+occurred_at: when it happened, ISO 8601 with a UTC offset (2025-06-01T18:30:00+00:00); omit for now.
+Returns the ids of the stored memories: keep them if you may need to correct or forget this later."""
+
+_RECALL: Final = """Recall what you remember that is relevant to a question or topic. Call it
+before answering anything that may depend on earlier conversations: the user's people, plans,
+preferences, promises, past events, or "what did I tell you about ...". Phrase the query as the
+question itself or the names and topics involved.
+
+max_tokens: the most tokens of memory text to return (omit for all that was recalled).
+Returns the remembered items, most relevant first, each with its date and kind, then their ids
+and statuses (current, superseded, suppressed) for correct, forget and link."""
+
+_CORRECT: Final = """Correct a memory that turned out to be wrong or out of date: the corrected
+text replaces it in recall, and the old memory is kept as history. Use it when the user says
+something you remembered is wrong ("No, Marta moves in July, not June").
+
+memory_id: the id of the memory to correct (from recall or remember).
+corrected_text: the right version, as a self-contained sentence.
+rationale: why, in a few words ("the user corrected the month").
+Returns the id of the replacement memory."""
+
+_FORGET: Final = """Forget a memory: it no longer comes up in recall (nothing is deleted). Use it
+when the user asks you to forget something, or a memory should not influence you any more.
+Memories derived from it are forgotten too.
+
+memory_id: the id of the memory (from recall or remember).
+rationale: why, in a few words ("the user asked me to forget it")."""
+
+_LINK: Final = f"""Record how two remembered things relate, so recalling one brings the other.
+
+from_id, to_id: memory ids (from recall or remember).
+relation: one of {", ".join(CALLER_RELATIONS)} ("resolves": from_id settles the open matter
+to_id; "fulfills_commitment": from_id keeps the promise to_id).
+rationale: optional, why they relate.
+Returns the id of the link."""
+
+GetMemory = Callable[[], Awaitable[CharacterMemory | None]]
+Reading = Callable[[], contextlib.AbstractAsyncContextManager[CharacterMemory]]
+
+
+def _result(text: str, structured: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+def _tool_error(exc: CharmemError) -> ToolError:
+    return ToolError(f"{type(exc).__name__}: {exc}")
+
+
+def _when(occurred_at: str | None) -> datetime | None:
+    if occurred_at is None or not occurred_at.strip():
+        return None
+    try:
+        value = datetime.fromisoformat(occurred_at.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ToolError(
+            f"occurred_at {occurred_at!r} is not ISO 8601; write e.g. 2025-06-01T18:30:00+00:00"
+        ) from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _recall_text(pack: Any, max_tokens: int | None) -> tuple[str, list[dict[str, Any]]]:
+    rendered = pack.render(max_tokens)
+    shown = sum(1 for line in rendered.splitlines() if line.startswith("- "))
+    items = [
+        {"id": str(item.id), "object_type": item.object_type.value, "status": item.status.value}
+        for item in pack.items[:shown]
+    ]
+    if not items:
+        return "Nothing relevant is remembered.", []
+    ids = "\n".join(f"{n}. {i['id']} ({i['object_type']}, {i['status']})" for n, i in enumerate(items, 1))
+    return f"{rendered}\n\nIds of the items above, in the same order:\n{ids}", items
+
+
+def build_mcp_server(get_memory: GetMemory, *, reading: Reading) -> MCPServer[Any]:
+    """An MCP server whose tools act on one collection.
+
+    Args:
+        get_memory: returns the collection's memory, creating the collection (for writes).
+        reading: an async context manager giving a memory to read from (an empty one when the
+            collection does not exist yet).
+
+    Returns:
+        MCPServer: run it with ``run_stdio_async()`` or mount its streamable HTTP app.
+    """
+    server: MCPServer[Any] = MCPServer(
+        "charmem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
+
+    async def memory() -> CharacterMemory:
+        found = await get_memory()
+        assert found is not None
+        return found
+
+    @server.tool(description=_REMEMBER)
+    async def remember(text: str, occurred_at: str | None = None) -> CallToolResult:
+        try:
+            outcome = await (await memory()).remember(RememberInput(text, occurred_at=_when(occurred_at)))
+        except CharmemError as exc:
+            raise _tool_error(exc) from None
+        ids = [str(i) for i in outcome.object_ids]
+        structured = converter.unstructure(outcome)
+        return _result(f"Remembered. Memory ids: {', '.join(ids)}", structured)
+
+    @server.tool(description=_RECALL)
+    async def recall(query: str, max_tokens: int | None = None) -> CallToolResult:
+        try:
+            async with reading() as source:
+                pack = await source.retrieve(RetrievalContext(query=query))
+            text, items = _recall_text(pack, max_tokens)
+        except CharmemError as exc:
+            raise _tool_error(exc) from None
+        return _result(text, {"items": items, "omitted": len(pack.omissions)})
+
+    @server.tool(description=_CORRECT)
+    async def correct(memory_id: str, corrected_text: str, rationale: str) -> CallToolResult:
+        replacement = ReplacementDerivedMemoryDraft(DerivedType.CORRECTION, corrected_text)
+        target = await memory()
+        try:
+            try:
+                outcome = await target.correct(
+                    CorrectMemoryDraft(
+                        CorrectionTarget.derived_memory(memory_id), rationale
+                    ).with_replacement(replacement)
+                )
+            except LifecycleValidationError as exc:
+                if exc.kind not in (
+                    LifecycleErrorKind.MISSING_CORRECTION_TARGET,
+                    LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
+                ):
+                    raise
+                # not a belief: an episode or observation (nothing was written by the first try)
+                outcome = await target.correct(
+                    CorrectMemoryDraft(CorrectionTarget.source_object(memory_id), rationale).with_replacement(
+                        replacement
+                    )
+                )
+        except CharmemError as exc:
+            raise _tool_error(exc) from None
+        ids = [str(i) for i in outcome.replacement_ids]
+        return _result(f"Corrected. Replacement memory id: {', '.join(ids)}", converter.unstructure(outcome))
+
+    @server.tool(description=_FORGET)
+    async def forget(memory_id: str, rationale: str) -> CallToolResult:
+        try:
+            outcome = await (await memory()).forget(ForgetMemoryDraft.suppress(memory_id, rationale))
+        except CharmemError as exc:
+            raise _tool_error(exc) from None
+        count = len(outcome.graph_mutated_object_ids)
+        return _result(f"Forgotten ({count} memories no longer recalled).", converter.unstructure(outcome))
+
+    @server.tool(description=_LINK)
+    async def link(from_id: str, relation: str, to_id: str, rationale: str | None = None) -> CallToolResult:
+        if relation not in CALLER_RELATIONS:
+            raise ToolError(f"relation must be one of {', '.join(CALLER_RELATIONS)}, not {relation!r}")
+        try:
+            outcome = await (await memory()).link(
+                LinkDraft(from_id, Relation(relation), to_id, rationale=rationale)
+            )
+        except CharmemError as exc:
+            raise _tool_error(exc) from None
+        return _result(f"Linked. Link id: {outcome.link.id}", converter.unstructure(outcome))
+
+    return server
+
+
+def streamable_http_asgi(
+    server: MCPServer[Any], *, max_body_bytes: int
+) -> tuple[Any, Callable[[], contextlib.AbstractAsyncContextManager[None]]]:
+    """The ``/mcp`` route of ``server``'s streamable HTTP transport and the lifespan it needs.
+
+    Host, Origin and tokens are checked by the server's own gate in front of every route, so
+    the SDK's DNS-rebinding check (which assumes loopback names) is off here.
+
+    Returns:
+        (the Starlette route list to add, a context manager to run for the app's lifetime).
+    """
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        max_request_body_size=max_body_bytes,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        async with server.session_manager.run():
+            yield
+
+    return list(app.routes), lifespan

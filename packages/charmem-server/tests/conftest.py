@@ -1,0 +1,197 @@
+"""Real servers for the tests: uvicorn on 127.0.0.1 with an ephemeral port, over embedded stores.
+
+``serve(...)`` runs the application in a uvicorn server on a thread of this process (its own
+event loop, a real socket); ``charmem_process(...)`` starts ``charmem serve`` or ``charmem mcp``
+as a subprocess. Every store is a real embedded one (Oxigraph, Qdrant Edge, SQLite) under the
+test's temporary directory; embeddings come from the hashing embedder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+import uvicorn
+
+from charmem import Settings
+from charmem.testing import HashingEmbeddingProvider
+from charmem_server import MemoryRegistry, ServerConfig, create_app
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def store_env(root: Path) -> dict[str, str]:
+    """Settings keys for the embedded stores under ``root`` with the hashing embedder."""
+    return {
+        "GRAPH_STORE_MODE": "persistent",
+        "OXIGRAPH_PATH": str(root / "oxigraph"),
+        "VECTOR_STORE_MODE": "embedded",
+        "VECTOR_STORE_PATH": str(root / "vectors"),
+        "RETRIEVAL_STATS_STORE_MODE": "sqlite",
+        "RETRIEVAL_STATS_PATH": str(root / "retrieval-stats.sqlite3"),
+        "EMBEDDING_PROVIDER": "hashing",
+        "TOKEN_COUNTER": "whitespace",
+        "VECTOR_LEXICAL_CUE": "false",
+    }
+
+
+@attrs.define
+class RunningServer:
+    """A uvicorn server on a thread of this process."""
+
+    url: str
+    registry: MemoryRegistry
+    server: uvicorn.Server
+    thread: threading.Thread
+    config: ServerConfig
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive(), "the server did not stop"
+
+
+def start_server(root: Path, config: ServerConfig | None = None) -> RunningServer:
+    """Serve the embedded stores under ``root`` on 127.0.0.1 and an ephemeral port."""
+    settings = Settings.from_mapping(store_env(root))
+    registry = MemoryRegistry(settings, embedder=HashingEmbeddingProvider(), store_root=root)
+    sock = socket.socket(socket.AF_INET)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    config = attrs.evolve(config or ServerConfig(), host="127.0.0.1", port=port)
+    server = uvicorn.Server(uvicorn.Config(create_app(registry, config), log_config=None, lifespan="on"))
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(server.serve(sockets=[sock]))
+        except BaseException as exc:  # noqa: BLE001 - reported by the waiting test
+            failure.append(exc)
+        finally:
+            sock.close()
+
+    thread = threading.Thread(target=run, name="charmem-test-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if failure or not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the test server did not start: {failure!r}")
+        time.sleep(0.02)
+    return RunningServer(f"http://127.0.0.1:{port}", registry, server, thread, config)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., RunningServer]]:
+    """``serve(config=None, root=None)``: start a server (stopped after the test)."""
+    started: list[RunningServer] = []
+
+    def start(config: ServerConfig | None = None, root: Path | None = None) -> RunningServer:
+        running = start_server(root or tmp_path / f"store{len(started)}", config)
+        started.append(running)
+        return running
+
+    yield start
+    for running in reversed(started):
+        running.stop()
+
+
+@pytest.fixture
+def server(serve: Callable[..., RunningServer]) -> RunningServer:
+    """A server with the default configuration (loopback, no token file)."""
+    return serve()
+
+
+@pytest.fixture
+def http(server: RunningServer) -> Iterator[httpx.Client]:
+    """An httpx client of ``server``."""
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        yield client
+
+
+def cli_env(root: Path, **extra: str) -> dict[str, str]:
+    """The environment of a ``charmem`` subprocess: this worktree's sources first, stores under root."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHARMEM_", "OXIGRAPH", "VECTOR_"))}
+    env.update(store_env(root))
+    env.update(extra)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    paths = [str(p) for p in sorted((REPO_ROOT / "packages").glob("*/src"))] + [
+        str(REPO_ROOT / "contract-tests/src")
+    ]
+    env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def charmem_command(*args: str) -> list[str]:
+    """``python -m charmem_cli ...`` with this interpreter."""
+    return [sys.executable, "-m", "charmem_cli", *args]
+
+
+@contextlib.contextmanager
+def charmem_process(root: Path, *args: str, **extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Start ``charmem serve --port 0 ...`` and wait for its URL (read from its stderr log)."""
+    process = subprocess.Popen(
+        charmem_command(*args),
+        env=cli_env(root, **extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = ""
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        assert process.stderr is not None
+        while time.monotonic() < deadline:
+            line = process.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "listening on http://" in line:
+                url = line.split("listening on ", 1)[1].split()[0]
+            if "Application startup complete" in line:
+                break
+        if not url:
+            process.wait(timeout=30)
+        yield process, url or "".join(lines)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def read_rest(process: subprocess.Popen[str]) -> str:
+    """What is left on a finished process's stderr."""
+    assert process.stderr is not None
+    return process.stderr.read()
+
+
+def json_of(response: httpx.Response) -> Any:
+    """The decoded JSON of a response (problem or result)."""
+    return response.json()
+
+
+@pytest.fixture
+def cli() -> Any:
+    """The subprocess helpers: ``cli.command``, ``cli.process``, ``cli.env``, ``cli.read_rest``."""
+    import types
+
+    return types.SimpleNamespace(
+        command=charmem_command, process=charmem_process, env=cli_env, read_rest=read_rest
+    )
