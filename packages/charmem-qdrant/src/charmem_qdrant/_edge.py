@@ -254,7 +254,9 @@ def _shard_path(root: str | os.PathLike[str], collection: str) -> tuple[Path, Pa
 
 def _backend_error(collection: str, path: Path, action: str, exc: BaseException) -> BackendError:
     return BackendError(
-        f"Qdrant Edge failed to {action} for collection {collection!r} at {path}: {exc}"
+        f"Qdrant Edge failed to {action} for collection {collection!r} at {path}: {exc} (if it "
+        "keeps failing, the shard's files may be damaged: the vectors are derived data, rebuild "
+        "them from the graph with `charmem rebuild-vectors --drop`)"
     )
 
 
