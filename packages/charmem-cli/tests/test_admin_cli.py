@@ -122,7 +122,7 @@ def test_reading_commands_on_a_mistyped_collection_create_nothing(
     capsys.readouterr()
     assert main(["--store", str(store), "--collection", "clii", *command]) == 2
     err = capsys.readouterr().err
-    assert "ConfigurationError" in err and "'clii' has no vector index" in err
+    assert "ConfigurationError" in err and "'clii' holds nothing" in err
     assert not (store / "vectors" / "clii").exists()
     assert not (tmp_path / "backup").exists()
     assert main(["--store", str(store), "--collection", "cli", "recall", "Ana visiting"]) == 0

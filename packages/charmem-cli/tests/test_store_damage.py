@@ -97,6 +97,16 @@ async def test_a_lost_shard_is_rebuilt_from_the_graph_by_the_open(tmp_path: Path
     assert progress[0] == (0, progress[-1][1]) and progress[-1][0] == progress[-1][1] >= len(TEXTS)
 
 
+def test_charmem_recall_rebuilds_a_lost_shard_as_the_library_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asyncio.run(_populate(tmp_path))
+    shutil.rmtree(tmp_path / "vectors" / COLLECTION)
+    assert main(["--store", str(tmp_path), "--collection", COLLECTION, "recall", "violin lessons"]) == 0
+    assert "violin lessons moved to Thursday" in capsys.readouterr().out
+    assert (tmp_path / "vectors" / COLLECTION).is_dir()
+
+
 async def test_a_lost_shard_is_refused_when_rebuild_on_open_is_off(tmp_path: Path) -> None:
     await _populate(tmp_path)
     shard = tmp_path / "vectors" / COLLECTION
@@ -210,6 +220,28 @@ async def test_a_damaged_shard_is_refused_and_rebuild_vectors_drop_repairs_it(
     report = await rebuild_vectors(_settings(tmp_path), COLLECTION, drop=True, batch_size=64, progress=False)
     assert report["indexed"] >= len(TEXTS)
     assert set(TEXTS) <= await _recalled(_settings(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "data_file", ["vector_storage-dense/vectors/chunk_0.mmap", "payload_storage/page_0.dat"]
+)
+def test_check_names_a_shard_that_holds_points_but_cannot_be_searched(
+    tmp_path: Path, data_file: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shard opens (its structure is intact) but the data a search reads is cut short."""
+    asyncio.run(_populate(tmp_path))
+    damaged = list((tmp_path / "vectors" / COLLECTION / "segments").glob(f"*/{data_file}"))
+    assert damaged, f"no {data_file} in the shard: the layout of Qdrant Edge changed"
+    for path in damaged:
+        path.write_bytes(os.urandom(100))  # replaced by 100 random bytes
+    settings = _settings(tmp_path)
+    with pytest.raises(StoreCorruptedError, match="cannot be searched") as info:
+        asyncio.run(check_settings(settings, COLLECTION, embedding_provider=HashingEmbeddingProvider()))
+    assert "charmem rebuild-vectors --drop" in str(info.value)
+    assert main(["--store", str(tmp_path), "--collection", COLLECTION, "check"]) == 2
+    assert "rebuild-vectors --drop" in capsys.readouterr().err
+    asyncio.run(rebuild_vectors(settings, COLLECTION, drop=True, batch_size=64, progress=False))
+    assert set(TEXTS) <= asyncio.run(_recalled(settings))
 
 
 async def test_a_garbage_stats_file_is_moved_aside_and_rebuilt_by_the_open(tmp_path: Path) -> None:

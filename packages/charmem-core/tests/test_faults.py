@@ -331,8 +331,22 @@ async def test_close_cancels_an_operation_that_outlasts_its_timeout_with_a_clear
     with pytest.raises(CharmemError, match="was closed while this remember ran") as info:
         remember.result()
     assert "charmem.admin.check" in str(info.value)
+    assert "close waited 0.01 s" in str(info.value)  # the wait it was given, not the default
     report = await stack.check()  # its graph batch was written: check says what is missing
     assert report.missing_vectors and not report.stats_consistent and report.graph_consistent
+
+
+async def test_a_retrieval_cancelled_by_close_says_nothing_was_written() -> None:
+    stack = Stack()
+    await stack.memory.remember(_input("The tea is black."))
+    stack.arm("embedder.embed_query")  # the query embedding hangs
+    retrieve = asyncio.create_task(stack.memory.retrieve("tea"))
+    await _guarded(stack.embedder.entered.wait())
+    await _guarded(stack.memory.close(timeout_s=0.01))
+    with pytest.raises(CharmemError, match="was closed while this retrieve ran") as info:
+        retrieve.result()
+    assert "nothing was written" in str(info.value)
+    assert "graph write" not in str(info.value)
 
 
 async def test_an_exclusive_block_finishes_its_work_while_close_waits_for_it() -> None:

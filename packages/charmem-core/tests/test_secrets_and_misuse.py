@@ -96,6 +96,9 @@ def test_url_passwords_are_masked_in_the_settings_repr() -> None:
         ),
         (None, f"http://u:p@ss:{PASSWORD}@h/", "http://u:***@h/"),  # an unencoded '@' in the password
         (None, "http://h:8080/a@b mail x@y.z", "http://h:8080/a@b mail x@y.z"),  # no user-info
+        (None, f"q:{PASSWORD}@localhost:6334", "q:***@localhost:6334"),  # no scheme
+        (None, f"alice:{PASSWORD}@db:7878/query", "alice:***@db:7878/query"),
+        (None, "ana@example.com at 12:30", "ana@example.com at 12:30"),
     ],
 )
 def test_one_function_masks_secret_keys_and_url_passwords(key: str | None, value: str, masked: str) -> None:
@@ -268,6 +271,18 @@ async def test_open_used_without_await_says_to_await_it() -> None:
     assert not hasattr(opening, "collection")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # told once already: no second warning when collected
+        del opening
+        gc.collect()
+
+
+async def test_open_in_a_blocking_with_says_to_use_async_with_or_the_sync_facade() -> None:
+    opening = CharacterMemory.open(
+        Settings.from_mapping(IN_MEMORY), "c", embedding_provider=HashingEmbeddingProvider()
+    )
+    with pytest.raises(MemoryNotOpenedError, match=r"SyncCharacterMemory\.open"), opening:
+        pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # told once already: no warning when collected
         del opening
         gc.collect()
 

@@ -59,6 +59,42 @@ def test_second_opener_in_the_same_process_is_refused(root: Path) -> None:
     second.close_sync()
 
 
+async def test_a_refused_opener_leaves_the_holder_writing(root: Path) -> None:
+    """Qdrant Edge's load touched the held shard's files before finding it locked, and every
+    later upsert of the holder failed to flush; a refused opener must change nothing.
+    """
+    holder = EdgeVectorIndex(root, "held", model_id=MODEL, vector_size=SIZE, lock_timeout=0.2)
+    try:
+        first = MemoryId.new()
+        await holder.upsert(
+            [
+                VectorPoint(
+                    id=first, object_type=ObjectType.OBSERVATION, vector=[1.0, 0.0, 0.0], text="tea"
+                )
+            ]
+        )
+        for _ in range(2):
+            with pytest.raises(StoreLockedError):
+                EdgeVectorIndex(root, "held", model_id=MODEL, vector_size=SIZE, lock_timeout=0.2)
+        later = [MemoryId.new() for _ in range(3)]
+        for n, memory_id in enumerate(later):
+            point = VectorPoint(
+                id=memory_id,
+                object_type=ObjectType.OBSERVATION,
+                vector=[0.0, 1.0, n],
+                text="garden tea",
+            )
+            await holder.upsert([point])  # raised BackendError "Failed to flush ..." before
+        assert await holder.point_ids() == {first, *later}
+    finally:
+        holder.close_sync()
+    reopened = EdgeVectorIndex(root, "held", model_id=MODEL, vector_size=SIZE)
+    try:
+        assert await reopened.count() == 4
+    finally:
+        reopened.close_sync()
+
+
 def test_lock_timeout_is_configurable(root: Path) -> None:
     first = EdgeVectorIndex(root, "locked", model_id=MODEL, vector_size=SIZE)
     try:

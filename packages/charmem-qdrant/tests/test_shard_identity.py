@@ -15,6 +15,7 @@ from charmem.errors import (
     ConfigurationError,
     DimensionMismatchError,
     EmbedderMismatchError,
+    StoreCorruptedError,
     StoreLockedError,
 )
 from charmem.ports import VectorPoint
@@ -122,11 +123,16 @@ def test_marker_of_another_collection_is_refused(root: Path) -> None:
         open_index(root, "copy")
 
 
-def test_unreadable_marker_is_refused(root: Path) -> None:
+@pytest.mark.parametrize(
+    "content", [b"{not json", bytes(range(128, 256))], ids=["not-json", "not-utf8"]
+)
+def test_unreadable_marker_is_a_damaged_store_with_the_way_back(root: Path, content: bytes) -> None:
     path = make_shard(root)
-    (path / MARKER_FILE_NAME).write_text("{not json", encoding="utf-8")
-    with pytest.raises(ConfigurationError, match="unreadable"):
+    (path / MARKER_FILE_NAME).write_bytes(content)
+    with pytest.raises(StoreCorruptedError, match="unreadable") as info:
         open_index(root)
+    assert "charmem rebuild-vectors --drop" in str(info.value)
+    assert info.value.path == str(path / MARKER_FILE_NAME)
 
 
 def test_newer_schema_version_is_refused(root: Path) -> None:

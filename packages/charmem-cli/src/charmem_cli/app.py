@@ -119,24 +119,21 @@ def _provider(settings: Settings) -> EmbeddingProvider:
     return provider
 
 
-def require_graph_store(settings: Settings, collection: str, *, need_vectors: bool = True) -> None:
-    """Refuse a command that reads a collection when its stores do not exist.
+def require_graph_store(settings: Settings, collection: str) -> None:
+    """Refuse a command that reads a collection when its graph store does not exist.
 
     Opening a memory creates its stores, so ``recall``, ``export``, ``purge`` and
-    ``rebuild-vectors`` on a mistyped ``--store`` or ``--collection`` would otherwise leave new,
-    empty stores behind and answer as if the collection were empty. Adapters without the
-    ``exists_from_settings`` hook (servers, in-memory stores) are not checked.
+    ``rebuild-vectors`` on a mistyped ``--store`` would otherwise leave new, empty stores behind
+    and answer as if the collection were empty. Adapters without the ``exists_from_settings``
+    hook (servers, in-memory stores) are not checked.
 
     Args:
         settings: the deployment settings.
         collection: the collection name.
-        need_vectors: also require the collection's vector shard (``rebuild-vectors``, which
-            re-creates a lost one, passes ``False``).
 
     Raises:
-        ConfigurationError: the persistent graph store is missing (``key="OXIGRAPH_PATH"``), the
-            collection has no vector shard (``key="collection"``), or the collection name is not
-            allowed.
+        ConfigurationError: the persistent graph store is missing (``key="OXIGRAPH_PATH"``), or
+            the collection name is not allowed.
     """
     from charmem.composition import load_adapter
 
@@ -148,14 +145,21 @@ def require_graph_store(settings: Settings, collection: str, *, need_vectors: bo
             "existing store)",
             key="OXIGRAPH_PATH",
         )
-    shard = getattr(load_adapter("vectors", settings.vector_store_mode), "exists_from_settings", None)
-    if need_vectors and shard is not None and not shard(settings, collection):
-        raise ConfigurationError(
-            f"collection {collection!r} has no vector index at {settings.vector_store_path}; "
-            "nothing was created. Check --collection (or CHARMEM_COLLECTION); if the collection's vectors "
-            "were lost, `charmem rebuild-vectors` re-creates them from the graph",
-            key="collection",
-        )
+
+
+async def require_collection(settings: Settings, collection: str) -> None:
+    """Refuse a command on a collection these stores do not hold (a mistyped name or path).
+
+    The graph store must exist; a collection without a vector shard is refused only when its
+    graph is empty too: a lost shard beside a graph that holds memories is rebuilt by the open
+    (``VECTOR_REBUILD_ON_OPEN``), as the library does.
+
+    Raises:
+        ConfigurationError: no graph store there, or no shard and nothing in the collection's
+            graph; nothing was created.
+    """
+    require_graph_store(settings, collection)
+    await _require_graph_collection(settings, collection)
 
 
 async def _require_graph_collection(settings: Settings, collection: str) -> None:
@@ -183,8 +187,9 @@ async def _require_graph_collection(settings: Settings, collection: str) -> None
         await graph.close()
     if not statements:
         raise ConfigurationError(
-            f"collection {collection!r} holds nothing in these stores; nothing was created "
-            "(check --collection or CHARMEM_COLLECTION, and --store)",
+            f"collection {collection!r} holds nothing in these stores (an empty graph and no "
+            f"vector index at {settings.vector_store_path}); nothing was created (check "
+            "--collection or CHARMEM_COLLECTION, and --store)",
             key="collection",
         )
 
@@ -295,7 +300,7 @@ def print_pack(pack: ContinuityContextPack, out: Any = None) -> None:
 
 
 async def _recall(settings: Settings, collection: str, query: str, limit: int, as_json: bool) -> None:
-    require_graph_store(settings, collection)
+    await require_collection(settings, collection)
     async with CharacterMemory.open(settings, collection, embedding_provider=_provider(settings)) as memory:
         pack = await memory.retrieve(RetrievalContext(query=query, max_items=limit))
     if as_json:
@@ -373,8 +378,7 @@ async def rebuild_vectors(
         DimensionMismatchError, EmbedderMismatchError: the vectors were made by another embedder
             and ``drop`` is false.
     """
-    require_graph_store(settings, collection, need_vectors=False)
-    await _require_graph_collection(settings, collection)
+    await require_collection(settings, collection)
     bar, on_progress = _vector_progress(progress)
     start = time.perf_counter()
     try:
@@ -476,7 +480,7 @@ async def export_backup(settings: Settings, collection: str, directory: Path) ->
         CharmemError: the collection is empty in these stores (a mistyped name or store path?),
             or :func:`charmem.admin.export_collection` failed.
     """
-    require_graph_store(settings, collection)
+    await require_collection(settings, collection)
     start = time.perf_counter()
     async with CharacterMemory.open(settings, collection, embedding_provider=_provider(settings)) as memory:
         manifest = await export_collection(memory, directory, allow_empty=False)
@@ -531,7 +535,7 @@ async def purge_memories(settings: Settings, collection: str, ids: Sequence[str]
         DraftValidationError: an id is not a UUID.
         ConfigurationError: there is no graph store where the settings point.
     """
-    require_graph_store(settings, collection)
+    await require_collection(settings, collection)
     async with CharacterMemory.open(settings, collection, embedding_provider=_provider(settings)) as memory:
         return await purge(memory, ids)
 

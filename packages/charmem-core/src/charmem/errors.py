@@ -47,6 +47,8 @@ _MASK: Final = "***"
 # scheme://user:password@host: the password runs to the last '@' before the path (a password
 # may hold an unencoded '@'; urlsplit splits the same way).
 _URL_PASSWORD: Final = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^/?#@\s:]*):[^/?#\s]*@")
+# user:password@host without a scheme (an endpoint written as ``alice:pw@db:7878/query``).
+_BARE_PASSWORD: Final = re.compile(r"(?P<head>(?<![\w.+\-/:@])[A-Za-z0-9._~%+\-]+):[^/?#\s]*@(?=[\w\[])")
 _SECRET_PARAMETER: Final = re.compile(
     r"(?P<head>[?&][A-Za-z0-9_\-]*(?:key|token|password|passwd|secret)=)[^&#\s]+", re.IGNORECASE
 )
@@ -61,8 +63,9 @@ def mask_secrets(value: str, *, key: str | None = None) -> str:
     * The whole value, when ``key`` names a secret: a settings key or field name ending in
       ``PASSWORD``, ``SECRET``, ``TOKEN``, ``API_KEY`` or ``CREDENTIALS`` (``OPENAI_API_KEY``,
       ``QDRANT_API_KEY``, ``SPARQL_PASSWORD``, ``SPARQL_BEARER_TOKEN``; case-insensitive).
-    * Otherwise the password of every URL's user-info (``http://alice:***@host/``; the user name
-      stays) and the value of URL query parameters named like a secret (``?api_key=***``).
+    * Otherwise the password of every URL's user-info (``http://alice:***@host/``, and without a
+      scheme ``alice:***@host:7878``; the user name stays) and the value of URL query parameters
+      named like a secret (``?api_key=***``).
 
     Used by the settings' repr, charmem's log events and every :class:`CharmemError` message.
 
@@ -75,8 +78,9 @@ def mask_secrets(value: str, *, key: str | None = None) -> str:
     """
     if key is not None and value and _SECRET_KEY.search(key):
         return _MASK
-    if "://" in value:
+    if "@" in value:
         value = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{_MASK}@", value)
+        value = _BARE_PASSWORD.sub(lambda m: f"{m['head']}:{_MASK}@", value)
     if "=" in value:
         value = _SECRET_PARAMETER.sub(lambda m: f"{m['head']}{_MASK}", value)
     return value

@@ -81,6 +81,8 @@ P = ParamSpec("P")
 DEFAULT_CLOSE_TIMEOUT_S: Final = 30.0
 #: Seconds close then gives the operations it cancelled to unwind before closing the stores.
 _CANCEL_GRACE_S: Final = 5.0
+#: Facade operations that never write: one cancelled by close wrote nothing.
+_READ_OPERATIONS: Final = frozenset({"prepare", "validate_plan", "retrieve"})
 
 
 async def _build_adapter(port: str, mode: str, *args: Any, **kwargs: Any) -> Any:
@@ -194,6 +196,17 @@ class _Opening:
                 stacklevel=2,
                 source=self,
             )
+
+    def __enter__(self) -> None:
+        self._used = True
+        raise MemoryNotOpenedError(
+            "CharacterMemory.open(...) is asynchronous: write `async with CharacterMemory.open(...) "
+            "as memory:` in a coroutine, or use `with SyncCharacterMemory.open(...) as memory:` in "
+            "blocking code"
+        )
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Never reached: :meth:`__enter__` always raises."""
 
     def __await__(self) -> Generator[Any, None, CharacterMemory]:
         return self._factory().__await__()
@@ -320,6 +333,7 @@ class CharacterMemory:
         self._running: dict[asyncio.Task[Any], int] = {}
         self._running_changed = asyncio.Event()
         self._cancelled_by_close: set[asyncio.Task[Any]] = set()
+        self._close_waited_s = self.close_timeout_s
         self._closing: asyncio.Task[None] | None = None
 
     @property
@@ -495,11 +509,18 @@ class CharacterMemory:
             if self._running[task] == 1 and task in self._cancelled_by_close:
                 self._cancelled_by_close.discard(task)
                 task.uncancel()
+                if name in _READ_OPERATIONS:
+                    consequence = "nothing was written"
+                else:
+                    consequence = (
+                        "its graph write may be stored without vectors or stats: open the memory "
+                        "again and run charmem.admin.check(memory) and repair(memory, report), or "
+                        "commit the same plan again (a new remember of the same RememberInput "
+                        "makes new ids)"
+                    )
                 raise CharmemError(
                     f"memory {self.collection!r} was closed while this {name} ran (close waited "
-                    f"{self.close_timeout_s:g} s for it); a write may have stored its graph batch "
-                    "without vectors or stats: open the memory again and replay it, or run "
-                    "charmem.admin.check"
+                    f"{self._close_waited_s:g} s for it); {consequence}"
                 ) from None
             raise
         finally:
@@ -837,6 +858,7 @@ class CharacterMemory:
         return []
 
     async def _close(self, timeout_s: float, me: asyncio.Task[Any] | None) -> None:
+        self._close_waited_s = timeout_s
         left = await self._wait_for_others(timeout_s, me)
         if left:
             log.warning("close_cancels_operations", collection=self.collection, operations=len(left))

@@ -33,6 +33,7 @@ __all__ = [
     "check_complete",
     "free_bytes",
     "require_space",
+    "wal_held",
     "wal_lock",
 ]
 
@@ -146,6 +147,34 @@ def check_complete(shard: Path, collection: str) -> None:
 
 class _HeldError(Exception):
     """The WAL lock is held by another opener (retried)."""
+
+
+def wal_held(shard: Path) -> bool:
+    """Whether another opener (in any process, this one included) holds ``<shard>/wal``'s lock.
+
+    Qdrant Edge 0.9's load touches a shard's files before it finds the WAL locked, and what it
+    touches breaks the flushes of the opener holding the shard (measured: every later upsert of
+    that opener failed with "Failed to flush mmap sparse vector gridstore"). So a loader asks
+    first, taking and releasing the lock itself (``flock`` conflicts between open files, so an
+    opener in this process is seen too).
+
+    Returns:
+        bool: True when the lock is held; False when it is free, or cannot be taken here (no
+        ``fcntl``, no ``wal`` directory: a new or damaged shard, where Qdrant Edge decides).
+    """
+    wal = shard / "wal"
+    if fcntl is None or not wal.is_dir():
+        return False
+    fd = os.open(wal, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

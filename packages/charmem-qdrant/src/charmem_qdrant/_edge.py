@@ -91,6 +91,10 @@ _LOCK_RETRY_WAIT: Final = 0.05  # seconds between attempts to take a held shard 
 _log = get_logger("charmem_qdrant")
 
 
+class _ShardHeldError(Exception):
+    """Another opener holds the shard's WAL lock (found before loading; retried like Edge's)."""
+
+
 def _is_lock_error(exc: BaseException) -> bool:
     """Whether ``exc`` is Qdrant Edge refusing a shard whose WAL another opener holds.
 
@@ -254,7 +258,9 @@ def _shard_path(root: str | os.PathLike[str], collection: str) -> tuple[Path, Pa
 
 def _backend_error(collection: str, path: Path, action: str, exc: BaseException) -> BackendError:
     return BackendError(
-        f"Qdrant Edge failed to {action} for collection {collection!r} at {path}: {exc}"
+        f"Qdrant Edge failed to {action} for collection {collection!r} at {path}: {exc} (if it "
+        "keeps failing, the shard's files may be damaged: the vectors are derived data, rebuild "
+        "them from the graph with `charmem rebuild-vectors --drop`)"
     )
 
 
@@ -684,12 +690,15 @@ class EdgeVectorIndex:
 
     def _load(self) -> qe.EdgeShard:
         path, config = str(self._path), self._config()
+
+        def load() -> qe.EdgeShard:
+            # never let Qdrant Edge load a shard another opener holds (see _disk.wal_held)
+            if _disk.wal_held(self._path):
+                raise _ShardHeldError(f"the WAL of {path} is locked: WouldBlock")
+            return qe.EdgeShard.load(path, config)
+
         return _open_with_retry(
-            self._collection,
-            self._path,
-            self._lock_timeout,
-            "open the shard",
-            lambda: qe.EdgeShard.load(path, config),
+            self._collection, self._path, self._lock_timeout, "open the shard", load
         )
 
     def _open(self) -> qe.EdgeShard:

@@ -30,6 +30,7 @@ from charmem.errors import (
     ConfigurationError,
     DimensionMismatchError,
     EmbedderMismatchError,
+    StoreCorruptedError,
 )
 
 __all__ = ["MARKER_FILE_NAME", "SCHEMA_VERSION", "ShardMarker", "write_atomic"]
@@ -165,21 +166,20 @@ class ShardMarker:
             The marker, or ``None`` when the file does not exist.
 
         Raises:
+            StoreCorruptedError: the file is not UTF-8 JSON (damaged, or not a charmem marker).
             ConfigurationError: the file is not a charmem shard marker this version understands.
         """
         try:
-            text = path.read_text(encoding="utf-8")
+            document: Any = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        try:
-            document: Any = json.loads(text)
-        except ValueError as exc:
-            raise ConfigurationError(
-                f"the vector shard marker {path} is unreadable ({exc}); the shard was not written "
-                "by charmem-qdrant or the file was edited. Replace it with "
-                "vectors rebuilt from the graph: `charmem rebuild-vectors --drop` or "
+        except ValueError as exc:  # not UTF-8 (UnicodeDecodeError) or not JSON
+            raise StoreCorruptedError(
+                f"the vector shard marker {path} is unreadable ({exc}); the file is damaged, or "
+                "the shard was not written by charmem-qdrant. The vectors are derived data: "
+                "rebuild them from the graph with `charmem rebuild-vectors --drop` or "
                 "CharacterMemory.open(..., rebuild_vectors=True)",
-                key="VECTOR_STORE_PATH",
+                path=str(path),
             ) from exc
         return cls.from_document(document, where=str(path), key="VECTOR_STORE_PATH")
 

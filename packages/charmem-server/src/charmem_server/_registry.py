@@ -192,6 +192,9 @@ class MemoryRegistry:
             return memory
         if not create and not await asyncio.to_thread(self._exists, collection):
             return None
+        memory = self._memories.get(collection)  # opened while _exists ran in its thread
+        if memory is not None:
+            return memory
         pending = self._opening.get(collection)
         if pending is None:
             pending = asyncio.ensure_future(self._open(collection))

@@ -53,6 +53,7 @@ from charmem.ports import (
     RetrievalStatsStore,
     StatsSummary,
     VectorIndex,
+    VectorQuery,
 )
 from charmem.settings import Settings, validate_collection_name
 from charmem.stats.memory import InMemoryRetrievalStatsStore
@@ -641,6 +642,8 @@ async def check_stores(
     checks a lost shard or stats file without creating one).
 
     Raises:
+        StoreCorruptedError: the vector index holds points but a search of it fails (damaged
+            files: ``charmem rebuild-vectors --drop``).
         BackendError: a store failed.
     """
     collection = graph.collection
@@ -668,6 +671,8 @@ async def check_stores(
     else:
         points = await vectors.point_ids()
         vector_points = len(points)
+        if points:
+            await _probe_search(vectors, collection)
     backed = {
         memory_id
         for memory_id, obj in objects.items()
@@ -725,6 +730,28 @@ async def check_stores(
         graph_problems=len(problems),
     )
     return report
+
+
+async def _probe_search(vectors: VectorIndex, collection: str) -> None:
+    """Search the index once (dense and lexical cues, every point scanned): it must answer.
+
+    Counting points reads none of their vectors; a damaged vector or payload file shows only
+    when a search reads it, so check would call a collection consistent that no retrieval can
+    search.
+
+    Raises:
+        StoreCorruptedError: the search failed.
+    """
+    probe = [1.0] + [0.0] * (vectors.vector_size - 1)
+    try:
+        await vectors.search(VectorQuery(vector=probe, limit=1, text="check"))
+    except BackendError as exc:
+        raise StoreCorruptedError(
+            f"the vector index of collection {collection!r} holds points but cannot be searched "
+            f"({exc}); its files are damaged. The vectors are derived data: rebuild them from the "
+            "graph with `charmem rebuild-vectors --drop` (or CharacterMemory.open(..., "
+            "rebuild_vectors=True))"
+        ) from exc
 
 
 def refuse_wiping_derived_data(report: CheckReport) -> None:

@@ -469,6 +469,11 @@ def _prompt_safe(text: str) -> str:
     return "\n    ".join(_CONTROL.sub("", line).rstrip() for line in text.splitlines())
 
 
+def _one_line(name: str) -> str:
+    """A name on one line: every whitespace run, line breaks included, becomes one space."""
+    return " ".join(name.split())
+
+
 def same_text_key(text: str) -> str:
     """What makes two memory texts the same line of a rendered pack.
 
@@ -614,7 +619,8 @@ class ContinuityContextPack:
         used = 0
         named = [e for e in self.entities if e.names]
         if named:
-            known = "; ".join(", ".join(e.names) for e in sorted(named, key=lambda e: (e.names, e.id)))
+            ordered = sorted(named, key=lambda e: (e.names, e.id))
+            known = "; ".join(", ".join(map(_one_line, e.names)) for e in ordered)
             prefix, text = "Known people and things: ", _prompt_safe(known)
             line = prefix + text
             if budget is not None and _cost(counter, line) > budget // 2:
