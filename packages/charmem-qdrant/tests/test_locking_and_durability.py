@@ -60,8 +60,10 @@ def test_second_opener_in_the_same_process_is_refused(root: Path) -> None:
 
 
 async def test_a_refused_opener_leaves_the_holder_writing(root: Path) -> None:
-    """Qdrant Edge's load touched the held shard's files before finding it locked, and every
-    later upsert of the holder failed to flush; a refused opener must change nothing.
+    """A refused opener changes nothing of the shard its holder keeps writing.
+
+    Qdrant Edge's load touched the held shard's files before finding it locked, and every later
+    upsert of the holder failed to flush.
     """
     holder = EdgeVectorIndex(root, "held", model_id=MODEL, vector_size=SIZE, lock_timeout=0.2)
     try:
