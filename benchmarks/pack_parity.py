@@ -93,14 +93,27 @@ async def build(memory: CharacterMemory, data: Path) -> dict[str, Any]:
     # an active thread over facts and episodes, a resolved one over other facts, caller links
     active, closed = (MemoryId.deterministic(COLLECTION, "thread", n) for n in ("active", "closed"))
     when = times[len(times) // 2]
+    created = {
+        draft.id: draft.created_at
+        for session in sessions
+        for group in (session.drafts.episodes, session.drafts.observations, session.drafts.derived)
+        for draft in group
+    }
+    created[active] = created[closed] = when
+
+    def linked(from_id: MemoryId, relation: Relation, to_id: MemoryId) -> LinkDraft:
+        # a link is recorded at `when`, or once both its ends exist (links are in time order)
+        ends = [at for at in (created[from_id], created[to_id]) if at is not None]
+        return link(from_id, relation, to_id, max([when, *ends]))
+
     threads = RememberDrafts(
         threads=[
             ThreadDraft(title="family and support", summary="what they share", id=active, created_at=when),
             ThreadDraft(title="old plans", status="resolved", id=closed, created_at=when),
         ],
-        links=[link(f, Relation.PART_OF_THREAD, active, when) for f in (*facts[::5], *episodes[::3])]
-        + [link(f, Relation.PART_OF_THREAD, closed, when) for f in facts[1::7]]
-        + [link(a, Relation.SUPPORTS, b, when) for a, b in zip(turns[::13], turns[5::13], strict=False)],
+        links=[linked(f, Relation.PART_OF_THREAD, active) for f in (*facts[::5], *episodes[::3])]
+        + [linked(f, Relation.PART_OF_THREAD, closed) for f in facts[1::7]]
+        + [linked(a, Relation.SUPPORTS, b) for a, b in zip(turns[::13], turns[5::13], strict=False)],
     )
     await memory.commit(await memory.prepare(threads))
     for n, fact in enumerate(facts[::9]):  # corrections: the replacement supersedes the fact
