@@ -93,18 +93,19 @@ async def build(memory: CharacterMemory, data: Path) -> dict[str, Any]:
     # an active thread over facts and episodes, a resolved one over other facts, caller links
     active, closed = (MemoryId.deterministic(COLLECTION, "thread", n) for n in ("active", "closed"))
     when = times[len(times) // 2]
-    created = {
+    created: dict[MemoryId | None, datetime | None] = {
         draft.id: draft.created_at
         for session in sessions
         for group in (session.drafts.episodes, session.drafts.observations, session.drafts.derived)
         for draft in group
     }
-    created[active] = created[closed] = when
 
-    def linked(from_id: MemoryId, relation: Relation, to_id: MemoryId) -> LinkDraft:
+    def linked(from_id: MemoryId | None, relation: Relation, to_id: MemoryId | None) -> LinkDraft:
         # a link is recorded at `when`, or once both its ends exist (links are in time order)
-        ends = [at for at in (created[from_id], created[to_id]) if at is not None]
-        return link(from_id, relation, to_id, max([when, *ends]))
+        assert from_id is not None
+        assert to_id is not None
+        instants = [at for at in (when, created.get(from_id), created.get(to_id)) if at is not None]
+        return link(from_id, relation, to_id, max(instants))
 
     threads = RememberDrafts(
         threads=[
