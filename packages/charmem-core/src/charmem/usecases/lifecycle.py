@@ -144,8 +144,9 @@ async def correct_memory(
     A memory gains successors in one write only: a target another memory already supersedes is
     refused (``ALREADY_SUPERSEDED``, naming the successor) unless this is a replay of the same
     correction. The correction is recorded in time order (:func:`~charmem.domain.rules.recorded_in_order`):
-    not before the target was created, not beyond the clock's skew in the future; an explicit
-    replacement ``created_at`` is held to the same rule.
+    not before the target or a ``correction_origin`` source was created (the replacement is
+    grounded on them), not beyond the clock's skew in the future; an explicit replacement
+    ``created_at`` is held to the same rule.
 
     Args:
         draft: the correction.
