@@ -93,14 +93,28 @@ async def build(memory: CharacterMemory, data: Path) -> dict[str, Any]:
     # an active thread over facts and episodes, a resolved one over other facts, caller links
     active, closed = (MemoryId.deterministic(COLLECTION, "thread", n) for n in ("active", "closed"))
     when = times[len(times) // 2]
+    created: dict[MemoryId | None, datetime | None] = {
+        draft.id: draft.created_at
+        for session in sessions
+        for group in (session.drafts.episodes, session.drafts.observations, session.drafts.derived)
+        for draft in group
+    }
+
+    def linked(from_id: MemoryId | None, relation: Relation, to_id: MemoryId | None) -> LinkDraft:
+        # a link is recorded at `when`, or once both its ends exist (links are in time order)
+        assert from_id is not None
+        assert to_id is not None
+        instants = [at for at in (when, created.get(from_id), created.get(to_id)) if at is not None]
+        return link(from_id, relation, to_id, max(instants))
+
     threads = RememberDrafts(
         threads=[
             ThreadDraft(title="family and support", summary="what they share", id=active, created_at=when),
             ThreadDraft(title="old plans", status="resolved", id=closed, created_at=when),
         ],
-        links=[link(f, Relation.PART_OF_THREAD, active, when) for f in (*facts[::5], *episodes[::3])]
-        + [link(f, Relation.PART_OF_THREAD, closed, when) for f in facts[1::7]]
-        + [link(a, Relation.SUPPORTS, b, when) for a, b in zip(turns[::13], turns[5::13], strict=False)],
+        links=[linked(f, Relation.PART_OF_THREAD, active) for f in (*facts[::5], *episodes[::3])]
+        + [linked(f, Relation.PART_OF_THREAD, closed) for f in facts[1::7]]
+        + [linked(a, Relation.SUPPORTS, b) for a, b in zip(turns[::13], turns[5::13], strict=False)],
     )
     await memory.commit(await memory.prepare(threads))
     for n, fact in enumerate(facts[::9]):  # corrections: the replacement supersedes the fact

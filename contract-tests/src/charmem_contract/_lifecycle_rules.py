@@ -324,3 +324,46 @@ class LifecycleRulesTests:
                 context
             )
             assert {(o.id, o.reason) for o in then.omissions} == {(o.id, o.reason) for o in default.omissions}
+
+    async def test_plans_obey_the_time_order_of_lifecycle_records(self, memory: Any) -> None:
+        """``remember``/``commit`` refuse (PlanValidationError, reasons starting "time order") a
+        memory dated later than the clock's now plus RECORDED_AT_SKEW, which ``forget`` could not
+        reach until the clock did, and a successor, derived memory or caller link dated before what
+        it supersedes, is grounded on or joins; nothing is written. At equal instants it is stored,
+        and the default view and ``as_of=now`` agree on it.
+
+        Adapter authors: nothing adapter-specific (validation reads stored objects' ``created_at``).
+        """
+        future = memory.clock.now() + RECORDED_AT_SKEW + DAY
+        with pytest.raises(PlanValidationError, match="time order") as info:
+            await memory.remember(RememberInput("My bank PIN is 4321.", created_at=future))
+        assert all(r.startswith("time order") for reasons in info.value.reasons.values() for r in reasons)
+        pin = await memory.retrieve(RetrievalContext(query="My bank PIN is 4321.", include_suppressed=True))
+        assert "My bank PIN is 4321." not in {item.text for item in pin.items}
+
+        later = T0 + DAY
+        old = await _stored_claim(memory, "Ola keeps bees.", created_at=later)
+        source = await _observation(memory, "Ola said she sold the hives.", created_at=later)
+        successor, grounded = MemoryId.new(), MemoryId.new()
+        refused = [
+            RememberDrafts(derived=[_claim(successor, "Ola sold her bees.", source, supersedes=[old])]),
+            RememberDrafts(derived=[_claim(grounded, "Ola sold hives.", source)]),
+            RememberDrafts(links=[LinkDraft(source, Relation.SUPPORTS, old, recorded_at=T0)]),
+        ]
+        for drafts in refused:
+            with pytest.raises(PlanValidationError, match=r"time order: .* cannot predate"):
+                await memory.remember(drafts)
+        assert (await _statuses(memory, "Ola keeps bees.")).get(old) is CurrencyStatus.CURRENT
+
+        await memory.remember(
+            RememberDrafts(
+                derived=[_claim(successor, "Ola sold her bees.", source, supersedes=[old], created_at=later)],
+                links=[LinkDraft(source, Relation.SUPPORTS, old, recorded_at=later)],
+            )
+        )
+        assert (await _statuses(memory, "Ola keeps bees.")).get(old) is CurrencyStatus.SUPERSEDED
+        await memory.forget(ForgetMemoryDraft.suppress(successor, "Private."))
+        context = RetrievalContext(query="Ola bees hives", include_superseded=True, include_suppressed=True)
+        default = await memory.retrieve(context)
+        then = await memory.retrieve(attrs.evolve(context, as_of=memory.clock.now()))
+        assert [(i.id, i.status) for i in then.items] == [(i.id, i.status) for i in default.items]

@@ -37,7 +37,7 @@ async def test_retrieve_hints_the_types_of_the_recalled_candidates() -> None:
         collection="hints",
         clock=FixedClock(),
     )
-    when = datetime(2026, 5, 1, tzinfo=UTC)
+    when = datetime(2024, 5, 1, tzinfo=UTC)  # before the FixedClock's now
     for text, summary in [("we planted tomatoes", "the allotment"), ("tomatoes need sun", None)]:
         await memory.remember(RememberInput(text, occurred_at=when, summary=summary))
     pack = await memory.retrieve(RetrievalContext(query="the allotment where we planted tomatoes"))
@@ -77,7 +77,7 @@ def _memory(graph: ReferenceGraphStore) -> CharacterMemory:
 
 async def test_a_faulty_hint_never_fails_or_changes_a_retrieval() -> None:
     """A hint that raises, or an ``async def`` one, is logged and ignored: the same pack as without."""
-    when = datetime(2026, 5, 1, tzinfo=UTC)
+    when = datetime(2024, 5, 1, tzinfo=UTC)  # before the FixedClock's now
     packs = []
     for graph in (ReferenceGraphStore("hints"), RaisingHints("hints"), AsyncHints("hints")):
         memory = _memory(graph)

@@ -249,8 +249,9 @@ class LifecycleErrorKind(enum.Enum):
     RECORDED_BEFORE_TARGET = "recorded_before_target"
     """A correct, forget or link whose ``recorded_at`` is before its target's ``created_at``.
 
-    For a link the targets are both endpoints; for a correction, an explicit replacement
-    ``created_at`` is held to the same rule. Lifecycle records are in time order, so an ``as_of``
+    For a link the targets are both endpoints; for a correction, the correction origin's source
+    experiences are targets too, and an explicit replacement ``created_at`` is held to the same
+    rule. Lifecycle records are in time order, so an ``as_of``
     view never shows a change to a memory before the memory existed.
     """
 

@@ -578,7 +578,7 @@ class CharacterMemory:
             BackendError: the graph could not be read.
         """
         self._check_open(plan, RememberWritePlan)
-        return await validate(plan, self._graph)
+        return await validate(plan, self._graph, self.clock.now())
 
     @_operation
     async def commit(self, plan: RememberWritePlan, options: CommitOptions | None = None) -> RememberOutcome:
@@ -604,6 +604,7 @@ class CharacterMemory:
                 embedder=self.embedder,
                 stats=self._stats,
                 embed_timeout_s=self.embedding_timeout_s,
+                now=self.clock.now(),
             )
         self._log_texts(
             "memory_texts_committed", texts={str(entry.id): entry.text for entry in plan.index_entries}

@@ -18,7 +18,8 @@ the batch (DESIGN §4.3: replays are idempotent).
 
 Last, it reports breaches of the supersession rules the write path enforces (a cycle of
 ``supersedes`` links, a memory superseded by more than one write), which stores written before
-those rules, imports or direct graph writes may hold.
+those rules, imports or direct graph writes may hold, and breaches of time order (a memory dated
+before what it depends on was created).
 
 One graph problem is not a partial batch but history written by an earlier version: an episode
 forgotten before forgets reached its observations, which are still current. :func:`repair`
@@ -43,7 +44,7 @@ from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, Relation
 from charmem.domain.plan import RepairMarker, RepairMarkerType
 from charmem.domain.retrieval import CurrencyStatus
-from charmem.domain.rules import supersession_cycles
+from charmem.domain.rules import derived_link_id, supersession_cycles, time_order_breach
 from charmem.errors import BackendError, ConfigurationError, StoreCorruptedError
 from charmem.log import get_logger
 from charmem.memory import CharacterMemory, _build_adapter
@@ -61,7 +62,7 @@ from charmem.usecases.commit import link_stats_row, object_stats_row
 from charmem.usecases.forgetting import collection_forget_gaps, complete_episode_forgets
 from charmem.usecases.maintenance import INDEXED_TYPES, VectorRebuildReport, current_index_entries
 from charmem.usecases.planning import derive_links
-from charmem.usecases.validation import object_references
+from charmem.usecases.validation import object_references, time_order_dependencies
 
 __all__ = [
     "CHECK_FORMAT_VERSION",
@@ -123,6 +124,15 @@ class GraphProblemKind(ChoiceEnum):
 
     SECOND_SUCCESSOR = "second_successor"
     """A memory superseded by memories that more than one write (plan or correction) added."""
+
+    OUT_OF_TIME_ORDER = "out_of_time_order"
+    """A memory or caller link dated before what it depends on was created.
+
+    An observation before its episode, a derived memory before a source episode or observation
+    or before a memory it supersedes, a caller-authored link before an endpoint
+    (:func:`~charmem.domain.rules.time_order_breach`): an ``as_of`` view between the two instants
+    shows it without what it depends on. The write path refuses these.
+    """
 
 
 #: The graph problems :func:`repair` fixes by appending what is missing; the others need the
@@ -537,6 +547,48 @@ def _supersession_problems(
     return problems
 
 
+def _time_order_problems(
+    collection: str, objects: Mapping[MemoryId, MemoryObject], links: Mapping[MemoryId, MemoryLink]
+) -> list[GraphProblem]:
+    """Stored objects and caller links dated before what they depend on (pure).
+
+    Derived links carry their source object's ``created_at`` and are judged through it (a derived
+    memory's ``supersedes`` and ``derived_from``, an observation's ``has_observation``); a link is
+    caller-authored when its id is not the derived one.
+    """
+    problems = []
+    caller_links = [
+        link
+        for link in links.values()
+        if link.id != derived_link_id(collection, link.from_id, link.relation, link.to_id)
+    ]
+    for item in [*objects.values(), *caller_links]:
+        depends = time_order_dependencies(item)
+        earlier = {i: objects[i].created_at for i in depends if i in objects}
+        breach = time_order_breach(item.created_at, earlier=earlier)
+        if breach is None or breach.earlier_id is None:
+            continue
+        kind = (
+            "link"
+            if isinstance(item, MemoryLink)
+            else item.object_type.value.replace("derived", "derived memory")
+        )
+        late = sorted((i for i, at in earlier.items() if item.created_at < at), key=ID_ORDER)
+        problems.append(
+            GraphProblem(
+                kind=GraphProblemKind.OUT_OF_TIME_ORDER,
+                id=item.id,
+                detail=f"the {kind} is dated {item.created_at.isoformat()}, before its "
+                f"{depends[breach.earlier_id]} {breach.earlier_id} was created "
+                f"({breach.bound.isoformat()}): an as_of view between the two shows it without what "
+                "it depends on; written before the write path refused this, by an import or a direct "
+                "graph write",
+                related_ids=late,
+            )
+        )
+    return problems
+
+
 def _episode_forget_problems(
     collection: str,
     objects: Mapping[MemoryId, MemoryObject],
@@ -661,6 +713,7 @@ async def check_stores(
     purged = set(await graph.tombstones())
     problems += _graph_problems(collection, stored, objects, links, records, purged)
     problems += _supersession_problems(links.values(), records)
+    problems += _time_order_problems(collection, objects, links)
     problems += _episode_forget_problems(collection, objects, links, records)
 
     entries, _ = current_index_entries(objects.values(), currency)

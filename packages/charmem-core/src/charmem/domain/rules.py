@@ -14,12 +14,15 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 from typing import Final
 
+import attrs
+
 from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, Relation
 from charmem.errors import LifecycleErrorKind, LifecycleValidationError
 
 __all__ = [
     "RECORDED_AT_SKEW",
+    "TimeOrderBreach",
     "canonical_content",
     "conflicting_successors",
     "content_equal",
@@ -29,6 +32,7 @@ __all__ = [
     "normalise_name",
     "recorded_in_order",
     "supersession_cycles",
+    "time_order_breach",
     "voiced_text",
 ]
 
@@ -173,6 +177,54 @@ def conflicting_successors(
     return tuple(sorted(stored, key=ID_ORDER))
 
 
+@attrs.frozen
+class TimeOrderBreach:
+    """How an instant breaks time order (:func:`time_order_breach`).
+
+    Attributes:
+        kind: ``RECORDED_IN_FUTURE`` (later than the clock's now plus :data:`RECORDED_AT_SKEW`) or
+            ``RECORDED_BEFORE_TARGET`` (before a memory it depends on was created).
+        bound: the latest instant allowed (``RECORDED_IN_FUTURE``) or the earlier memory's
+            ``created_at`` (``RECORDED_BEFORE_TARGET``); timezone-aware.
+        earlier_id: the memory the instant precedes (``RECORDED_BEFORE_TARGET``), else ``None``.
+    """
+
+    kind: LifecycleErrorKind
+    bound: datetime
+    earlier_id: MemoryId | None = None
+
+
+def time_order_breach(
+    at: datetime, *, earlier: Mapping[MemoryId, datetime], now: datetime | None = None
+) -> TimeOrderBreach | None:
+    """Whether something written at ``at`` breaks time order (spec: memories are in time order).
+
+    What is written may not be dated later than the clock's now plus :data:`RECORDED_AT_SKEW`,
+    nor before a memory it depends on was created: a lifecycle record's targets, a successor's
+    superseded memories, a derived memory's source episodes and observations, an observation's
+    episode, a link's endpoints. Equal instants are in order. Otherwise an ``as_of`` view would
+    show a memory's successor, grounding or change before the memory existed, and a memory
+    dated in the clock's future would be recalled by the default view but not by
+    ``as_of=now``, and could not be forgotten until the clock reached it.
+
+    Args:
+        at: the instant the memory, link or record is dated at (``created_at``/``recorded_at``);
+            timezone-aware.
+        earlier: the memories it depends on -> their ``created_at``.
+        now: the clock's now; ``None`` skips the future check.
+
+    Returns:
+        TimeOrderBreach | None: the first breach (future first, then the earlier memories in
+        canonical id order), or ``None`` when ``at`` is in order.
+    """
+    if now is not None and at > now + RECORDED_AT_SKEW:
+        return TimeOrderBreach(LifecycleErrorKind.RECORDED_IN_FUTURE, now + RECORDED_AT_SKEW)
+    for memory_id, created_at in sorted(earlier.items(), key=lambda item: ID_ORDER(item[0])):
+        if at < created_at:
+            return TimeOrderBreach(LifecycleErrorKind.RECORDED_BEFORE_TARGET, created_at, memory_id)
+    return None
+
+
 def recorded_in_order(
     recorded_at: datetime, *, targets: Mapping[MemoryId, datetime], now: datetime, what: str
 ) -> datetime:
@@ -180,9 +232,9 @@ def recorded_in_order(
 
     A correct, forget or link is refused when recorded before one of its targets was created (a
     link's targets are both endpoints) or later than the clock's now plus
-    :data:`RECORDED_AT_SKEW`. A time ahead of the clock within the skew is recorded as the clock's
-    now, so nothing is ever recorded in the clock's future and the default view always equals
-    ``as_of=now``.
+    :data:`RECORDED_AT_SKEW` (:func:`time_order_breach`). A time ahead of the clock within the
+    skew is recorded as the clock's now, so nothing is ever recorded in the clock's future and
+    the default view always equals ``as_of=now``.
 
     Args:
         recorded_at: the operation's ``recorded_at`` (or the clock's now when the draft left it
@@ -198,21 +250,27 @@ def recorded_in_order(
         LifecycleValidationError: ``RECORDED_IN_FUTURE`` beyond the skew; ``RECORDED_BEFORE_TARGET``
             when the instant to record precedes a target's ``created_at``.
     """
-    if recorded_at > now + RECORDED_AT_SKEW:
+    if time_order_breach(recorded_at, earlier={}, now=now) is not None:
         raise LifecycleValidationError(
             LifecycleErrorKind.RECORDED_IN_FUTURE,
             f"the {what} is recorded at {recorded_at.isoformat()}, more than {RECORDED_AT_SKEW} after "
             f"the clock's now ({now.isoformat()}); pass a recorded_at up to now, or leave it out",
         )
     at = min(recorded_at, now)
-    for target_id, created_at in sorted(targets.items(), key=lambda item: ID_ORDER(item[0])):
-        if at < created_at:
-            raise LifecycleValidationError(
-                LifecycleErrorKind.RECORDED_BEFORE_TARGET,
-                f"the {what} is recorded at {at.isoformat()}, before {target_id} was created "
-                f"({created_at.isoformat()}); a lifecycle record cannot precede its target: pass a "
-                f"recorded_at at or after {created_at.isoformat()}",
-            )
+    breach = time_order_breach(at, earlier=targets)
+    if breach is not None:
+        created_at = breach.bound
+        ahead = (
+            f"; {breach.earlier_id} is dated ahead of the clock, so it can be changed from then on"
+            if created_at > now
+            else ""
+        )
+        raise LifecycleValidationError(
+            LifecycleErrorKind.RECORDED_BEFORE_TARGET,
+            f"the {what} is recorded at {at.isoformat()}, before {breach.earlier_id} was created "
+            f"({created_at.isoformat()}); a lifecycle record cannot precede its target: pass a "
+            f"recorded_at at or after {created_at.isoformat()}{ahead}",
+        )
     return at
 
 

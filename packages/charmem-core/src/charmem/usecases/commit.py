@@ -6,6 +6,7 @@ The graph first and atomically, then repairable vector and stats writes.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime
 from typing import Final
 
 from charmem.domain.graph import GraphBatch
@@ -258,8 +259,12 @@ async def commit_plan(
     embedder: EmbeddingProvider,
     stats: RetrievalStatsStore,
     embed_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S,
+    now: datetime | None = None,
 ) -> RememberOutcome:
     """Re-validate and persist a plan.
+
+    ``now`` is the clock's now: a candidate dated beyond the clock's skew after it is refused
+    (``None`` skips that check; time order between memories is checked either way).
 
     The graph batch (objects, caller links, derived links) is written atomically first; then
     vectors and stats are brought in step as repairable writes whose failures (including an
@@ -283,7 +288,7 @@ async def commit_plan(
             f"the plan was prepared for collection {plan.collection!r}, not {graph.collection!r}; "
             "prepare it with this memory"
         )
-    validations, tombstones, derived_links = await validate_against_graph(plan, graph)
+    validations, tombstones, derived_links = await validate_against_graph(plan, graph, now)
     raise_for_invalid(validations)
     # A replayed memory that refers to a purged one is accepted as stored; its derived link to
     # the purged memory was erased with it and is not written again.

@@ -144,8 +144,9 @@ async def correct_memory(
     A memory gains successors in one write only: a target another memory already supersedes is
     refused (``ALREADY_SUPERSEDED``, naming the successor) unless this is a replay of the same
     correction. The correction is recorded in time order (:func:`~charmem.domain.rules.recorded_in_order`):
-    not before the target was created, not beyond the clock's skew in the future; an explicit
-    replacement ``created_at`` is held to the same rule.
+    not before the target or a ``correction_origin`` source was created (the replacement is
+    grounded on them), not beyond the clock's skew in the future; an explicit replacement
+    ``created_at`` is held to the same rule.
 
     Args:
         draft: the correction.
@@ -207,20 +208,13 @@ async def correct_memory(
             LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
             f"{target_id} is a {target.object_type.value}; address it with {hint}({target_id})",
         )
-    created = {target.id: target.created_at}
-    recorded = recorded_in_order(draft.recorded_at or now, targets=created, now=now, what="correction")
-    replacement_created = recorded
-    if replacement_draft is not None and replacement_draft.created_at is not None:
-        replacement_created = recorded_in_order(
-            replacement_draft.created_at, targets=created, now=now, what="replacement"
-        )
-
     origin = (draft.correction_origin or SourceProvenanceReference()).merged(
         replacement_draft.correction_origin_provenance if replacement_draft else None
     )
+    found: dict[MemoryId, MemoryObject] = {}
     if origin.source_ids:
         await _refuse_purged(graph, origin.source_ids, "the correction origin")
-        found = await graph.get_objects(list(origin.source_ids))
+        found = dict(await graph.get_objects(list(origin.source_ids)))
         for episode_id in origin.episode_ids:
             if not isinstance(found.get(episode_id), Episode):
                 raise _refuse(
@@ -233,6 +227,15 @@ async def correct_memory(
                     LifecycleErrorKind.MISSING_REPLACEMENT_SOURCE,
                     f"origin observation {observation_id} is not stored",
                 )
+
+    # The replacement is grounded on the origin's experiences: it may not predate them either.
+    created = {target.id: target.created_at, **{i: o.created_at for i, o in found.items()}}
+    recorded = recorded_in_order(draft.recorded_at or now, targets=created, now=now, what="correction")
+    replacement_created = recorded
+    if replacement_draft is not None and replacement_draft.created_at is not None:
+        replacement_created = recorded_in_order(
+            replacement_draft.created_at, targets=created, now=now, what="replacement"
+        )
 
     given = bool(replacement_draft and replacement_draft.given_by_application)
     extra_entities = replacement_draft.entity_ids if replacement_draft else ()

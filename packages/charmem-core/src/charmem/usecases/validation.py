@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from charmem.domain.graph import Tombstone
 from charmem.domain.ids import ID_ORDER, MemoryId
@@ -17,18 +18,27 @@ from charmem.domain.model import (
     object_type_of,
 )
 from charmem.domain.plan import CandidateValidation, CandidateValidationStatus, RememberWritePlan
-from charmem.domain.rules import conflicting_successors, content_equal, supersession_cycles
+from charmem.domain.rules import (
+    RECORDED_AT_SKEW,
+    conflicting_successors,
+    content_equal,
+    supersession_cycles,
+    time_order_breach,
+)
 from charmem.domain.serde import unstructure_item
-from charmem.errors import IdConflictError, PlanValidationError, PurgedMemoryError
+from charmem.errors import IdConflictError, LifecycleErrorKind, PlanValidationError, PurgedMemoryError
 from charmem.ports import GraphStore
 from charmem.usecases.planning import derive_links, index_entries
 
 __all__ = [
     "CONFLICT_PREFIX",
     "PURGED_PREFIX",
+    "TIME_ORDER_PREFIX",
     "check_supersession",
     "object_references",
     "raise_for_invalid",
+    "time_order_dependencies",
+    "time_order_reason",
     "validate",
     "validate_against_graph",
 ]
@@ -37,6 +47,8 @@ __all__ = [
 CONFLICT_PREFIX = "id conflict"
 #: Reasons that start with this prefix name purged memories (commit raises ``PurgedMemoryError``).
 PURGED_PREFIX = "purged"
+#: Reasons that start with this prefix break time order (:func:`time_order_reason`).
+TIME_ORDER_PREFIX = "time order"
 
 _E, _O, _N, _T, _D = (
     ObjectType.EPISODE,
@@ -63,7 +75,9 @@ def _kind(item: MemoryObject | MemoryLink) -> str:
     return "link" if isinstance(item, MemoryLink) else object_type_of(item).value
 
 
-async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[CandidateValidation]:
+async def validate(
+    plan: RememberWritePlan, graph: GraphStore, now: datetime | None = None
+) -> list[CandidateValidation]:
     """Validate every candidate of ``plan`` against the plan itself and the stored graph.
 
     Checks: ids unique across the plan and the store unless the content is equal; no candidate
@@ -73,11 +87,15 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
     ``entity_ids``; supersession stays acyclic and a memory another memory already supersedes
     gains no successor from this plan (:func:`check_supersession`); caller links are not
     ``supersedes``, join two objects and fit the relation's endpoint types; the derived links
-    match the objects.
+    match the objects; every candidate not already stored is in time order
+    (:func:`time_order_reason`): not dated beyond the clock's skew after ``now``, and not before
+    what it depends on was created, whether that is planned or stored.
 
     Args:
         plan: the plan to check.
         graph: the graph authority (read only).
+        now: the clock's now; ``None`` skips the check against the clock's future (the ordering
+            between memories is checked either way).
 
     Returns:
         list[CandidateValidation]: one per object, then one per caller link, in plan order.
@@ -85,12 +103,12 @@ async def validate(plan: RememberWritePlan, graph: GraphStore) -> list[Candidate
     Raises:
         BackendError: the graph could not be read.
     """
-    validations, _tombstones, _derived = await validate_against_graph(plan, graph)
+    validations, _tombstones, _derived = await validate_against_graph(plan, graph, now)
     return validations
 
 
 async def validate_against_graph(
-    plan: RememberWritePlan, graph: GraphStore
+    plan: RememberWritePlan, graph: GraphStore, now: datetime | None = None
 ) -> tuple[list[CandidateValidation], dict[MemoryId, Tombstone], tuple[MemoryLink, ...]]:
     """:func:`validate`, also returning tombstones and derived links.
 
@@ -98,6 +116,11 @@ async def validate_against_graph(
     objects imply. Commit uses the tombstones to leave out derived links to purged memories when an
     already-stored memory that refers to one is replayed (its equal content is accepted; the link
     stays erased), and writes the derived links computed here (not computed twice).
+
+    Args:
+        plan: the plan to check.
+        graph: the graph authority (read only).
+        now: the clock's now, as :func:`validate`.
 
     Returns:
         tuple: the validations (as :func:`validate`), the tombstones by id, and
@@ -191,6 +214,16 @@ async def validate_against_graph(
             for end, memory_id in (("link source", item.from_id), ("link target", item.to_id)):
                 purged_reference(index, memory_id, end)
             _check_link(item, type_of, reasons[index])
+        if index not in replayed:
+            # A replay is stored already: it was in order when written (check reports it if not).
+            created = {
+                memory_id: depended.created_at
+                for memory_id in time_order_dependencies(item)
+                if (depended := in_plan.get(memory_id) or stored.get(memory_id)) is not None
+            }
+            out_of_order = time_order_reason(item, created, now)
+            if out_of_order is not None:
+                reasons[index].append(out_of_order)
 
     supersession = await check_supersession(plan.objects, graph)
     if supersession:
@@ -386,6 +419,74 @@ def object_references(obj: MemoryObject) -> set[MemoryId]:
     if isinstance(obj, DerivedMemory):
         return {*obj.source_ids, *obj.entity_ids, *obj.thread_ids, *obj.supersedes}
     return set()
+
+
+def time_order_dependencies(item: MemoryObject | MemoryLink) -> dict[MemoryId, str]:
+    """What an object or link may not predate, by id, with how a message names each.
+
+    An observation its episode; a derived memory its source episodes and observations and the
+    memories it supersedes; a link its endpoints. Notions and threads are referred to, not
+    depended on: an episode may name a person first known later.
+
+    Returns:
+        dict[MemoryId, str]: id -> role (``"episode"``, ``"source episode"``, ...); an id with
+        several roles keeps the first.
+    """
+    roles: list[tuple[str, Sequence[MemoryId]]]
+    if isinstance(item, Observation):
+        roles = [("episode", [item.episode_id])]
+    elif isinstance(item, DerivedMemory):
+        roles = [
+            ("source episode", item.episode_ids),
+            ("source observation", item.observation_ids),
+            ("superseded memory", [i for i in item.supersedes if i != item.id]),
+        ]
+    elif isinstance(item, MemoryLink):
+        roles = [("link source", [item.from_id]), ("link target", [item.to_id])]
+    else:
+        roles = []
+    depends: dict[MemoryId, str] = {}
+    for role, ids in roles:
+        for memory_id in ids:
+            depends.setdefault(memory_id, role)
+    return depends
+
+
+def time_order_reason(
+    item: MemoryObject | MemoryLink, earlier: dict[MemoryId, datetime], now: datetime | None
+) -> str | None:
+    """Why ``item`` breaks time order (:func:`~charmem.domain.rules.time_order_breach`), if it does.
+
+    Args:
+        item: a plan's object or caller link, dated by its ``created_at`` (a link draft's
+            ``recorded_at``).
+        earlier: the ``created_at`` of what it depends on (:func:`time_order_dependencies`),
+            planned or stored, by id; unknown ids left out.
+        now: the clock's now; ``None`` skips the future check.
+
+    Returns:
+        str | None: a reason starting with :data:`TIME_ORDER_PREFIX`, or ``None`` when in order.
+    """
+    breach = time_order_breach(item.created_at, earlier=earlier, now=now)
+    if breach is None:
+        return None
+    kind = "derived memory" if isinstance(item, DerivedMemory) else _kind(item)
+    field = "recorded_at" if isinstance(item, MemoryLink) else "created_at"
+    at = item.created_at.isoformat()
+    if breach.kind is LifecycleErrorKind.RECORDED_IN_FUTURE:
+        assert now is not None
+        return (
+            f"{TIME_ORDER_PREFIX}: the {kind} is dated {at}, more than {RECORDED_AT_SKEW} after the "
+            f"clock's now ({now.isoformat()}); a memory cannot be stored in the clock's future: pass a "
+            f"{field} up to now, or leave it out"
+        )
+    assert breach.earlier_id is not None
+    role = time_order_dependencies(item)[breach.earlier_id]
+    created = breach.bound.isoformat()
+    return (
+        f"{TIME_ORDER_PREFIX}: the {kind} is dated {at}, before its {role} {breach.earlier_id} was "
+        f"created ({created}); a {kind} cannot predate its {role}: pass a {field} at or after {created}"
+    )
 
 
 def _check_derived(item: DerivedMemory, reasons: list[str]) -> None:
