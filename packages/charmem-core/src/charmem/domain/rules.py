@@ -1,7 +1,8 @@
-"""Pure lifecycle and identity rules, each in exactly one place (DESIGN §3, §4).
+"""Pure lifecycle and identity rules, each in exactly one place (spec "Memory permanence").
 
-Nothing here touches a store: adapters and use cases call these functions so that a rule such as
-"current iff not suppressed and not superseded" exists once and carries the spec's name.
+Nothing here touches a store: adapters and use cases call these functions so that a rule exists
+once and carries the spec's name. Currency ("current iff not suppressed and not superseded")
+lives in :mod:`charmem.domain.currency`; :func:`is_current` stays importable from here.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Final
 
 import attrs
 
+from charmem.domain.currency import is_current
 from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, Relation
 from charmem.errors import LifecycleErrorKind, LifecycleValidationError
@@ -42,21 +44,6 @@ __all__ = [
 RECORDED_AT_SKEW: Final = timedelta(minutes=5)
 
 _WHITESPACE = re.compile(r"\s+")
-
-
-def is_current(*, suppressed: bool, superseded: bool) -> bool:
-    """Currency (spec "Memory permanence").
-
-    Current iff Active (not suppressed) and no incoming ``supersedes`` link.
-
-    Args:
-        suppressed: a suppression lifecycle record applies to the memory.
-        superseded: at least one ``supersedes`` link points at the memory.
-
-    Returns:
-        bool: whether the memory is current.
-    """
-    return not suppressed and not superseded
 
 
 def supersession_cycles(edges: Iterable[tuple[MemoryId, MemoryId]]) -> list[tuple[MemoryId, ...]]:
