@@ -41,7 +41,7 @@ from charmem.domain.model import (
 )
 from charmem.domain.plan import RepairMarkerType
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
-from charmem.usecases.commit import maintain_stats, maintain_vectors
+from charmem.usecases.maintenance import maintain_stats, maintain_vectors
 
 __all__ = [
     "ForgetReach",

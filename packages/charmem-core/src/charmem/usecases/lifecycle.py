@@ -50,8 +50,8 @@ from charmem.errors import (
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
-from charmem.usecases.commit import maintain_stats, maintain_vectors
 from charmem.usecases.forgetting import forget_plan, forget_reach, forget_records, read_forget_surroundings
+from charmem.usecases.maintenance import maintain_stats, maintain_vectors
 from charmem.usecases.planning import derive_links, index_entries
 from charmem.usecases.validation import raise_for_invalid, validate
 
