@@ -1,4 +1,4 @@
-"""Currency: whether a memory is current, superseded or suppressed (spec "Memory permanence").
+"""Currency: whether a memory is current, superseded or suppressed.
 
 The one place that decides a memory's :class:`~charmem.domain.retrieval.CurrencyStatus` from its
 lifecycle facts, and whether a status is shown in a context pack. The reference graph, both
@@ -23,7 +23,7 @@ __all__ = ["currency_status", "is_current", "is_shown"]
 
 
 def is_current(*, suppressed: bool, superseded: bool) -> bool:
-    """Currency (spec "Memory permanence").
+    """Currency: current iff Active and not superseded.
 
     Current iff Active (not suppressed) and no incoming ``supersedes`` link.
 
