@@ -286,20 +286,22 @@ class _PlanCheck:
 
     def derived(self, plan: RememberWritePlan, derived_links: tuple[MemoryLink, ...]) -> None:
         """The plan's derived links and index entries are those its objects imply."""
-        plan_derived = {link.id: link for link in plan.derived_links}
-        expected = {link.id: link for link in derived_links}
-        # Equal links (``==``: same ids, relation, rationale, instants) have equal content; only a
-        # plan whose derived links differ from the recomputed ones needs the canonical comparison.
-        mismatch = tuple(plan.derived_links) != derived_links and (
-            set(plan_derived) != set(expected)
-            or any(not content_equal(plan_derived[i], expected[i]) for i in expected)
-        )
+        differ = _derived_links_differ(plan.derived_links, derived_links)
+        conflicts = self.derived_conflicts(derived_links)
+        if (differ or conflicts) and plan.objects and not any(self.reasons.values()):
+            self.reasons[0].append("the plan's derived links do not match its objects; re-prepare the plan")
+        if tuple(plan.index_entries) != index_entries(plan.objects) and plan.objects and not self.reasons[0]:
+            self.reasons[0].append("the plan's index entries do not match its objects; re-prepare the plan")
+
+    def derived_conflicts(self, derived_links: Sequence[MemoryLink]) -> bool:
+        """Whether a derived link's id is stored with other content (each gets a reason)."""
+        found = False
         for link in derived_links:
             previous = self.stored.get(link.id) or self.stored_links.get(link.id)
             if previous is not None and not (
                 isinstance(previous, MemoryLink) and content_equal(previous, link)
             ):
-                mismatch = True
+                found = True
                 owner = next(
                     (i for i, c in enumerate(self.candidates) if c.id in (link.from_id, link.to_id)), 0
                 )
@@ -307,10 +309,7 @@ class _PlanCheck:
                     f"{CONFLICT_PREFIX}: derived {link.relation.value} link {link.id} is already stored "
                     "with different content"
                 )
-        if mismatch and plan.objects and not any(self.reasons.values()):
-            self.reasons[0].append("the plan's derived links do not match its objects; re-prepare the plan")
-        if tuple(plan.index_entries) != index_entries(plan.objects) and plan.objects and not self.reasons[0]:
-            self.reasons[0].append("the plan's index entries do not match its objects; re-prepare the plan")
+        return found
 
     def validations(self) -> list[CandidateValidation]:
         """One validation per candidate, in plan order."""
@@ -326,6 +325,17 @@ class _PlanCheck:
             )
             for i, item in enumerate(self.candidates)
         ]
+
+
+def _derived_links_differ(planned: Sequence[MemoryLink], expected: tuple[MemoryLink, ...]) -> bool:
+    """Whether a plan's derived links differ in content from those recomputed from its objects."""
+    # Equal links (``==``: same ids, relation, rationale, instants) have equal content; only a
+    # plan whose derived links differ from the recomputed ones needs the canonical comparison.
+    if tuple(planned) == expected:
+        return False
+    by_id = {link.id: link for link in planned}
+    wanted = {link.id: link for link in expected}
+    return set(by_id) != set(wanted) or any(not content_equal(by_id[i], wanted[i]) for i in wanted)
 
 
 def raise_for_invalid(validations: Sequence[CandidateValidation], *, what: str = "candidate") -> None:
