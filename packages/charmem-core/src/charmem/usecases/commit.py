@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
-from charmem.domain.graph import GraphBatch
+from charmem.domain.graph import GraphBatch, GraphWriteResult
 from charmem.domain.ids import ID_ORDER, MemoryId
-from charmem.domain.model import DerivedMemory, MemoryObject, ObjectType, object_type_of
-from charmem.domain.plan import CommitOptions, RememberOutcome, RememberWritePlan
+from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, ObjectType, object_type_of
+from charmem.domain.plan import CommitOptions, RememberOutcome, RememberWritePlan, RepairMarkerType
 from charmem.errors import PlanValidationError
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
@@ -109,6 +109,16 @@ async def commit_plan(
         embed_timeout_s=embed_timeout_s,
     )
     markers += await maintain_stats(plan.objects, links, superseded, graph=graph, stats=stats)
+    return _outcome(plan, links, result, markers)
+
+
+def _outcome(
+    plan: RememberWritePlan,
+    links: Sequence[MemoryLink],
+    result: GraphWriteResult,
+    markers: Sequence[RepairMarkerType],
+) -> RememberOutcome:
+    """What a commit reports (and logs): ids by role, links written, markers, replay warnings."""
     log.info(
         "plan_committed",
         collection=plan.collection,
