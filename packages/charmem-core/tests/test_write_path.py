@@ -280,9 +280,9 @@ def _utterances(count: int) -> RememberDrafts:
 async def test_vectors_are_upserted_in_groups_of_whole_embedding_batches(
     memory: CharacterMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from charmem.usecases import commit as commit_module
+    from charmem.usecases import maintenance as maintenance_module
 
-    monkeypatch.setattr(commit_module, "UPSERT_POINTS", 20)  # groups of 2 batches of 8
+    monkeypatch.setattr(maintenance_module, "UPSERT_POINTS", 20)  # groups of 2 batches of 8
     faulty = FaultyVectorIndex(stores_of(memory).vectors)
     memory._vectors = faulty  # type: ignore[assignment]
     faulty.fail("upsert", on_call=2)  # the second group (observations 16-31) fails
@@ -303,9 +303,9 @@ async def test_vectors_are_upserted_in_groups_of_whole_embedding_batches(
 async def test_a_failed_embedding_batch_leaves_the_rest_of_its_group_upserted(
     memory: CharacterMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from charmem.usecases import commit as commit_module
+    from charmem.usecases import maintenance as maintenance_module
 
-    monkeypatch.setattr(commit_module, "UPSERT_POINTS", 20)
+    monkeypatch.setattr(maintenance_module, "UPSERT_POINTS", 20)
     embedder = FaultyEmbeddingProvider(memory.embedder)
     memory.embedder = embedder
     plan = await memory.prepare(_utterances(24))

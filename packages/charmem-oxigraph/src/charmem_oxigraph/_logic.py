@@ -17,11 +17,12 @@ from datetime import datetime
 from typing import Any, Final
 
 import attrs
+from charmem.domain.currency import currency_status
 from charmem.domain.graph import GraphBatch, GraphErasure, LifecycleRecord, Tombstone
 from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
-from charmem.domain.rules import content_equal, is_current
+from charmem.domain.rules import content_equal
 from charmem.errors import BackupFormatError, IdConflictError, PurgedMemoryError
 from charmem.ports import EpisodeTurn
 from pyoxigraph import Literal, NamedNode, Quad
@@ -563,7 +564,9 @@ def facts_from_rows(wanted: Sequence[MemoryId], rows: Iterable[Row]) -> dict[Mem
 def currency_from_facts(
     wanted: Sequence[MemoryId], facts: Mapping[MemoryId, CurrencyFacts], as_of: datetime | None
 ) -> dict[MemoryId, CurrencyStatus]:
-    """Currency (DESIGN §4.1) of the stored objects among ``wanted``, as of a record time.
+    """Currency of the stored objects among ``wanted``, as of a record time.
+
+    The rule is :func:`charmem.domain.currency.currency_status`; this only picks the facts.
 
     Args:
         wanted: the ids asked about, in request order.
@@ -577,20 +580,10 @@ def currency_from_facts(
     statuses: dict[MemoryId, CurrencyStatus] = {}
     for memory_id in wanted:
         found = facts.get(memory_id)
-        if found is None or not found.stored:
-            continue
-        no_instants = not (found.suppressed_at or found.superseded_at)  # the common case
-        if no_instants and is_current(suppressed=False, superseded=False):
-            statuses[memory_id] = CurrencyStatus.CURRENT
-            continue
-        is_suppressed = any(as_of is None or at <= as_of for at in found.suppressed_at)
-        is_superseded = any(as_of is None or at <= as_of for at in found.superseded_at)
-        if is_current(suppressed=is_suppressed, superseded=is_superseded):
-            statuses[memory_id] = CurrencyStatus.CURRENT
-        elif is_suppressed:  # suppressed beats superseded
-            statuses[memory_id] = CurrencyStatus.SUPPRESSED
-        else:
-            statuses[memory_id] = CurrencyStatus.SUPERSEDED
+        if found is not None and found.stored:
+            statuses[memory_id] = currency_status(
+                suppressed_at=found.suppressed_at, superseded_at=found.superseded_at, as_of=as_of
+            )
     return statuses
 
 

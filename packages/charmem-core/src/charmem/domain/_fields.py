@@ -98,11 +98,12 @@ def optional_id(value: Any) -> MemoryId | None:
 
 
 def aware(_instance: object, attribute: Any, value: Any) -> None:
-    """Attrs validator: a datetime must carry a timezone (DESIGN §3) every store can keep.
+    """Attrs validator: a datetime must carry a timezone every store can keep.
 
     The offset must be a whole number of minutes within ±14:00 (what ``xsd:dateTime`` and RFC 3339
     allow, so every graph store keeps it exactly) and the instant must exist in UTC (years 1 to
-    9999 once normalised), since equality compares UTC-normalised instants (DESIGN §4.3).
+    9999 once normalised), since equality compares UTC-normalised instants
+    (:func:`charmem.domain.rules.canonical_content`).
     """
     if value is None:
         return

@@ -1,4 +1,4 @@
-"""Drafts: what a caller authors before charmem turns it into stored objects (DESIGN §5, §10).
+"""Drafts: what a caller authors before charmem turns it into stored objects (``prepare``).
 
 Every draft is a frozen attrs class built with keyword arguments (the first one or two fields may be
 positional) and changed with ``attrs.evolve``. Optional ``id`` and ``created_at`` are filled by

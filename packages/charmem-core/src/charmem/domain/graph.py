@@ -23,7 +23,7 @@ __all__ = [
 
 
 class LifecycleAction(ChoiceEnum):
-    """An append-only state change (DESIGN §4): nothing is ever rewritten."""
+    """An append-only state change: nothing is ever rewritten."""
 
     SUPPRESS = "suppress"
     """The target is suppressed from this record's time on (forget)."""

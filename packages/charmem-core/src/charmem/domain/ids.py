@@ -1,4 +1,4 @@
-"""Memory identity: :class:`MemoryId` (DESIGN §3, spec "Memory identity across restarts")."""
+"""Memory identity: :class:`MemoryId`, stable across restarts (spec "Memory identity across restarts")."""
 
 from __future__ import annotations
 

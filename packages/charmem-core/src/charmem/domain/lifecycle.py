@@ -1,4 +1,4 @@
-"""Lifecycle drafts and outcomes: correct, forget, link (spec "Memory permanence", DESIGN §4).
+"""Lifecycle drafts and outcomes: correct, forget, link (spec "Memory permanence").
 
 Every lifecycle operation appends: a correction adds a replacement that supersedes its target, a
 forget adds suppression records, a link adds a link. Nothing is rewritten or deleted.
@@ -146,7 +146,8 @@ class CorrectMemoryDraft:
         target: what is corrected.
         rationale: why (never blank).
         replacement: the replacing belief; without one a default replacement (``correction``,
-            text = rationale) is grounded as DESIGN §4.4 says.
+            text = rationale) is grounded as the correction table says
+            (:mod:`charmem.domain.correction`).
         correction_origin: the evidence for the correction (``None``: none given; an empty
             reference is an error).
         recorded_at: record time of the correction (default: the clock); not before the target's

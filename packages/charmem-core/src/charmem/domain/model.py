@@ -1,9 +1,9 @@
-"""The memory model: object types, relations and stored objects (DESIGN §3).
+"""The memory model: object types, relations and stored objects.
 
 Stored objects are immutable; their authored fields are their *content* and never change once
-committed. State changes are separate lifecycle records (DESIGN §4). Id collections are kept
-de-duplicated and sorted because their order carries no meaning (DESIGN §4.3: equality never
-compares order).
+committed. State changes are separate lifecycle records (:mod:`charmem.domain.graph`). Id
+collections are kept de-duplicated and sorted because their order carries no meaning (content
+equality, :func:`charmem.domain.rules.content_equal`, never compares order).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class ObjectType(ChoiceEnum):
 
 
 class Relation(ChoiceEnum):
-    """Typed relations between memory objects (DESIGN §3 table)."""
+    """Typed relations between memory objects (plan validation checks each one's endpoint types)."""
 
     HAS_OBSERVATION = "has_observation"
     INVOLVES = "involves"

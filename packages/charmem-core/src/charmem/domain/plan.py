@@ -1,4 +1,4 @@
-"""Write plans, validation results, outcomes and repair markers (DESIGN §5, spec "Write path")."""
+"""Write plans, validation results, outcomes and repair markers (spec "Write path")."""
 
 from __future__ import annotations
 

@@ -1,11 +1,13 @@
-"""Pure lifecycle and identity rules, each in exactly one place (DESIGN §3, §4).
+"""Pure lifecycle and identity rules, each in exactly one place.
 
-Nothing here touches a store: adapters and use cases call these functions so that a rule such as
-"current iff not suppressed and not superseded" exists once and carries the spec's name.
+Nothing here touches a store: adapters and use cases call these functions so that a rule exists
+once and carries the spec's name. Currency ("current iff not suppressed and not superseded")
+lives in :mod:`charmem.domain.currency`; :func:`is_current` stays importable from here.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 import unicodedata
@@ -16,13 +18,17 @@ from typing import Final
 
 import attrs
 
+from charmem.domain.currency import is_current
 from charmem.domain.ids import ID_ORDER, MemoryId
-from charmem.domain.model import MemoryLink, MemoryObject, Relation
+from charmem.domain.model import BeliefAssertion, MemoryLink, MemoryObject, Relation
 from charmem.errors import LifecycleErrorKind, LifecycleValidationError
 
 __all__ = [
     "RECORDED_AT_SKEW",
+    "BeliefBreach",
+    "BeliefBreachKind",
     "TimeOrderBreach",
+    "belief_breaches",
     "canonical_content",
     "conflicting_successors",
     "content_equal",
@@ -44,19 +50,69 @@ RECORDED_AT_SKEW: Final = timedelta(minutes=5)
 _WHITESPACE = re.compile(r"\s+")
 
 
-def is_current(*, suppressed: bool, superseded: bool) -> bool:
-    """Currency (spec "Memory permanence").
+class BeliefBreachKind(enum.Enum):
+    """Which part of the grounding rule of a derived memory is broken (:func:`belief_breaches`)."""
 
-    Current iff Active (not suppressed) and no incoming ``supersedes`` link.
+    GIVEN_WITH_SOURCES = "given_with_sources"
+    GIVEN_WITHOUT_SUBJECT = "given_without_subject"
+    UNGROUNDED = "ungrounded"
+    SUBJECT_NOT_LISTED = "subject_not_listed"
+
+
+@attrs.frozen
+class BeliefBreach:
+    """How a derived memory breaks the grounding rule.
+
+    Attributes:
+        kind: the part of the rule broken.
+        subject: the assertion subject missing from ``entity_ids`` (``SUBJECT_NOT_LISTED``),
+            else ``None``.
+    """
+
+    kind: BeliefBreachKind
+    subject: MemoryId | None = None
+
+
+def belief_breaches(
+    *,
+    given: bool,
+    has_sources: bool,
+    entity_ids: Iterable[MemoryId],
+    assertions: Iterable[BeliefAssertion],
+) -> list[BeliefBreach]:
+    """The grounding rule of a derived memory, given beliefs included.
+
+    A derived memory is grounded on source episodes or observations, or given by the
+    application (``given_by_application``): a given belief has no sources and at least one notion
+    subject in ``entity_ids``. Every assertion names a subject among ``entity_ids``. Plan
+    validation and ``correct`` both apply this rule, each phrasing the breaches its own way.
 
     Args:
-        suppressed: a suppression lifecycle record applies to the memory.
-        superseded: at least one ``supersedes`` link points at the memory.
+        given: the memory is declared ``given_by_application``.
+        has_sources: it names source episodes or observations.
+        entity_ids: its notion subjects.
+        assertions: its belief assertions, in order.
 
     Returns:
-        bool: whether the memory is current.
+        list[BeliefBreach]: every breach, in this order: a given belief with sources, a given
+        belief without a subject, a memory neither given nor grounded, then each assertion whose
+        subject is not listed; empty when the rule holds.
     """
-    return not suppressed and not superseded
+    subjects = set(entity_ids)
+    breaches: list[BeliefBreach] = []
+    if given:
+        if has_sources:
+            breaches.append(BeliefBreach(BeliefBreachKind.GIVEN_WITH_SOURCES))
+        if not subjects:
+            breaches.append(BeliefBreach(BeliefBreachKind.GIVEN_WITHOUT_SUBJECT))
+    elif not has_sources:
+        breaches.append(BeliefBreach(BeliefBreachKind.UNGROUNDED))
+    breaches += [
+        BeliefBreach(BeliefBreachKind.SUBJECT_NOT_LISTED, assertion.subject)
+        for assertion in assertions
+        if assertion.subject not in subjects
+    ]
+    return breaches
 
 
 def supersession_cycles(edges: Iterable[tuple[MemoryId, MemoryId]]) -> list[tuple[MemoryId, ...]]:
@@ -277,13 +333,13 @@ def recorded_in_order(
 def derived_link_id(collection: str, from_id: MemoryId, relation: Relation, to_id: MemoryId) -> MemoryId:
     """The id of a link commit derives: ``MemoryId.deterministic(collection, from, relation, to)``.
 
-    Replays therefore never duplicate derived links (DESIGN §3).
+    Replays therefore never duplicate derived links.
     """
     return MemoryId.deterministic(collection, from_id, relation.value, to_id)
 
 
 def canonical_content(item: MemoryObject | MemoryLink) -> str:
-    """The canonical encoding of an object's or link's authored content (DESIGN §4.3).
+    """The canonical encoding of an object's or link's authored content: what replays compare.
 
     Sorted keys, instants normalised to UTC, id collections in canonical order, the object kind
     included: two stored values are the same content iff their encodings are equal. Order of
@@ -303,7 +359,7 @@ def content_equal(left: MemoryObject | MemoryLink, right: MemoryObject | MemoryL
 
 
 def normalise_name(name: str) -> str:
-    """Normalise a ``KnownAs`` name for matching (DESIGN §3).
+    """Normalise a ``KnownAs`` name for matching notions by name.
 
     NFKC (width), ``lower()`` (case, never ``casefold``: ``Straße`` and ``STRASSE`` differ), runs of
     whitespace collapsed to one space, trimmed.

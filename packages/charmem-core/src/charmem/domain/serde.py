@@ -1,4 +1,4 @@
-"""The one cattrs converter for charmem's types (DESIGN §5: plans serialise to JSON).
+"""The one cattrs converter for charmem's types (plans serialise to JSON).
 
 Datetimes are ISO 8601 strings with their offset preserved, ids canonical UUID strings, enums their
 values, and unions of stored objects are tagged with ``"kind"``.
@@ -58,7 +58,8 @@ def unstructure_item(item: MemoryObject | MemoryLink, *, canonical: bool = False
 
     Args:
         item: the object or link.
-        canonical: normalise instants to UTC (the canonical encoding of DESIGN §4.3).
+        canonical: normalise instants to UTC (the canonical encoding,
+            :func:`charmem.domain.rules.canonical_content`).
     """
     chosen = canonical_converter if canonical else converter
     data: dict[str, Any] = chosen.unstructure(item, unstructure_as=type(item))

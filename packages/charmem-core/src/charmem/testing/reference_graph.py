@@ -9,6 +9,7 @@ from typing import Any, BinaryIO, Final
 
 import cattrs
 
+from charmem.domain.currency import currency_status
 from charmem.domain.graph import (
     GraphBatch,
     GraphErasure,
@@ -21,7 +22,7 @@ from charmem.domain.graph import (
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
-from charmem.domain.rules import content_equal, is_current
+from charmem.domain.rules import content_equal
 from charmem.domain.serde import converter, structure_item, unstructure_item
 from charmem.errors import (
     BackendError,
@@ -156,31 +157,23 @@ class ReferenceGraphStore:
     async def currency(
         self, ids: Sequence[MemoryId], *, as_of: datetime | None = None
     ) -> dict[MemoryId, CurrencyStatus]:
-        """Currency of stored objects; suppressed beats superseded."""
+        """Currency of stored objects (:func:`charmem.domain.currency.currency_status`)."""
         objects = await self.get_objects(ids)
-        suppressed: set[MemoryId] = set()
-        superseded: set[MemoryId] = set()
+        suppressed_at: dict[MemoryId, list[datetime]] = {}
+        superseded_at: dict[MemoryId, list[datetime]] = {}
         for item in self._items.values():
-            if isinstance(item, LifecycleRecord):
-                if item.action is LifecycleAction.SUPPRESS and (as_of is None or item.recorded_at <= as_of):
-                    suppressed.add(item.target_id)
-            elif (
-                isinstance(item, MemoryLink)
-                and item.relation is Relation.SUPERSEDES
-                and (as_of is None or item.created_at <= as_of)
-            ):
-                superseded.add(item.to_id)
-        result: dict[MemoryId, CurrencyStatus] = {}
-        for memory_id in objects:
-            is_suppressed = memory_id in suppressed
-            is_superseded = memory_id in superseded
-            if is_current(suppressed=is_suppressed, superseded=is_superseded):
-                result[memory_id] = CurrencyStatus.CURRENT
-            elif is_suppressed:
-                result[memory_id] = CurrencyStatus.SUPPRESSED
-            else:
-                result[memory_id] = CurrencyStatus.SUPERSEDED
-        return result
+            if isinstance(item, LifecycleRecord) and item.action is LifecycleAction.SUPPRESS:
+                suppressed_at.setdefault(item.target_id, []).append(item.recorded_at)
+            elif isinstance(item, MemoryLink) and item.relation is Relation.SUPERSEDES:
+                superseded_at.setdefault(item.to_id, []).append(item.created_at)
+        return {
+            memory_id: currency_status(
+                suppressed_at=suppressed_at.get(memory_id, ()),
+                superseded_at=superseded_at.get(memory_id, ()),
+                as_of=as_of,
+            )
+            for memory_id in objects
+        }
 
     async def statement_count(self) -> int:
         """Number of stored items (objects, links, records and tombstones)."""

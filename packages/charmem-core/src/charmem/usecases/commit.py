@@ -1,43 +1,40 @@
-"""``commit``: write a validated plan (spec "Write path", DESIGN §4.3, §5).
+"""``commit``: write a validated plan (spec "Write path").
 
-The graph first and atomically, then repairable vector and stats writes.
+The plan is validated again against the graph, its batch is written to the graph first and
+atomically, then vectors and stats are brought in step as repairable writes
+(:mod:`charmem.usecases.maintenance`). Equal content is accepted, so a replay writes nothing new.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
-from charmem.domain.graph import GraphBatch
+from charmem.domain.graph import GraphBatch, GraphWriteResult
 from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, ObjectType, object_type_of
-from charmem.domain.plan import (
-    CommitOptions,
-    IndexEntry,
-    RememberOutcome,
-    RememberWritePlan,
-    RepairMarker,
-    RepairMarkerType,
-    VectorOperation,
-)
-from charmem.domain.retrieval import CurrencyStatus
-from charmem.errors import PlanValidationError, excerpt
+from charmem.domain.plan import CommitOptions, RememberOutcome, RememberWritePlan, RepairMarkerType
+from charmem.errors import PlanValidationError
 from charmem.log import get_logger
-from charmem.ports import (
-    EmbeddingProvider,
-    GraphStore,
-    RetrievalStatsStore,
-    StatsEntry,
-    VectorIndex,
-    VectorPoint,
-)
+from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
-from charmem.usecases.embedding import embed_texts
-from charmem.usecases.names import embedding_texts
+
+# Vector and stats maintenance live in charmem.usecases.maintenance; these names stay importable
+# from here, where they used to be defined.
+from charmem.usecases.maintenance import (
+    UPSERT_POINTS,
+    graph_stats_rows,
+    link_stats_row,
+    maintain_stats,
+    maintain_vectors,
+    object_stats_row,
+    rebuild_stats,
+)
 from charmem.usecases.validation import raise_for_invalid, validate_against_graph
 
 __all__ = [
+    "UPSERT_POINTS",
     "commit_plan",
     "graph_stats_rows",
     "ids_by_role",
@@ -49,205 +46,6 @@ __all__ = [
 ]
 
 log = get_logger("charmem.commit")
-_REBUILD_BATCH = 512
-#: About the most points one ``VectorIndex.upsert`` call of a commit carries (a whole number of
-#: embedding batches, at least one):
-#: each upsert is durable on return, so fewer, larger calls write faster (bounded memory: 512
-#: vectors of 1,536 floats are about 25 MB of Python floats).
-UPSERT_POINTS: Final = 512
-
-
-def _cause(exc: BaseException, context: str = "") -> str:
-    """A repair marker's ``cause``: the error's type and text, cut to 200 characters."""
-    return excerpt(f"{context}{type(exc).__name__}: {exc}")
-
-
-def object_stats_row(obj: MemoryObject, currency: Mapping[MemoryId, CurrencyStatus]) -> StatsEntry:
-    """The stats row of a stored object: its type and whether ``currency`` says it is current."""
-    return StatsEntry(
-        id=obj.id,
-        kind="object",
-        key=object_type_of(obj).value,
-        current=currency.get(obj.id) is CurrencyStatus.CURRENT,
-    )
-
-
-def link_stats_row(link: MemoryLink) -> StatsEntry:
-    """The stats row of a stored link: its relation and endpoints (for degree counts)."""
-    return StatsEntry(
-        id=link.id, kind="link", key=link.relation.value, from_id=link.from_id, to_id=link.to_id
-    )
-
-
-def _upsert_failed(failed: Sequence[IndexEntry | VectorPoint], exc: BaseException) -> RepairMarkerType:
-    log.warning("vector_upsert_failed", ids=len(failed), error=type(exc).__name__)
-    return RepairMarker.VectorMaintenance(VectorOperation.UPSERT, tuple(e.id for e in failed), _cause(exc))
-
-
-async def maintain_vectors(
-    entries: Sequence[IndexEntry],
-    also_check: Sequence[MemoryId],
-    *,
-    graph: GraphStore,
-    vectors: VectorIndex,
-    embedder: EmbeddingProvider,
-    batch_size: int,
-    stored: Sequence[MemoryObject] = (),
-    embed_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S,
-) -> list[RepairMarkerType]:
-    """Bring candidate recall in step with graph currency for some ids; never raises.
-
-    Current entries are embedded (``batch_size`` texts per provider call) and upserted (about
-    :data:`UPSERT_POINTS` points per vector-index call); entries and ``also_check`` ids that are
-    no longer current are deleted. Graph currency is consulted first, so a replayed plan never puts a
-    superseded or suppressed memory back into the index (spec "Memory permanence").
-
-    ``stored`` may give objects as the graph holds them (a commit's objects, once written), so
-    their utterances' speakers are not read back (:func:`~charmem.usecases.names.embedding_texts`).
-
-    Each embedding call may take ``embed_timeout_s`` seconds (``EMBEDDING_TIMEOUT_S``); one that
-    takes longer is cancelled and becomes a marker like any other embedder failure.
-
-    Returns:
-        list[RepairMarkerType]: the failed operations (one marker per failed embedding call or
-        upsert call, naming its ids); empty when everything was applied.
-    """
-    ids = sorted({*(e.id for e in entries), *also_check}, key=ID_ORDER)
-    if not ids:
-        return []
-    try:
-        currency = await graph.currency(ids)
-    except Exception as exc:  # noqa: BLE001 - reported as a repair marker, by contract
-        log.warning("vector_currency_lookup_failed", ids=len(ids), error=type(exc).__name__)
-        return [
-            RepairMarker.VectorMaintenance(
-                VectorOperation.UPSERT, tuple(ids), _cause(exc, "currency lookup failed: ")
-            )
-        ]
-    upserts = [e for e in entries if currency.get(e.id) is CurrencyStatus.CURRENT]
-    deletes = [i for i in ids if i in currency and currency[i] is not CurrencyStatus.CURRENT]
-    markers: list[RepairMarkerType] = []
-    try:
-        texts = await embedding_texts(upserts, graph, stored)
-    except Exception as exc:  # noqa: BLE001 - reported as a repair marker, like currency
-        log.warning("vector_text_lookup_failed", ids=len(upserts), error=type(exc).__name__)
-        markers.append(
-            RepairMarker.VectorMaintenance(
-                VectorOperation.UPSERT,
-                tuple(e.id for e in upserts),
-                _cause(exc, "speaker name lookup failed: "),
-            )
-        )
-        upserts, texts = [], []
-    # Embed ``batch_size`` texts per provider call, but upsert up to UPSERT_POINTS points per
-    # vector-index call: each upsert is durable on return (a flush), which costs far more than
-    # the points themselves.
-    group = batch_size * max(1, UPSERT_POINTS // batch_size)
-    for group_start in range(0, len(upserts), group):
-        points: list[VectorPoint] = []
-        for start in range(group_start, min(group_start + group, len(upserts)), batch_size):
-            chunk = upserts[start : start + batch_size]
-            chunk_texts = texts[start : start + batch_size]
-            try:
-                rows = await embed_texts(embedder, chunk_texts, timeout_s=embed_timeout_s)
-            except Exception as exc:  # noqa: BLE001 - repairable write
-                markers.append(_upsert_failed(chunk, exc))
-                continue
-            points += [
-                VectorPoint(id=e.id, object_type=e.object_type, vector=row, text=text)
-                for e, text, row in zip(chunk, chunk_texts, rows, strict=True)
-            ]
-        if not points:
-            continue
-        try:
-            await vectors.upsert(points)
-        except Exception as exc:  # noqa: BLE001 - repairable write
-            markers.append(_upsert_failed(points, exc))
-    if deletes:
-        try:
-            await vectors.delete(deletes)
-        except Exception as exc:  # noqa: BLE001 - repairable write
-            log.warning("vector_delete_failed", ids=len(deletes), error=type(exc).__name__)
-            markers.append(
-                RepairMarker.VectorMaintenance(VectorOperation.DELETE, tuple(deletes), _cause(exc))
-            )
-    return markers
-
-
-async def maintain_stats(
-    objects: Sequence[MemoryObject],
-    links: Sequence[MemoryLink],
-    also_check: Sequence[MemoryId],
-    *,
-    graph: GraphStore,
-    stats: RetrievalStatsStore,
-) -> list[RepairMarkerType]:
-    """Write retrieval-stats rows for objects and links, keyed by id; never raises.
-
-    Rows of ``also_check`` ids (for example memories just superseded) are refreshed too, so the
-    current counters cache graph currency (DESIGN §4.9).
-
-    Returns:
-        list[RepairMarkerType]: one ``StatsMaintenance`` marker on failure, else empty.
-    """
-    ids = sorted({*(o.id for o in objects), *(link.id for link in links), *also_check}, key=ID_ORDER)
-    if not ids:
-        return []
-    try:
-        known = {o.id for o in objects}
-        extra = await graph.get_objects([i for i in also_check if i not in known])
-        every = [*objects, *extra.values()]
-        currency = await graph.currency([o.id for o in every])
-        rows = [object_stats_row(o, currency) for o in every]
-        rows += [link_stats_row(link) for link in links]
-        await stats.record(rows)
-    except Exception as exc:  # noqa: BLE001 - repairable write
-        log.warning("stats_update_failed", ids=len(ids), error=type(exc).__name__)
-        return [RepairMarker.StatsMaintenance(tuple(ids), _cause(exc))]
-    return []
-
-
-async def graph_stats_rows(graph: GraphStore) -> AsyncIterator[list[StatsEntry]]:
-    """Every stats row the graph implies, in batches of 512 (objects first, then links).
-
-    One row per stored object (current or not, as the graph says) and per stored link: what
-    :func:`rebuild_stats` writes and what :func:`charmem.admin.check` compares the stats with.
-
-    Yields:
-        list[StatsEntry]: up to 512 rows.
-
-    Raises:
-        BackendError: the graph failed.
-    """
-    object_ids = await graph.object_ids()
-    link_ids = await graph.link_ids()
-    for start in range(0, len(object_ids), _REBUILD_BATCH):
-        chunk = object_ids[start : start + _REBUILD_BATCH]
-        objects = await graph.get_objects(chunk)
-        currency = await graph.currency(chunk)
-        yield [object_stats_row(o, currency) for o in objects.values()]
-    for start in range(0, len(link_ids), _REBUILD_BATCH):
-        links = await graph.get_links(link_ids[start : start + _REBUILD_BATCH])
-        yield [link_stats_row(link) for link in links.values()]
-
-
-async def rebuild_stats(graph: GraphStore, stats: RetrievalStatsStore) -> int:
-    """Recompute every stats row of a collection from the graph (DESIGN §4.9).
-
-    Clears the collection's rows, then writes :func:`graph_stats_rows` in batches.
-
-    Returns:
-        int: rows written.
-
-    Raises:
-        BackendError: a store failed.
-    """
-    await stats.clear()
-    written = 0
-    async for rows in graph_stats_rows(graph):
-        await stats.record(rows)
-        written += len(rows)
-    return written
 
 
 async def commit_plan(
@@ -311,6 +109,16 @@ async def commit_plan(
         embed_timeout_s=embed_timeout_s,
     )
     markers += await maintain_stats(plan.objects, links, superseded, graph=graph, stats=stats)
+    return _outcome(plan, links, result, markers)
+
+
+def _outcome(
+    plan: RememberWritePlan,
+    links: Sequence[MemoryLink],
+    result: GraphWriteResult,
+    markers: Sequence[RepairMarkerType],
+) -> RememberOutcome:
+    """What a commit reports (and logs): ids by role, links written, markers, replay warnings."""
     log.info(
         "plan_committed",
         collection=plan.collection,

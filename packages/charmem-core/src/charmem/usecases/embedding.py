@@ -1,4 +1,4 @@
-"""Calls to the embedding provider, with its answers checked (ports ``EmbeddingProvider``, DESIGN §8).
+"""Calls to the embedding provider, with its answers checked (port ``EmbeddingProvider``).
 
 The provider is the one port a caller often writes: its contract (one row per text, ``vector_size``
 finite floats each, failures as :class:`~charmem.errors.BackendError`) is checked here, once, so a

@@ -41,7 +41,7 @@ from charmem.domain.model import (
 )
 from charmem.domain.plan import RepairMarkerType
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
-from charmem.usecases.commit import maintain_stats, maintain_vectors
+from charmem.usecases.maintenance import maintain_stats, maintain_vectors
 
 __all__ = [
     "ForgetReach",
@@ -91,24 +91,8 @@ def forget_reach(
         ForgetReach: the parts, grounded derived memories and thread members.
     """
     links = list(links)
-    parts: set[MemoryId] = set()
-    members: set[MemoryId] = set()
-    if isinstance(target, Episode):
-        parts = {
-            link.to_id
-            for link in links
-            if link.relation is Relation.HAS_OBSERVATION
-            and link.from_id == target.id
-            and isinstance(objects.get(link.to_id), Observation)
-        }
-    if isinstance(target, MemoryThread):
-        members = {
-            link.from_id
-            for link in links
-            if link.relation is Relation.PART_OF_THREAD
-            and link.to_id == target.id
-            and isinstance(objects.get(link.from_id), DerivedMemory)
-        }
+    parts = _episode_parts(target, links, objects) if isinstance(target, Episode) else set()
+    members = _thread_members(target, links, objects) if isinstance(target, MemoryThread) else set()
     grounded = [link for link in links if link.relation is Relation.DERIVED_FROM]
     return ForgetReach(
         parts=parts,
@@ -116,6 +100,32 @@ def forget_reach(
         grounded_on_parts=[link.from_id for link in grounded if link.to_id in parts],
         members=members,
     )
+
+
+def _episode_parts(
+    episode: Episode, links: Iterable[MemoryLink], objects: Mapping[MemoryId, MemoryObject]
+) -> set[MemoryId]:
+    """The observations an episode's ``has_observation`` links reach."""
+    return {
+        link.to_id
+        for link in links
+        if link.relation is Relation.HAS_OBSERVATION
+        and link.from_id == episode.id
+        and isinstance(objects.get(link.to_id), Observation)
+    }
+
+
+def _thread_members(
+    thread: MemoryThread, links: Iterable[MemoryLink], objects: Mapping[MemoryId, MemoryObject]
+) -> set[MemoryId]:
+    """The derived memories whose ``part_of_thread`` links reach a thread."""
+    return {
+        link.from_id
+        for link in links
+        if link.relation is Relation.PART_OF_THREAD
+        and link.to_id == thread.id
+        and isinstance(objects.get(link.from_id), DerivedMemory)
+    }
 
 
 def forget_plan(target: MemoryObject, draft: ForgetMemoryDraft, reach: ForgetReach) -> ForgetPlan:
@@ -250,6 +260,32 @@ def episode_forget_gaps(
         its forget is complete), with the ids a forget derives.
     """
     records = list(records)
+    original = _original_forget(collection, episode, records)
+    if original is None:
+        return []
+    at = original.recorded_at
+    reach = forget_reach(episode, links, objects)
+    draft = ForgetMemoryDraft.suppress(
+        episode.id,
+        original.rationale,
+        apply_to_derived_from_target=_cascaded(original, records, reach, objects),
+        recorded_at=at,
+    )
+    suppressed = {r.target_id for r in records if r.action is LifecycleAction.SUPPRESS}
+    plan = [
+        (memory_id, action)
+        for memory_id, action in forget_plan(episode, draft, reach)
+        if memory_id not in suppressed and _existed(objects, memory_id, at)
+    ]
+    if not any(memory_id in reach.parts for memory_id, _ in plan):
+        return []
+    return forget_records(collection, episode, draft, at, plan)
+
+
+def _original_forget(
+    collection: str, episode: Episode, records: Iterable[LifecycleRecord]
+) -> LifecycleRecord | None:
+    """The episode's earliest own suppression with the id of a forget that reaches parts."""
     forgets = [
         r
         for r in records
@@ -258,38 +294,36 @@ def episode_forget_gaps(
         and not r.related_ids
         and r.id == forget_record_id(collection, r.action, episode.id, episode.id, r.rationale)
     ]
-    if not forgets:
-        return []
-    original = min(forgets, key=lambda r: (r.recorded_at, r.id))
-    at = original.recorded_at
+    return min(forgets, key=lambda r: (r.recorded_at, r.id)) if forgets else None
 
-    def existed(memory_id: MemoryId) -> bool:
-        obj = objects.get(memory_id)
-        return obj is not None and obj.created_at <= at
 
-    suppressed = {r.target_id for r in records if r.action is LifecycleAction.SUPPRESS}
+def _existed(objects: Mapping[MemoryId, MemoryObject], memory_id: MemoryId, at: datetime) -> bool:
+    """Whether a memory was created by ``at``."""
+    obj = objects.get(memory_id)
+    return obj is not None and obj.created_at <= at
+
+
+def _cascaded(
+    original: LifecycleRecord,
+    records: Iterable[LifecycleRecord],
+    reach: ForgetReach,
+    objects: Mapping[MemoryId, MemoryObject],
+) -> bool:
+    """Whether an episode's original forget cascaded to derived memories.
+
+    It did unless a derived memory grounded on the episode then was left unsuppressed by it
+    (with none, the default applies).
+    """
+    episode_id = original.target_id
     cascaded = {
         r.target_id
         for r in records
         if r.action is LifecycleAction.SUPPRESS
-        and episode.id in r.related_ids
+        and episode_id in r.related_ids
         and r.rationale == original.rationale
     }
-    reach = forget_reach(episode, links, objects)
-    draft = ForgetMemoryDraft.suppress(
-        episode.id,
-        original.rationale,
-        apply_to_derived_from_target=all(i in cascaded for i in reach.grounded_on_target if existed(i)),
-        recorded_at=at,
-    )
-    plan = [
-        (memory_id, action)
-        for memory_id, action in forget_plan(episode, draft, reach)
-        if memory_id not in suppressed and existed(memory_id)
-    ]
-    if not any(memory_id in reach.parts for memory_id, _ in plan):
-        return []
-    return forget_records(collection, episode, draft, at, plan)
+    at = original.recorded_at
+    return all(i in cascaded for i in reach.grounded_on_target if _existed(objects, i, at))
 
 
 def collection_forget_gaps(
@@ -311,7 +345,43 @@ def collection_forget_gaps(
         only episodes that lack some.
     """
     records = list(records)
-    forgotten = sorted(
+    forgotten = _forgotten_episodes(objects, records)
+    if not forgotten:
+        return {}
+    touching: dict[MemoryId, list[MemoryLink]] = defaultdict(list)
+    for link in links:
+        touching[link.from_id].append(link)
+        touching[link.to_id].append(link)
+    about: dict[MemoryId, list[LifecycleRecord]] = defaultdict(list)
+    for record in records:
+        about[record.target_id].append(record)
+    found: dict[MemoryId, list[LifecycleRecord]] = {}
+    for episode_id in forgotten:
+        episode = objects[episode_id]
+        assert isinstance(episode, Episode)
+        around = _links_around(episode_id, touching)
+        near = sorted({end for link in around for end in (link.from_id, link.to_id)} | {episode_id})
+        gaps = episode_forget_gaps(collection, episode, around, objects, [r for i in near for r in about[i]])
+        if gaps:
+            found[episode_id] = gaps
+    return found
+
+
+def _links_around(episode_id: MemoryId, touching: Mapping[MemoryId, list[MemoryLink]]) -> list[MemoryLink]:
+    """The links touching an episode or one of its observations (``touching``: links by end)."""
+    parts = [
+        link.to_id
+        for link in touching[episode_id]
+        if link.relation is Relation.HAS_OBSERVATION and link.from_id == episode_id
+    ]
+    return [link for i in (episode_id, *parts) for link in touching[i]]
+
+
+def _forgotten_episodes(
+    objects: Mapping[MemoryId, MemoryObject], records: Iterable[LifecycleRecord]
+) -> list[MemoryId]:
+    """The episodes with a suppression record of their own, sorted."""
+    return sorted(
         {
             r.target_id
             for r in records
@@ -320,29 +390,6 @@ def collection_forget_gaps(
             and isinstance(objects.get(r.target_id), Episode)
         }
     )
-    touching: dict[MemoryId, list[MemoryLink]] = defaultdict(list)
-    about: dict[MemoryId, list[LifecycleRecord]] = defaultdict(list)
-    if forgotten:
-        for link in links:
-            touching[link.from_id].append(link)
-            touching[link.to_id].append(link)
-        for record in records:
-            about[record.target_id].append(record)
-    found: dict[MemoryId, list[LifecycleRecord]] = {}
-    for episode_id in forgotten:
-        episode = objects[episode_id]
-        assert isinstance(episode, Episode)
-        parts = [
-            link.to_id
-            for link in touching[episode_id]
-            if link.relation is Relation.HAS_OBSERVATION and link.from_id == episode_id
-        ]
-        around = [link for i in (episode_id, *parts) for link in touching[i]]
-        near = sorted({end for link in around for end in (link.from_id, link.to_id)} | {episode_id})
-        gaps = episode_forget_gaps(collection, episode, around, objects, [r for i in near for r in about[i]])
-        if gaps:
-            found[episode_id] = gaps
-    return found
 
 
 async def complete_episode_forgets(

@@ -1,4 +1,4 @@
-"""Lifecycle use cases: ``correct``, ``forget``, ``link`` (DESIGN §4, spec "Memory permanence").
+"""Lifecycle use cases: ``correct``, ``forget``, ``link``: append-only changes of state.
 
 Each operation validates its draft (raising :class:`LifecycleValidationError` with the spec's kind
 before anything is written), writes one atomic graph batch (replacement, derived links,
@@ -11,47 +11,38 @@ forget applied twice writes nothing new.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 
 import attrs
 
+from charmem.domain.correction import (
+    CorrectionFacts,
+    CorrectionPlan,
+    check_correction_draft,
+    check_successors,
+    correction_reads,
+    plan_correction,
+    refuse_purged,
+)
 from charmem.domain.drafts import LinkDraft
-from charmem.domain.graph import GraphBatch, LifecycleAction, LifecycleRecord
+from charmem.domain.graph import GraphBatch, LifecycleRecord
 from charmem.domain.ids import MemoryId
 from charmem.domain.lifecycle import (
-    CorrectionTargetKind,
     CorrectMemoryDraft,
     ForgetMemoryDraft,
     LifecycleMutationOutcome,
     LinkOutcome,
-    SourceProvenanceReference,
 )
-from charmem.domain.model import (
-    DerivedMemory,
-    DerivedType,
-    Entity,
-    Episode,
-    MemoryLink,
-    MemoryObject,
-    MemoryThread,
-    Observation,
-    Relation,
-)
-from charmem.domain.plan import RememberWritePlan
-from charmem.domain.rules import conflicting_successors, content_equal, recorded_in_order
-from charmem.errors import (
-    IdConflictError,
-    LifecycleErrorKind,
-    LifecycleValidationError,
-    PurgedMemoryError,
-)
+from charmem.domain.model import DerivedMemory, Entity, MemoryLink, MemoryObject, Relation
+from charmem.domain.plan import RememberWritePlan, RepairMarkerType
+from charmem.domain.rules import content_equal, recorded_in_order
+from charmem.errors import IdConflictError, LifecycleErrorKind, LifecycleValidationError
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
-from charmem.usecases.commit import maintain_stats, maintain_vectors
 from charmem.usecases.forgetting import forget_plan, forget_reach, forget_records, read_forget_surroundings
+from charmem.usecases.maintenance import maintain_stats, maintain_vectors
 from charmem.usecases.planning import derive_links, index_entries
 from charmem.usecases.validation import raise_for_invalid, validate
 
@@ -126,20 +117,18 @@ async def _stored_records(graph: GraphStore, targets: Sequence[MemoryId]) -> dic
 
 async def _refuse_purged(graph: GraphStore, ids: Sequence[MemoryId], what: str) -> None:
     """Raise :class:`PurgedMemoryError` if any of ``ids`` was purged (``charmem.admin.purge``)."""
-    purged = await graph.tombstones(list(ids)) if ids else {}
-    if purged:
-        first = next(iter(purged.values()))
-        raise PurgedMemoryError(
-            f"{what} {first.id} was purged at {first.purged_at.isoformat()}; a purged memory cannot be "
-            "corrected, forgotten or used again, nothing was written",
-            ids=sorted(str(i) for i in purged),
-        )
+    refuse_purged(ids, await graph.tombstones(list(ids)) if ids else {}, what)
 
 
 async def correct_memory(
     draft: CorrectMemoryDraft, *, collection: str, stores: LifecycleStores, now: datetime
 ) -> LifecycleMutationOutcome:
-    """Correct a memory: add a replacement that supersedes the target (DESIGN §4.4 table).
+    """Correct a memory: add a replacement that supersedes the target.
+
+    Load what the graph holds around the target, plan the replacement and the ``correct`` record
+    (:func:`~charmem.domain.correction.plan_correction`: the correction table, what the
+    replacement is grounded on and inherits per target kind), write them in one graph batch, then
+    bring vectors and stats in step.
 
     A memory gains successors in one write only: a target another memory already supersedes is
     refused (``ALREADY_SUPERSEDED``, naming the successor) unless this is a replay of the same
@@ -165,248 +154,105 @@ async def correct_memory(
         IdConflictError: a replacement id is stored with other content.
         BackendError: the graph failed; nothing was written.
     """
-    graph = stores.graph
-    if not draft.rationale.strip():
-        raise _refuse(LifecycleErrorKind.EMPTY_RATIONALE, "a correction needs a non-blank rationale")
-    replacement_draft = draft.replacement
-    origins = [draft.correction_origin]
-    if replacement_draft is not None:
-        origins.append(replacement_draft.correction_origin_provenance)
-    for origin in origins:
-        if origin is not None and origin.is_empty:
-            raise _refuse(
-                LifecycleErrorKind.EMPTY_CORRECTION_ORIGIN,
-                "the correction origin names no episode, observation or external reference; "
-                "give at least one, or leave it out",
-            )
-    if replacement_draft is not None and not replacement_draft.text.strip():
-        raise _refuse(LifecycleErrorKind.EMPTY_REPLACEMENT_TEXT, "the replacement text is blank")
-
-    target_id = draft.target.id
-    target = (await graph.get_objects([target_id])).get(target_id)
-    if target is None:
-        if await graph.get_links([target_id]):
-            raise _refuse(
-                LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
-                f"{target_id} is a link; links cannot be corrected",
-            )
-        await _refuse_purged(graph, [target_id], "the correction target")
-        raise _refuse(
-            LifecycleErrorKind.MISSING_CORRECTION_TARGET,
-            f"no memory {target_id} is stored in this collection",
-        )
-    if isinstance(target, Entity | MemoryThread):
-        raise _refuse(
-            LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
-            f"{target_id} is a {target.object_type.value}; only derived memories, episodes and "
-            "observations can be corrected (rename a notion by superseding its name belief)",
-        )
-    wants_derived = draft.target.kind is CorrectionTargetKind.DERIVED_MEMORY
-    if wants_derived != isinstance(target, DerivedMemory):
-        hint = "CorrectionTarget.source_object" if wants_derived else "CorrectionTarget.derived_memory"
-        raise _refuse(
-            LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
-            f"{target_id} is a {target.object_type.value}; address it with {hint}({target_id})",
-        )
-    origin = (draft.correction_origin or SourceProvenanceReference()).merged(
-        replacement_draft.correction_origin_provenance if replacement_draft else None
-    )
-    found: dict[MemoryId, MemoryObject] = {}
-    if origin.source_ids:
-        await _refuse_purged(graph, origin.source_ids, "the correction origin")
-        found = dict(await graph.get_objects(list(origin.source_ids)))
-        for episode_id in origin.episode_ids:
-            if not isinstance(found.get(episode_id), Episode):
-                raise _refuse(
-                    LifecycleErrorKind.MISSING_REPLACEMENT_SOURCE,
-                    f"origin episode {episode_id} is not stored",
-                )
-        for observation_id in origin.observation_ids:
-            if not isinstance(found.get(observation_id), Observation):
-                raise _refuse(
-                    LifecycleErrorKind.MISSING_REPLACEMENT_SOURCE,
-                    f"origin observation {observation_id} is not stored",
-                )
-
-    # The replacement is grounded on the origin's experiences: it may not predate them either.
-    created = {target.id: target.created_at, **{i: o.created_at for i, o in found.items()}}
-    recorded = recorded_in_order(draft.recorded_at or now, targets=created, now=now, what="correction")
-    replacement_created = recorded
-    if replacement_draft is not None and replacement_draft.created_at is not None:
-        replacement_created = recorded_in_order(
-            replacement_draft.created_at, targets=created, now=now, what="replacement"
-        )
-
-    given = bool(replacement_draft and replacement_draft.given_by_application)
-    extra_entities = replacement_draft.entity_ids if replacement_draft else ()
-    extra_threads = replacement_draft.thread_ids if replacement_draft else ()
-    episode_ids: tuple[MemoryId, ...] = origin.episode_ids
-    observation_ids: tuple[MemoryId, ...] = origin.observation_ids
-    if isinstance(target, DerivedMemory) and target.given_by_application:
-        if replacement_draft is None:
-            raise _refuse(
-                LifecycleErrorKind.MISSING_GIVEN_REPLACEMENT,
-                "a given belief is corrected by declaring the replacement's assertions and grounding: "
-                "add a ReplacementDerivedMemoryDraft (given_by_application=True with assertions, or a "
-                "correction_origin with source experiences)",
-            )
-        if not origin.source_ids and not given:
-            raise _refuse(
-                LifecycleErrorKind.MISSING_REPLACEMENT_SOURCE,
-                "the replacement of a given belief needs source experiences in correction_origin, or "
-                "given_by_application=True",
-            )
-        if given and not origin.source_ids and not replacement_draft.assertions:
-            raise _refuse(
-                LifecycleErrorKind.MISSING_GIVEN_REPLACEMENT,
-                "a given replacement must declare its assertions (the old ones are never copied)",
-            )
-        entity_ids, thread_ids = extra_entities, extra_threads
-    elif isinstance(target, DerivedMemory):
-        if not origin.source_ids and not given:
-            episode_ids, observation_ids = target.episode_ids, target.observation_ids
-        entity_ids = (*target.entity_ids, *extra_entities)
-        thread_ids = (*target.thread_ids, *extra_threads)
-    else:
-        if isinstance(target, Episode):
-            episode_ids = (*episode_ids, target.id)
-            inherited: tuple[MemoryId, ...] = target.participant_entity_ids
-            thread_ids = (*target.thread_ids, *extra_threads)
-        else:
-            assert isinstance(target, Observation)
-            observation_ids = (*observation_ids, target.id)
-            speaker = () if target.speaker_entity_id is None else (target.speaker_entity_id,)
-            inherited = (*target.mentioned_entity_ids, *speaker)
-            thread_ids = extra_threads
-        entity_ids = (*inherited, *extra_entities)
-    # What the replacement inherits from the target never includes purged memories: a new memory
-    # is not grounded on, about, or in a purged one (charmem.admin.purge).
-    inherited_refs = sorted({*episode_ids, *observation_ids, *entity_ids, *thread_ids} - {target.id})
-    purged = set(await graph.tombstones(inherited_refs)) if inherited_refs else set()
-    named = sorted(purged & {*extra_entities, *extra_threads})
-    if named:
-        await _refuse_purged(graph, named, "the replacement names")
-    if purged:
-        episode_ids = tuple(i for i in episode_ids if i not in purged)
-        observation_ids = tuple(i for i in observation_ids if i not in purged)
-        entity_ids = tuple(i for i in entity_ids if i not in purged)
-        thread_ids = tuple(i for i in thread_ids if i not in purged)
-    has_sources = bool(episode_ids or observation_ids)
-    if given and has_sources:
-        raise _refuse(
-            LifecycleErrorKind.INVALID_BELIEF,
-            "given_by_application cannot coexist with source experiences; drop one of them",
-        )
-    if not given and not has_sources:
-        hint = " (the target's sources were purged: give a correction_origin)" if purged else ""
-        raise _refuse(
-            LifecycleErrorKind.MISSING_REPLACEMENT_SOURCE,
-            f"no grounding can be derived for the replacement{hint}",
-        )
-    assertions = replacement_draft.assertions if replacement_draft else ()
-    subjects = set(entity_ids)
-    if given and not subjects:
-        raise _refuse(
-            LifecycleErrorKind.INVALID_BELIEF, "a given replacement needs at least one notion in entity_ids"
-        )
-    for assertion in assertions:
-        if assertion.subject not in subjects:
-            raise _refuse(
-                LifecycleErrorKind.INVALID_BELIEF,
-                f"assertion subject {assertion.subject} is not among the replacement's entity_ids",
-            )
-    referenced = sorted({*entity_ids, *thread_ids})
-    present = await graph.get_objects(referenced)
-    for memory_id in referenced:
-        if memory_id not in present:
-            raise _refuse(
-                LifecycleErrorKind.INVALID_BELIEF,
-                f"the replacement refers to {memory_id}, which is not stored",
-            )
-
-    derived_type = replacement_draft.derived_type if replacement_draft else DerivedType.CORRECTION
-    text = replacement_draft.text if replacement_draft else draft.rationale
-    salience = replacement_draft.salience if replacement_draft else None
-    authored = {
-        "derived_type": derived_type.value,
-        "text": text,
-        "episode_ids": sorted(map(str, set(episode_ids))),
-        "observation_ids": sorted(map(str, set(observation_ids))),
-        "entity_ids": sorted(map(str, set(entity_ids))),
-        "thread_ids": sorted(map(str, set(thread_ids))),
-        "assertions": [[str(a.subject), a.predicate.name] for a in assertions],
-        "given": given,
-        "salience": salience,
-    }
-    replacement_id = (replacement_draft.id if replacement_draft else None) or MemoryId.deterministic(
-        collection, "correction", target.id, json.dumps(authored, sort_keys=True, ensure_ascii=False)
-    )
-    replacement = DerivedMemory(
-        id=replacement_id,
-        derived_type=derived_type,
-        text=text,
-        episode_ids=episode_ids,
-        observation_ids=observation_ids,
-        entity_ids=entity_ids,
-        thread_ids=thread_ids,
-        assertions=assertions,
-        given_by_application=given,
-        supersedes=(target.id,),
-        salience=0.5 if salience is None else salience,
-        created_at=replacement_created,
-    )
-    replacement = _adopt_object((await graph.get_objects([replacement_id])).get(replacement_id), replacement)
-    successors = {
-        link.from_id
-        for link in await graph.links_of([target.id], relations=[Relation.SUPERSEDES])
-        if link.to_id == target.id
-    }
-    blocking = conflicting_successors(successors, {replacement.id})
-    if blocking:
-        raise _refuse(
-            LifecycleErrorKind.ALREADY_SUPERSEDED,
-            f"{target.id} is already superseded by {', '.join(map(str, blocking))}; a memory gains "
-            f"successors in one plan or correction only: correct {blocking[0]} (or the belief that "
-            "now replaces it) instead",
-        )
-    record_id = MemoryId.deterministic(collection, "correct", target.id, replacement.id)
-    record = LifecycleRecord(
-        id=record_id,
-        target_id=target.id,
-        action=LifecycleAction.CORRECT,
-        rationale=draft.rationale,
-        recorded_at=recorded,
-        related_ids=(replacement.id,),
-        external_refs=[ref.reference for ref in origin.external_refs],
-    )
-    record = _adopt_record((await _stored_records(graph, [target.id])).get(record_id), record)
-    links = derive_links(collection, [replacement])
-    await graph.write_batch(GraphBatch(objects=[replacement], links=links, records=[record]))
-    markers = await maintain_vectors(
-        index_entries([replacement]),
-        [target.id],
-        graph=graph,
-        vectors=stores.vectors,
-        embedder=stores.embedder,
-        batch_size=stores.batch_size,
-        embed_timeout_s=stores.embed_timeout_s,
-    )
-    markers += await maintain_stats([replacement], links, [target.id], graph=graph, stats=stores.stats)
+    check_correction_draft(draft)  # a draft wrong by itself is refused before anything is read
+    facts = await _read_correction(stores.graph, draft)
+    plan = plan_correction(draft, facts, collection=collection, now=now)
+    replacement, links = await _write_correction(stores.graph, plan, collection)
+    target_id = plan.record.target_id
+    markers = await _maintain(stores, objects=[replacement], links=links, affected=[target_id])
     log.info(
-        "memory_corrected", collection=collection, target=str(target.id), replacement=str(replacement.id)
+        "memory_corrected", collection=collection, target=str(target_id), replacement=str(replacement.id)
     )
     return LifecycleMutationOutcome(
-        graph_mutated_object_ids=(target.id, replacement.id),
+        graph_mutated_object_ids=(target_id, replacement.id),
         replacement_ids=(replacement.id,),
         link_ids=tuple(link.id for link in links),
         repair_markers=tuple(markers),
     )
 
 
+async def _read_correction(graph: GraphStore, draft: CorrectMemoryDraft) -> CorrectionFacts:
+    """Read what :func:`~charmem.domain.correction.plan_correction` needs around the target.
+
+    Raises:
+        BackendError: the graph failed.
+    """
+    target_id = draft.target.id
+    target = (await graph.get_objects([target_id])).get(target_id)
+    is_link = target is None and bool(await graph.get_links([target_id]))
+    ids = correction_reads(draft, target)
+    return CorrectionFacts(
+        target=target,
+        target_is_link=is_link,
+        stored=await graph.get_objects(list(ids)) if ids else {},
+        tombstones=await graph.tombstones(sorted({target_id, *ids})),
+    )
+
+
+async def _write_correction(
+    graph: GraphStore, plan: CorrectionPlan, collection: str
+) -> tuple[DerivedMemory, tuple[MemoryLink, ...]]:
+    """Write a correction's replacement, derived links and record in one batch.
+
+    What is stored with equal content (a replay) is adopted as stored; the target may not have
+    gained another successor meanwhile (:func:`~charmem.domain.correction.check_successors`).
+
+    Returns:
+        tuple: the replacement as written and its derived links.
+
+    Raises:
+        IdConflictError: the replacement or record id is stored with other content.
+        LifecycleValidationError: ``ALREADY_SUPERSEDED``.
+        BackendError: the graph failed; nothing was written.
+    """
+    new = plan.replacement
+    target_id = plan.record.target_id
+    replacement = _adopt_object((await graph.get_objects([new.id])).get(new.id), new)
+    supersedes = await graph.links_of([target_id], relations=[Relation.SUPERSEDES])
+    check_successors(
+        target_id, {link.from_id for link in supersedes if link.to_id == target_id}, replacement.id
+    )
+    record = _adopt_record((await _stored_records(graph, [target_id])).get(plan.record.id), plan.record)
+    links = derive_links(collection, [replacement])
+    await graph.write_batch(GraphBatch(objects=[replacement], links=links, records=[record]))
+    return replacement, links
+
+
+async def _maintain(
+    stores: LifecycleStores,
+    *,
+    objects: Sequence[MemoryObject] = (),
+    links: Sequence[MemoryLink] = (),
+    affected: Sequence[MemoryId],
+) -> list[RepairMarkerType]:
+    """Bring vectors and stats in step after a lifecycle write (repairable; never raises).
+
+    Args:
+        stores: the ports.
+        objects: memories the write added (indexed when current).
+        links: links the write added.
+        affected: memories whose currency the write may have changed.
+
+    Returns:
+        list[RepairMarkerType]: the failed vector and stats writes.
+    """
+    markers = await maintain_vectors(
+        index_entries(objects),
+        affected,
+        graph=stores.graph,
+        vectors=stores.vectors,
+        embedder=stores.embedder,
+        batch_size=stores.batch_size,
+        embed_timeout_s=stores.embed_timeout_s,
+    )
+    markers += await maintain_stats(objects, links, affected, graph=stores.graph, stats=stores.stats)
+    return markers
+
+
 async def forget_memory(
     draft: ForgetMemoryDraft, *, collection: str, stores: LifecycleStores, now: datetime
 ) -> LifecycleMutationOutcome:
-    """Forget a memory by suppression (DESIGN §4.6); nothing is deleted.
+    """Forget a memory by suppression; nothing is deleted.
 
     A derived memory, episode or observation gets a suppression record (:func:`forget_plan`
     says what else is suppressed with it). A thread gets a ``forget_noted`` record (its status and
@@ -452,16 +298,7 @@ async def forget_memory(
     ]
     await graph.write_batch(GraphBatch(records=records))
     affected = [memory_id for memory_id, _ in plan]
-    markers = await maintain_vectors(
-        [],
-        affected,
-        graph=graph,
-        vectors=stores.vectors,
-        embedder=stores.embedder,
-        batch_size=stores.batch_size,
-        embed_timeout_s=stores.embed_timeout_s,
-    )
-    markers += await maintain_stats([], [], affected, graph=graph, stats=stores.stats)
+    markers = await _maintain(stores, affected=affected)
     log.info("memory_forgotten", collection=collection, target=str(target.id), affected=len(affected))
     return LifecycleMutationOutcome(graph_mutated_object_ids=affected, repair_markers=tuple(markers))
 

@@ -1,32 +1,46 @@
-"""Vector maintenance: rebuild a collection's candidate recall from graph authority (DESIGN §7).
+"""Vector and stats maintenance: keep the derived stores in step with graph authority.
 
-The vector index is derived data: every point is an index entry of a current graph object
-(:func:`charmem.usecases.planning.index_entries`), so the whole index can be re-created from the
-graph. That is the repair of last resort (a lost or damaged shard, repair markers nobody
-replayed), the way to move between the embedded and service vector stores, and, after dropping
-the old shard, the way to switch to an embedder of another model or size.
+The graph is the record; the vector index (candidate recall) and the retrieval statistics are
+derived from it. Everything that brings them in step lives here:
 
-``CharacterMemory.open`` calls the checks at the end of this module so a collection never opens
-with silent amnesia: a lost shard beside a non-empty graph is rebuilt (or refused, with
-``VECTOR_REBUILD_ON_OPEN=false``), lost statistics are rebuilt, and a graph store is never created
-empty beside existing vectors.
+* after each write (commit, correct, forget, link): :func:`maintain_vectors` embeds and upserts
+  the current index entries and deletes what is no longer current; :func:`maintain_stats`
+  refreshes the stats rows (:func:`object_stats_row`, :func:`link_stats_row`). Both are
+  repairable writes: a failure comes back as a repair marker, never as an error;
+* whole rebuilds: :func:`rebuild_vector_index` re-creates a collection's vectors from its current
+  graph objects (the repair of last resort for a lost or damaged shard or unreplayed repair
+  markers, the way to move between the embedded and service vector stores, and, after
+  :func:`drop_vector_index`, the way to switch to an embedder of another model or size);
+  :func:`rebuild_stats` recomputes every stats row (:func:`graph_stats_rows`);
+* checks on open: ``CharacterMemory.open`` calls the checks at the end of this module so a
+  collection never opens with silent amnesia: a lost shard beside a non-empty graph is rebuilt
+  (or refused, with ``VECTOR_REBUILD_ON_OPEN=false``), lost statistics are rebuilt, and a graph
+  store is never created empty beside existing vectors.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Final
 
 import attrs
 
 from charmem.composition import load_adapter
-from charmem.domain.ids import MemoryId
-from charmem.domain.model import Episode, MemoryObject, ObjectType, Observation
-from charmem.domain.plan import IndexEntry
+from charmem.domain.ids import ID_ORDER, MemoryId
+from charmem.domain.model import Episode, MemoryLink, MemoryObject, ObjectType, Observation, object_type_of
+from charmem.domain.plan import IndexEntry, RepairMarker, RepairMarkerType, VectorOperation
 from charmem.domain.retrieval import CurrencyStatus
-from charmem.errors import DraftValidationError, StoreCorruptedError
+from charmem.errors import DraftValidationError, StoreCorruptedError, excerpt
 from charmem.log import get_logger
-from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex, VectorPoint
+from charmem.ports import (
+    EmbeddingProvider,
+    GraphStore,
+    RetrievalStatsStore,
+    StatsEntry,
+    VectorIndex,
+    VectorPoint,
+)
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S, Settings, validate_collection_name
 from charmem.usecases.embedding import embed_texts
 from charmem.usecases.names import embedding_texts
@@ -34,11 +48,18 @@ from charmem.usecases.planning import index_entries
 
 __all__ = [
     "INDEXED_TYPES",
+    "UPSERT_POINTS",
     "ProgressCallback",
     "VectorRebuildReport",
     "current_index_entries",
     "drop_vector_index",
     "ensure_vectors_match_graph",
+    "graph_stats_rows",
+    "link_stats_row",
+    "maintain_stats",
+    "maintain_vectors",
+    "object_stats_row",
+    "rebuild_stats",
     "rebuild_vector_index",
     "refuse_vectors_without_graph",
     "stats_lost_beside_graph",
@@ -52,6 +73,12 @@ ProgressCallback = Callable[[int, int], object]
 #: Object types that can have a vector (notions never do).
 INDEXED_TYPES = (ObjectType.EPISODE, ObjectType.OBSERVATION, ObjectType.DERIVED, ObjectType.THREAD)
 _READ_BATCH = 512
+_REBUILD_BATCH = 512
+#: About the most points one ``VectorIndex.upsert`` call of a commit carries (a whole number of
+#: embedding batches, at least one):
+#: each upsert is durable on return, so fewer, larger calls write faster (bounded memory: 512
+#: vectors of 1,536 floats are about 25 MB of Python floats).
+UPSERT_POINTS: Final = 512
 
 
 @attrs.frozen(kw_only=True)
@@ -70,6 +97,231 @@ class VectorRebuildReport:
     indexed: int
     not_current: int
     removed: int
+
+
+def _cause(exc: BaseException, context: str = "") -> str:
+    """A repair marker's ``cause``: the error's type and text, cut to 200 characters."""
+    return excerpt(f"{context}{type(exc).__name__}: {exc}")
+
+
+def object_stats_row(obj: MemoryObject, currency: Mapping[MemoryId, CurrencyStatus]) -> StatsEntry:
+    """The stats row of a stored object: its type and whether ``currency`` says it is current."""
+    return StatsEntry(
+        id=obj.id,
+        kind="object",
+        key=object_type_of(obj).value,
+        current=currency.get(obj.id) is CurrencyStatus.CURRENT,
+    )
+
+
+def link_stats_row(link: MemoryLink) -> StatsEntry:
+    """The stats row of a stored link: its relation and endpoints (for degree counts)."""
+    return StatsEntry(
+        id=link.id, kind="link", key=link.relation.value, from_id=link.from_id, to_id=link.to_id
+    )
+
+
+def _upsert_failed(failed: Sequence[IndexEntry | VectorPoint], exc: BaseException) -> RepairMarkerType:
+    log.warning("vector_upsert_failed", ids=len(failed), error=type(exc).__name__)
+    return RepairMarker.VectorMaintenance(VectorOperation.UPSERT, tuple(e.id for e in failed), _cause(exc))
+
+
+async def maintain_vectors(
+    entries: Sequence[IndexEntry],
+    also_check: Sequence[MemoryId],
+    *,
+    graph: GraphStore,
+    vectors: VectorIndex,
+    embedder: EmbeddingProvider,
+    batch_size: int,
+    stored: Sequence[MemoryObject] = (),
+    embed_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S,
+) -> list[RepairMarkerType]:
+    """Bring candidate recall in step with graph currency for some ids; never raises.
+
+    Current entries are embedded (``batch_size`` texts per provider call) and upserted (about
+    :data:`UPSERT_POINTS` points per vector-index call); entries and ``also_check`` ids that are
+    no longer current are deleted. Graph currency is consulted first, so a replayed plan never puts a
+    superseded or suppressed memory back into the index (spec "Memory permanence").
+
+    ``stored`` may give objects as the graph holds them (a commit's objects, once written), so
+    their utterances' speakers are not read back (:func:`~charmem.usecases.names.embedding_texts`).
+
+    Each embedding call may take ``embed_timeout_s`` seconds (``EMBEDDING_TIMEOUT_S``); one that
+    takes longer is cancelled and becomes a marker like any other embedder failure.
+
+    Returns:
+        list[RepairMarkerType]: the failed operations (one marker per failed embedding call or
+        upsert call, naming its ids); empty when everything was applied.
+    """
+    ids = sorted({*(e.id for e in entries), *also_check}, key=ID_ORDER)
+    if not ids:
+        return []
+    try:
+        currency = await graph.currency(ids)
+    except Exception as exc:  # noqa: BLE001 - reported as a repair marker, by contract
+        log.warning("vector_currency_lookup_failed", ids=len(ids), error=type(exc).__name__)
+        return [
+            RepairMarker.VectorMaintenance(
+                VectorOperation.UPSERT, tuple(ids), _cause(exc, "currency lookup failed: ")
+            )
+        ]
+    upserts = [e for e in entries if currency.get(e.id) is CurrencyStatus.CURRENT]
+    deletes = [i for i in ids if i in currency and currency[i] is not CurrencyStatus.CURRENT]
+    markers: list[RepairMarkerType] = []
+    try:
+        texts = await embedding_texts(upserts, graph, stored)
+    except Exception as exc:  # noqa: BLE001 - reported as a repair marker, like currency
+        log.warning("vector_text_lookup_failed", ids=len(upserts), error=type(exc).__name__)
+        markers.append(
+            RepairMarker.VectorMaintenance(
+                VectorOperation.UPSERT,
+                tuple(e.id for e in upserts),
+                _cause(exc, "speaker name lookup failed: "),
+            )
+        )
+        upserts, texts = [], []
+    markers += await _upsert_entries(
+        upserts,
+        texts,
+        vectors=vectors,
+        embedder=embedder,
+        batch_size=batch_size,
+        embed_timeout_s=embed_timeout_s,
+    )
+    markers += await _delete_points(deletes, vectors)
+    return markers
+
+
+async def _upsert_entries(
+    entries: Sequence[IndexEntry],
+    texts: Sequence[str],
+    *,
+    vectors: VectorIndex,
+    embedder: EmbeddingProvider,
+    batch_size: int,
+    embed_timeout_s: float,
+) -> list[RepairMarkerType]:
+    """Embed ``entries`` (``texts``, one per entry) and upsert their points; never raises.
+
+    Embeds ``batch_size`` texts per provider call, but upserts up to :data:`UPSERT_POINTS` points
+    per vector-index call: each upsert is durable on return (a flush), which costs far more than
+    the points themselves. A failed embedding call leaves the rest of its group upserted.
+
+    Returns:
+        list[RepairMarkerType]: one upsert marker per failed embedding or upsert call.
+    """
+    markers: list[RepairMarkerType] = []
+    group = batch_size * max(1, UPSERT_POINTS // batch_size)
+    for group_start in range(0, len(entries), group):
+        points: list[VectorPoint] = []
+        for start in range(group_start, min(group_start + group, len(entries)), batch_size):
+            chunk = entries[start : start + batch_size]
+            chunk_texts = texts[start : start + batch_size]
+            try:
+                rows = await embed_texts(embedder, chunk_texts, timeout_s=embed_timeout_s)
+            except Exception as exc:  # noqa: BLE001 - repairable write
+                markers.append(_upsert_failed(chunk, exc))
+                continue
+            points += [
+                VectorPoint(id=e.id, object_type=e.object_type, vector=row, text=text)
+                for e, text, row in zip(chunk, chunk_texts, rows, strict=True)
+            ]
+        if not points:
+            continue
+        try:
+            await vectors.upsert(points)
+        except Exception as exc:  # noqa: BLE001 - repairable write
+            markers.append(_upsert_failed(points, exc))
+    return markers
+
+
+async def _delete_points(ids: Sequence[MemoryId], vectors: VectorIndex) -> list[RepairMarkerType]:
+    """Delete the points of ``ids`` (no longer current); a failure becomes a delete marker."""
+    if not ids:
+        return []
+    try:
+        await vectors.delete(ids)
+    except Exception as exc:  # noqa: BLE001 - repairable write
+        log.warning("vector_delete_failed", ids=len(ids), error=type(exc).__name__)
+        return [RepairMarker.VectorMaintenance(VectorOperation.DELETE, tuple(ids), _cause(exc))]
+    return []
+
+
+async def maintain_stats(
+    objects: Sequence[MemoryObject],
+    links: Sequence[MemoryLink],
+    also_check: Sequence[MemoryId],
+    *,
+    graph: GraphStore,
+    stats: RetrievalStatsStore,
+) -> list[RepairMarkerType]:
+    """Write retrieval-stats rows for objects and links, keyed by id; never raises.
+
+    Rows of ``also_check`` ids (for example memories just superseded) are refreshed too, so the
+    current counters cache graph currency (the stats are a cache of the graph, rebuilt from it).
+
+    Returns:
+        list[RepairMarkerType]: one ``StatsMaintenance`` marker on failure, else empty.
+    """
+    ids = sorted({*(o.id for o in objects), *(link.id for link in links), *also_check}, key=ID_ORDER)
+    if not ids:
+        return []
+    try:
+        known = {o.id for o in objects}
+        extra = await graph.get_objects([i for i in also_check if i not in known])
+        every = [*objects, *extra.values()]
+        currency = await graph.currency([o.id for o in every])
+        rows = [object_stats_row(o, currency) for o in every]
+        rows += [link_stats_row(link) for link in links]
+        await stats.record(rows)
+    except Exception as exc:  # noqa: BLE001 - repairable write
+        log.warning("stats_update_failed", ids=len(ids), error=type(exc).__name__)
+        return [RepairMarker.StatsMaintenance(tuple(ids), _cause(exc))]
+    return []
+
+
+async def graph_stats_rows(graph: GraphStore) -> AsyncIterator[list[StatsEntry]]:
+    """Every stats row the graph implies, in batches of 512 (objects first, then links).
+
+    One row per stored object (current or not, as the graph says) and per stored link: what
+    :func:`rebuild_stats` writes and what :func:`charmem.admin.check` compares the stats with.
+
+    Yields:
+        list[StatsEntry]: up to 512 rows.
+
+    Raises:
+        BackendError: the graph failed.
+    """
+    object_ids = await graph.object_ids()
+    link_ids = await graph.link_ids()
+    for start in range(0, len(object_ids), _REBUILD_BATCH):
+        chunk = object_ids[start : start + _REBUILD_BATCH]
+        objects = await graph.get_objects(chunk)
+        currency = await graph.currency(chunk)
+        yield [object_stats_row(o, currency) for o in objects.values()]
+    for start in range(0, len(link_ids), _REBUILD_BATCH):
+        links = await graph.get_links(link_ids[start : start + _REBUILD_BATCH])
+        yield [link_stats_row(link) for link in links.values()]
+
+
+async def rebuild_stats(graph: GraphStore, stats: RetrievalStatsStore) -> int:
+    """Recompute every stats row of a collection from the graph (the stats are derived data).
+
+    Clears the collection's rows, then writes :func:`graph_stats_rows` in batches.
+
+    Returns:
+        int: rows written.
+
+    Raises:
+        BackendError: a store failed.
+    """
+    await stats.clear()
+    written = 0
+    async for rows in graph_stats_rows(graph):
+        await stats.record(rows)
+        written += len(rows)
+    return written
 
 
 def current_index_entries(

@@ -1,4 +1,4 @@
-"""``prepare``: drafts -> an inspectable :class:`RememberWritePlan` (DESIGN §5). Writes nothing."""
+"""``prepare``: drafts -> an inspectable :class:`RememberWritePlan`. Writes nothing."""
 
 from __future__ import annotations
 
@@ -161,7 +161,7 @@ def _link(d: LinkDraft, now: datetime) -> MemoryLink:
 def derive_links(
     collection: str, objects: Iterable[MemoryObject], caller_links: Iterable[MemoryLink] = ()
 ) -> tuple[MemoryLink, ...]:
-    """The links commit derives from objects (DESIGN §3 table), with deterministic ids.
+    """The links commit derives from objects, with deterministic ids.
 
     A derived link whose (from, relation, to) a caller link already states is not duplicated.
 

@@ -59,6 +59,7 @@ from datetime import datetime
 
 import attrs
 
+from charmem.domain.currency import is_shown
 from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import (
     DerivedMemory,
@@ -749,10 +750,10 @@ class _Recall:
         if isinstance(obj, Episode) and not obj.summary.strip():
             return False  # no content of its own: it stays provenance of its observations
         status = self.currency.get(memory_id, CurrencyStatus.CURRENT)
-        allowed = (
-            status is CurrencyStatus.CURRENT
-            or (status is CurrencyStatus.SUPERSEDED and self.context.include_superseded)
-            or (status is CurrencyStatus.SUPPRESSED and self.context.include_suppressed)
+        allowed = is_shown(
+            status,
+            include_superseded=self.context.include_superseded,
+            include_suppressed=self.context.include_suppressed,
         )
         if not allowed:
             self.omissions.setdefault(memory_id, status.value)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Final
+
+import attrs
 
 from charmem.domain.graph import Tombstone
 from charmem.domain.ids import ID_ORDER, MemoryId
@@ -20,15 +23,16 @@ from charmem.domain.model import (
 from charmem.domain.plan import CandidateValidation, CandidateValidationStatus, RememberWritePlan
 from charmem.domain.rules import (
     RECORDED_AT_SKEW,
-    conflicting_successors,
+    BeliefBreachKind,
+    belief_breaches,
     content_equal,
-    supersession_cycles,
     time_order_breach,
 )
 from charmem.domain.serde import unstructure_item
 from charmem.errors import IdConflictError, LifecycleErrorKind, PlanValidationError, PurgedMemoryError
 from charmem.ports import GraphStore
 from charmem.usecases.planning import derive_links, index_entries
+from charmem.usecases.supersession import check_supersession
 
 __all__ = [
     "CONFLICT_PREFIX",
@@ -59,7 +63,7 @@ _E, _O, _N, _T, _D = (
 )
 _ANY = frozenset(ObjectType)
 
-#: Endpoint types each relation allows (DESIGN §3 table).
+#: Endpoint types each relation allows: (from types, to types).
 ENDPOINTS: dict[Relation, tuple[frozenset[ObjectType], frozenset[ObjectType]]] = {
     Relation.HAS_OBSERVATION: (frozenset({_E}), frozenset({_O})),
     Relation.INVOLVES: (frozenset({_E}), frozenset({_N})),
@@ -129,219 +133,209 @@ async def validate_against_graph(
     Raises:
         BackendError: the graph could not be read.
     """
-    candidates: list[MemoryObject | MemoryLink] = [*plan.objects, *plan.links]
-    reasons: dict[int, list[str]] = {i: [] for i in range(len(candidates))}
-    warnings: dict[int, list[str]] = {i: [] for i in range(len(candidates))}
-
-    in_plan: dict[MemoryId, MemoryObject] = {}
-    first_seen: dict[MemoryId, MemoryObject | MemoryLink] = {}
-    for index, item in enumerate(candidates):
-        earlier = first_seen.get(item.id)
-        if earlier is None:
-            first_seen[item.id] = item
-        elif type(earlier) is not type(item) or not content_equal(earlier, item):
-            reasons[index].append(f"{CONFLICT_PREFIX}: the plan holds this id twice with different content")
-        if not isinstance(item, MemoryLink):
-            in_plan.setdefault(item.id, item)
-
-    referenced: set[MemoryId] = set(first_seen)
-    for obj in plan.objects:
-        referenced.update(object_references(obj))
-    for link in plan.links:
-        referenced.update((link.from_id, link.to_id))
+    check = _PlanCheck(candidates=[*plan.objects, *plan.links], now=now)
+    check.duplicates()
     derived_links = derive_links(plan.collection, plan.objects, plan.links)
-    stored = await graph.get_objects(sorted(referenced, key=ID_ORDER))
-    stored_links = await graph.get_links(sorted({*first_seen, *(d.id for d in derived_links)}, key=ID_ORDER))
-    # A purged id has no object: only ids not stored as objects can be tombstones.
-    tombstones = await graph.tombstones(sorted(referenced - stored.keys(), key=ID_ORDER))
-    replayed: set[int] = set()
+    await check.read(plan, graph, derived_links)
+    for index, item in enumerate(check.candidates):
+        check.candidate(index, item)
+    check.supersession(await check_supersession(plan.objects, graph))
+    check.derived(plan, derived_links)
+    return check.validations(), check.tombstones, derived_links
 
-    def type_of(memory_id: MemoryId) -> ObjectType | None:
-        obj = in_plan.get(memory_id) or stored.get(memory_id)
+
+@attrs.define
+class _PlanCheck:
+    """The reasons and warnings of each candidate of a plan, gathered step by step.
+
+    Candidates are the plan's objects then its caller links, by index; a replayed candidate is
+    stored already with equal content.
+    """
+
+    candidates: list[MemoryObject | MemoryLink]
+    now: datetime | None
+    reasons: dict[int, list[str]] = attrs.field(init=False)
+    warnings: dict[int, list[str]] = attrs.field(init=False)
+    in_plan: dict[MemoryId, MemoryObject] = attrs.field(factory=dict, init=False)
+    first_seen: dict[MemoryId, MemoryObject | MemoryLink] = attrs.field(factory=dict, init=False)
+    stored: dict[MemoryId, MemoryObject] = attrs.field(factory=dict, init=False)
+    stored_links: dict[MemoryId, MemoryLink] = attrs.field(factory=dict, init=False)
+    tombstones: dict[MemoryId, Tombstone] = attrs.field(factory=dict, init=False)
+    replayed: set[int] = attrs.field(factory=set, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.reasons = {i: [] for i in range(len(self.candidates))}
+        self.warnings = {i: [] for i in range(len(self.candidates))}
+
+    def duplicates(self) -> None:
+        """Ids are unique across the plan unless the content is equal."""
+        for index, item in enumerate(self.candidates):
+            earlier = self.first_seen.get(item.id)
+            if earlier is None:
+                self.first_seen[item.id] = item
+            elif type(earlier) is not type(item) or not content_equal(earlier, item):
+                self.reasons[index].append(
+                    f"{CONFLICT_PREFIX}: the plan holds this id twice with different content"
+                )
+            if not isinstance(item, MemoryLink):
+                self.in_plan.setdefault(item.id, item)
+
+    async def read(self, plan: RememberWritePlan, graph: GraphStore, derived: Sequence[MemoryLink]) -> None:
+        """Read the stored objects, links and tombstones of every id the plan names."""
+        referenced: set[MemoryId] = set(self.first_seen)
+        for obj in plan.objects:
+            referenced.update(object_references(obj))
+        for link in plan.links:
+            referenced.update((link.from_id, link.to_id))
+        self.stored = dict(await graph.get_objects(sorted(referenced, key=ID_ORDER)))
+        link_ids = sorted({*self.first_seen, *(d.id for d in derived)}, key=ID_ORDER)
+        self.stored_links = dict(await graph.get_links(link_ids))
+        # A purged id has no object: only ids not stored as objects can be tombstones.
+        self.tombstones = dict(await graph.tombstones(sorted(referenced - self.stored.keys(), key=ID_ORDER)))
+
+    def type_of(self, memory_id: MemoryId) -> ObjectType | None:
+        """The type of a planned, stored or purged object (``None``: unknown)."""
+        obj = self.in_plan.get(memory_id) or self.stored.get(memory_id)
         if obj is None:
-            tombstone = tombstones.get(memory_id)
+            tombstone = self.tombstones.get(memory_id)
             return None if tombstone is None else tombstone.object_type
         return object_type_of(obj)
 
-    def purged_reference(index: int, memory_id: MemoryId, what: str) -> None:
-        tombstone = tombstones.get(memory_id)
-        if tombstone is not None and index not in replayed:
-            reasons[index].append(
+    def purged_reference(self, index: int, memory_id: MemoryId, what: str) -> None:
+        """A new candidate may not refer to a purged memory (a replay keeps its references)."""
+        tombstone = self.tombstones.get(memory_id)
+        if tombstone is not None and index not in self.replayed:
+            self.reasons[index].append(
                 f"{PURGED_PREFIX}: {what} {memory_id} was purged at {tombstone.purged_at.isoformat()}; "
                 "a new memory cannot refer to it (leave it out)"
             )
 
-    def require(index: int, ids: Sequence[MemoryId], allowed: frozenset[ObjectType], what: str) -> None:
+    def require(self, index: int, ids: Sequence[MemoryId], allowed: frozenset[ObjectType], what: str) -> None:
+        """Each of ``ids`` resolves to an object of an ``allowed`` type."""
         for memory_id in ids:
-            purged_reference(index, memory_id, what)
-            found = type_of(memory_id)
+            self.purged_reference(index, memory_id, what)
+            found = self.type_of(memory_id)
             if found is None:
-                reasons[index].append(f"{what} {memory_id} is neither in the plan nor stored")
+                self.reasons[index].append(f"{what} {memory_id} is neither in the plan nor stored")
             elif found not in allowed:
                 names = "/".join(sorted(t.value for t in allowed))
-                reasons[index].append(f"{what} {memory_id} is {_article(found.value)}, not {_article(names)}")
+                self.reasons[index].append(
+                    f"{what} {memory_id} is {_article(found.value)}, not {_article(names)}"
+                )
 
-    for index, item in enumerate(candidates):
-        previous = stored.get(item.id) or stored_links.get(item.id)
-        purged = tombstones.get(item.id)
+    def candidate(self, index: int, item: MemoryObject | MemoryLink) -> None:
+        """Every check of one candidate: identity, references, time order."""
+        self.identity(index, item)
+        if isinstance(item, MemoryLink):
+            for end, memory_id in (("link source", item.from_id), ("link target", item.to_id)):
+                self.purged_reference(index, memory_id, end)
+            _check_link(item, self.type_of, self.reasons[index])
+        else:
+            self.references(index, item)
+        if index not in self.replayed:
+            # A replay is stored already: it was in order when written (check reports it if not).
+            created = {
+                memory_id: depended.created_at
+                for memory_id in time_order_dependencies(item)
+                if (depended := self.in_plan.get(memory_id) or self.stored.get(memory_id)) is not None
+            }
+            out_of_order = time_order_reason(item, created, self.now)
+            if out_of_order is not None:
+                self.reasons[index].append(out_of_order)
+
+    def identity(self, index: int, item: MemoryObject | MemoryLink) -> None:
+        """Not purged; stored already only with equal content (a replay)."""
+        previous = self.stored.get(item.id) or self.stored_links.get(item.id)
+        purged = self.tombstones.get(item.id)
         if purged is not None:
-            reasons[index].append(
+            self.reasons[index].append(
                 f"{PURGED_PREFIX}: {purged.object_type.value} {item.id} was purged at "
                 f"{purged.purged_at.isoformat()} and can never be written again (drop it from the plan)"
             )
         elif previous is not None:
             if type(previous) is type(item) and content_equal(previous, item):
-                warnings[index].append("already stored with equal content (replay)")
-                replayed.add(index)
+                self.warnings[index].append("already stored with equal content (replay)")
+                self.replayed.add(index)
             else:
-                reasons[index].append(f"{CONFLICT_PREFIX}: {_conflict_detail(previous, item)}")
+                self.reasons[index].append(f"{CONFLICT_PREFIX}: {_conflict_detail(previous, item)}")
+
+    def references(self, index: int, item: MemoryObject) -> None:
+        """Every id an object names resolves to an object of the right type."""
         if isinstance(item, Episode):
-            require(index, item.participant_entity_ids, frozenset({_N}), "participant")
-            require(index, item.thread_ids, frozenset({_T}), "thread")
+            self.require(index, item.participant_entity_ids, frozenset({_N}), "participant")
+            self.require(index, item.thread_ids, frozenset({_T}), "thread")
         elif isinstance(item, Observation):
-            require(index, [item.episode_id], frozenset({_E}), "episode")
+            self.require(index, [item.episode_id], frozenset({_E}), "episode")
             if item.speaker_entity_id is not None:
-                require(index, [item.speaker_entity_id], frozenset({_N}), "speaker")
-            require(index, item.mentioned_entity_ids, frozenset({_N}), "mentioned notion")
+                self.require(index, [item.speaker_entity_id], frozenset({_N}), "speaker")
+            self.require(index, item.mentioned_entity_ids, frozenset({_N}), "mentioned notion")
         elif isinstance(item, DerivedMemory):
-            _check_derived(item, reasons[index])
-            require(index, item.episode_ids, frozenset({_E}), "source episode")
-            require(index, item.observation_ids, frozenset({_O}), "source observation")
-            require(index, item.entity_ids, frozenset({_N}), "subject")
-            require(index, item.thread_ids, frozenset({_T}), "thread")
-            require(index, item.supersedes, frozenset({_D}), "superseded memory")
-        elif isinstance(item, MemoryLink):
-            for end, memory_id in (("link source", item.from_id), ("link target", item.to_id)):
-                purged_reference(index, memory_id, end)
-            _check_link(item, type_of, reasons[index])
-        if index not in replayed:
-            # A replay is stored already: it was in order when written (check reports it if not).
-            created = {
-                memory_id: depended.created_at
-                for memory_id in time_order_dependencies(item)
-                if (depended := in_plan.get(memory_id) or stored.get(memory_id)) is not None
-            }
-            out_of_order = time_order_reason(item, created, now)
-            if out_of_order is not None:
-                reasons[index].append(out_of_order)
+            _check_derived(item, self.reasons[index])
+            self.require(index, item.episode_ids, frozenset({_E}), "source episode")
+            self.require(index, item.observation_ids, frozenset({_O}), "source observation")
+            self.require(index, item.entity_ids, frozenset({_N}), "subject")
+            self.require(index, item.thread_ids, frozenset({_T}), "thread")
+            self.require(index, item.supersedes, frozenset({_D}), "superseded memory")
 
-    supersession = await check_supersession(plan.objects, graph)
-    if supersession:
-        first_index = {c.id: i for i, c in reversed(list(enumerate(candidates)))}
-        for successor_id, why in supersession.items():
-            reasons[first_index[successor_id]].extend(why)
+    def supersession(self, reasons: dict[MemoryId, list[str]]) -> None:
+        """Add :func:`check_supersession`'s reasons to each successor's first candidate."""
+        if reasons:
+            first_index = {c.id: i for i, c in reversed(list(enumerate(self.candidates)))}
+            for successor_id, why in reasons.items():
+                self.reasons[first_index[successor_id]].extend(why)
 
-    plan_derived = {link.id: link for link in plan.derived_links}
-    expected = {link.id: link for link in derived_links}
+    def derived(self, plan: RememberWritePlan, derived_links: tuple[MemoryLink, ...]) -> None:
+        """The plan's derived links and index entries are those its objects imply."""
+        differ = _derived_links_differ(plan.derived_links, derived_links)
+        conflicts = self.derived_conflicts(derived_links)
+        if (differ or conflicts) and plan.objects and not any(self.reasons.values()):
+            self.reasons[0].append("the plan's derived links do not match its objects; re-prepare the plan")
+        if tuple(plan.index_entries) != index_entries(plan.objects) and plan.objects and not self.reasons[0]:
+            self.reasons[0].append("the plan's index entries do not match its objects; re-prepare the plan")
+
+    def derived_conflicts(self, derived_links: Sequence[MemoryLink]) -> bool:
+        """Whether a derived link's id is stored with other content (each gets a reason)."""
+        found = False
+        for link in derived_links:
+            previous = self.stored.get(link.id) or self.stored_links.get(link.id)
+            if previous is not None and not (
+                isinstance(previous, MemoryLink) and content_equal(previous, link)
+            ):
+                found = True
+                owner = next(
+                    (i for i, c in enumerate(self.candidates) if c.id in (link.from_id, link.to_id)), 0
+                )
+                self.reasons[owner].append(
+                    f"{CONFLICT_PREFIX}: derived {link.relation.value} link {link.id} is already stored "
+                    "with different content"
+                )
+        return found
+
+    def validations(self) -> list[CandidateValidation]:
+        """One validation per candidate, in plan order."""
+        return [
+            CandidateValidation(
+                candidate_id=item.id,
+                kind=_kind(item),
+                status=CandidateValidationStatus.INVALID
+                if self.reasons[i]
+                else CandidateValidationStatus.VALID,
+                reasons=tuple(self.reasons[i]),
+                warnings=tuple(self.warnings[i]),
+            )
+            for i, item in enumerate(self.candidates)
+        ]
+
+
+def _derived_links_differ(planned: Sequence[MemoryLink], expected: tuple[MemoryLink, ...]) -> bool:
+    """Whether a plan's derived links differ in content from those recomputed from its objects."""
     # Equal links (``==``: same ids, relation, rationale, instants) have equal content; only a
     # plan whose derived links differ from the recomputed ones needs the canonical comparison.
-    mismatch = tuple(plan.derived_links) != derived_links and (
-        set(plan_derived) != set(expected)
-        or any(not content_equal(plan_derived[i], expected[i]) for i in expected)
-    )
-    for link in derived_links:
-        previous = stored.get(link.id) or stored_links.get(link.id)
-        if previous is not None and not (isinstance(previous, MemoryLink) and content_equal(previous, link)):
-            mismatch = True
-            owner = next((i for i, c in enumerate(candidates) if c.id in (link.from_id, link.to_id)), 0)
-            reasons[owner].append(
-                f"{CONFLICT_PREFIX}: derived {link.relation.value} link {link.id} is already stored "
-                "with different content"
-            )
-    if mismatch and plan.objects and not any(reasons.values()):
-        reasons[0].append("the plan's derived links do not match its objects; re-prepare the plan")
-    if tuple(plan.index_entries) != index_entries(plan.objects) and plan.objects and not reasons[0]:
-        reasons[0].append("the plan's index entries do not match its objects; re-prepare the plan")
-
-    validations = [
-        CandidateValidation(
-            candidate_id=item.id,
-            kind=_kind(item),
-            status=CandidateValidationStatus.INVALID if reasons[i] else CandidateValidationStatus.VALID,
-            reasons=tuple(reasons[i]),
-            warnings=tuple(warnings[i]),
-        )
-        for i, item in enumerate(candidates)
-    ]
-    return validations, tombstones, derived_links
-
-
-async def check_supersession(objects: Sequence[MemoryObject], graph: GraphStore) -> dict[MemoryId, list[str]]:
-    """Why the plan's ``supersedes`` lists are refused, by the derived memory holding them.
-
-    Two rules (:func:`~charmem.domain.rules.supersession_cycles`,
-    :func:`~charmem.domain.rules.conflicting_successors`): the plan's supersedes links may not
-    close a cycle, among its drafts or with stored links; and a memory that another memory already
-    supersedes gains no new successor (a replay, whose links are all stored, stays accepted; a
-    split into several successors within the plan and a merge are allowed). A draft superseding
-    itself is left to the per-candidate check.
-
-    Args:
-        objects: the plan's objects.
-        graph: the graph authority (read only; one ``links_of`` call, more only when a stored
-            ``supersedes`` link points at one of the plan's successors).
-
-    Returns:
-        dict[MemoryId, list[str]]: successor id -> reasons; empty when the plan is fine.
-
-    Raises:
-        BackendError: the graph could not be read.
-    """
-    written: dict[MemoryId, set[MemoryId]] = {}
-    for obj in objects:
-        if isinstance(obj, DerivedMemory):
-            for target in obj.supersedes:
-                if target != obj.id:
-                    written.setdefault(target, set()).add(obj.id)
-    if not written:
-        return {}
-    successors = {s for group in written.values() for s in group}
-    touched = sorted({*written, *successors}, key=ID_ORDER)
-    links = await graph.links_of(touched, relations=[Relation.SUPERSEDES])
-    stored = {(link.from_id, link.to_id) for link in links}
-    reasons: dict[MemoryId, list[str]] = {}
-    for target in sorted(written, key=ID_ORDER):
-        current = {s for s, p in stored if p == target}
-        blocking = conflicting_successors(current, written[target])
-        for successor in sorted(written[target] - current, key=ID_ORDER) if blocking else ():
-            reasons.setdefault(successor, []).append(
-                f"superseded memory {target} is already superseded by {', '.join(map(str, blocking))}; "
-                f"a memory gains successors in one plan only: supersede {blocking[0]} (or the belief "
-                "that now replaces it) instead"
-            )
-    new = {(s, p) for p, group in written.items() for s in group} - stored
-    edges = stored | new
-    if any(p in successors for _, p in stored):
-        edges |= await _supersession_component(graph, touched)
-    for cycle in supersession_cycles(edges):
-        pairs = list(zip(cycle, (*cycle[1:], cycle[0]), strict=True))
-        if len(cycle) < 2 or new.isdisjoint(pairs):
-            continue
-        named = " supersedes ".join(map(str, (*cycle, cycle[0])))
-        for successor, predecessor in pairs:
-            if (successor, predecessor) in new:
-                reasons.setdefault(successor, []).append(
-                    f"supersession cycle: {named}; supersedes links must not form a cycle (drop one of "
-                    "these supersedes entries)"
-                )
-    return reasons
-
-
-async def _supersession_component(
-    graph: GraphStore, start: Sequence[MemoryId]
-) -> set[tuple[MemoryId, MemoryId]]:
-    """Every stored supersedes link connected to ``start`` (either direction), as pairs."""
-    seen = set(start)
-    frontier = list(start)
-    edges: set[tuple[MemoryId, MemoryId]] = set()
-    while frontier:
-        reached: set[MemoryId] = set()
-        for link in await graph.links_of(frontier, relations=[Relation.SUPERSEDES]):
-            edges.add((link.from_id, link.to_id))
-            reached.update(end for end in (link.from_id, link.to_id) if end not in seen)
-        seen |= reached
-        frontier = sorted(reached, key=ID_ORDER)
-    return edges
+    if tuple(planned) == expected:
+        return False
+    by_id = {link.id: link for link in planned}
+    wanted = {link.id: link for link in expected}
+    return set(by_id) != set(wanted) or any(not content_equal(by_id[i], wanted[i]) for i in wanted)
 
 
 def raise_for_invalid(validations: Sequence[CandidateValidation], *, what: str = "candidate") -> None:
@@ -489,25 +483,29 @@ def time_order_reason(
     )
 
 
+#: How plan validation phrases each breach of the grounding rule (:func:`belief_breaches`).
+_BELIEF_REASONS: Final = {
+    BeliefBreachKind.GIVEN_WITH_SOURCES: (
+        "given_by_application cannot coexist with source episodes or observations; "
+        "drop the sources or the declaration"
+    ),
+    BeliefBreachKind.GIVEN_WITHOUT_SUBJECT: "given_by_application needs at least one notion in entity_ids",
+    BeliefBreachKind.UNGROUNDED: (
+        "a derived memory needs source episode_ids/observation_ids, or "
+        "given_by_application=True with a notion subject"
+    ),
+    BeliefBreachKind.SUBJECT_NOT_LISTED: "invalid belief: assertion subject {subject} is not in entity_ids",
+}
+
+
 def _check_derived(item: DerivedMemory, reasons: list[str]) -> None:
-    has_sources = bool(item.source_ids)
-    if item.given_by_application:
-        if has_sources:
-            reasons.append(
-                "given_by_application cannot coexist with source episodes or observations; "
-                "drop the sources or the declaration"
-            )
-        if not item.entity_ids:
-            reasons.append("given_by_application needs at least one notion in entity_ids")
-    elif not has_sources:
-        reasons.append(
-            "a derived memory needs source episode_ids/observation_ids, or "
-            "given_by_application=True with a notion subject"
-        )
-    subjects = set(item.entity_ids)
-    for assertion in item.assertions:
-        if assertion.subject not in subjects:
-            reasons.append(f"invalid belief: assertion subject {assertion.subject} is not in entity_ids")
+    breaches = belief_breaches(
+        given=item.given_by_application,
+        has_sources=bool(item.source_ids),
+        entity_ids=item.entity_ids,
+        assertions=item.assertions,
+    )
+    reasons.extend(_BELIEF_REASONS[breach.kind].format(subject=breach.subject) for breach in breaches)
     if item.id in item.supersedes:
         reasons.append("a derived memory cannot supersede itself")
 
