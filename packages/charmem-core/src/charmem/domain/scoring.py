@@ -30,51 +30,41 @@ class ScoringPolicy:
     """The weights and constants of retrieval, one frozen value (:data:`DEFAULT_SCORING`).
 
     Scores are the fused relevance of candidate recall (higher first); every factor below
-    multiplies such a score, and every count is a number of memories.
+    multiplies such a score, every count is a number of memories. How each value was measured or
+    chosen: "Retrieval tuning history" in ``benchmarks/README.md``.
     """
 
-    #: Score of an expanded memory relative to the memory it was reached from (factor): half, so
-    #: a neighbour never outranks the evidence that led to it, yet beats weak candidates.
+    #: Factor on an expanded memory's score (its root's): half, so it ranks below its evidence.
     expansion_decay: float = 0.5
 
-    #: Score of a neighbouring turn per step from the recalled observation (factor per turn):
-    #: close to 1, since the answer to a question is usually the next turn.
+    #: Factor per step on a neighbouring turn (the recalled turn's): the answer is often the next turn.
     context_decay: float = 0.95
 
-    #: Score factor of a belief that asserts names: the pack's ``entities`` already show names,
-    #: so identity knowledge should not push episodic memories out of the top ranks.
+    #: Factor on a belief asserting names: the pack's ``entities`` show names, keep the top for episodes.
     name_belief_weight: float = 0.5
 
-    #: Score factor of a memory that happened in a period an absolute date of the query names:
-    #: 2 measured best on LoCoMo turn recall (``benchmarks/README.md``).
+    #: Factor on a memory inside a time-cue period: LoCoMo turn recall gains little above 2.
     time_cue_weight: float = 2.0
 
-    #: The lowest factor the ``recency`` preference applies, however old a memory is: recency
-    #: reorders near-ties in meaning, never lets a recent distractor beat a clearly better memory.
+    #: Lowest factor of the recency preference: recency reorders near-ties, never clear meaning.
     recency_floor: float = 0.8
 
-    #: Candidate recall fetches this many times ``candidate_limit`` under an event-time window or
-    #: a time cue (factor): enough for what happened in the period to still fill the pack.
+    #: Factor on ``candidate_limit`` under a window or time cue: the period must still fill the pack.
     window_overfetch: int = 4
 
-    #: A hub notion admits ``per_node_fanout // hub_fanout_divisor`` members, at least one
-    #: (divisor): a quarter keeps a rare relevant member while routine ones stay out.
+    #: Divisor of ``per_node_fanout`` for a hub's members (at least 1): rare ones in, routine ones out.
     hub_fanout_divisor: int = 4
 
-    #: Newest members of an active thread recalled with it, at most ``per_node_fanout`` (count):
-    #: three show where a storyline stands without flooding the pack.
+    #: Count of an active thread's newest members recalled with it: where it stands, without a flood.
     thread_recent_members: int = 3
 
-    #: The best root score notion members are scaled from when candidate recall admitted none
-    #: (score): the top of the cosine scale, so a named notion alone still recalls its members.
+    #: Score notion members scale from when no root is admitted: top cosine, the name is the evidence.
     score_without_roots: float = 1.0
 
-    #: The relations that lead from a notion to its members (what is about, involves or
-    #: mentions it); ``known_as`` and the rest are not membership.
+    #: Relations from a notion to its members (about, involves, mentions): what membership means.
     notion_relations: tuple[Relation, ...] = (Relation.ABOUT, Relation.INVOLVES, Relation.MENTIONS)
 
-    #: Margin around a day a query names (time cues): the day before and the day after count
-    #: too, absorbing the time zone of the speaker (duration).
+    #: Duration a named day extends on each side (time cues): absorbs the speaker's time zone.
     time_cue_day_margin: timedelta = timedelta(days=1)
 
     def recency_factor(self, age_seconds: float, half_life_seconds: float) -> float:
