@@ -35,7 +35,7 @@ from charmem.domain.pack import (
     VectorRecallCompleteness,
 )
 from charmem.domain.render import render_lines, same_text_key
-from charmem.domain.scoring import SCORE_RESOLUTION, rank_key, score_step
+from charmem.domain.scoring import DEFAULT_SCORING, SCORE_RESOLUTION, ScoringPolicy, rank_key, score_step
 from charmem.errors import DraftValidationError
 from charmem.tokens import WhitespaceTokenCounter
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from charmem.ports import TokenCounter
 
 __all__ = [
+    "DEFAULT_SCORING",
     "DEFAULT_SECTION_LIMITS",
     "DUPLICATE_TEXT",
     "PACK_FORMAT_VERSION",
@@ -56,6 +57,7 @@ __all__ = [
     "PackEntity",
     "PackItem",
     "RetrievalContext",
+    "ScoringPolicy",
     "VectorRecallCompleteness",
     "rank_key",
     "same_text_key",
