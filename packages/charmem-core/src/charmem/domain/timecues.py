@@ -1,4 +1,4 @@
-"""Explicit dates in a query, read as event-time periods (DESIGN §6.5 "Time").
+"""Explicit dates in a query, read as event-time periods (the time cues of retrieval).
 
 "What did Nate cook on 9 November, 2022?" asks about what happened on that day. This module
 recognises absolute English dates only, so a match is never a guess:
@@ -10,14 +10,16 @@ recognises absolute English dates only, so a match is never a guess:
 
 Relative expressions ("last week") and dates without a year are left alone: their meaning needs
 a reference time and a locale that a query does not carry. A day becomes the period from the
-start of the day before to the end of the day after (UTC), absorbing time zones; a month or a
-year its whole span.
+start of the day before to the end of the day after (UTC; the policy's ``time_cue_day_margin``),
+absorbing time zones; a month or a year its whole span.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+
+from charmem.domain.scoring import DEFAULT_SCORING
 
 __all__ = ["time_cues"]
 
@@ -54,12 +56,12 @@ _PATTERNS = (
 )
 
 
-def _day(year: int, month: int, day: int) -> tuple[datetime, datetime] | None:
+def _day(year: int, month: int, day: int, margin: timedelta) -> tuple[datetime, datetime] | None:
     try:
         start = datetime(year, month, day, tzinfo=UTC)
     except ValueError:  # 31 February: not a date
         return None
-    return start - timedelta(days=1), start + timedelta(days=2)
+    return start - margin, start + timedelta(days=1) + margin
 
 
 def _month(year: int, month: int) -> tuple[datetime, datetime]:
@@ -68,11 +70,27 @@ def _month(year: int, month: int) -> tuple[datetime, datetime]:
     return start, end
 
 
-def time_cues(text: str) -> tuple[tuple[datetime, datetime], ...]:
+def _period(match: re.Match[str], *, iso: bool, day_margin: timedelta) -> tuple[datetime, datetime] | None:
+    """The period one matched date names (``None`` for a day that does not exist)."""
+    groups = match.groupdict()
+    if iso:
+        return _day(int(groups["y"]), int(groups["m"]), int(groups["d"]), day_margin)
+    year = int(groups["year"])
+    if groups.get("day") is not None:
+        return _day(year, _MONTHS[groups["month"].lower()], int(groups["day"]), day_margin)
+    if groups.get("month") is not None:
+        return _month(year, _MONTHS[groups["month"].lower()])
+    return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+
+
+def time_cues(
+    text: str, *, day_margin: timedelta = DEFAULT_SCORING.time_cue_day_margin
+) -> tuple[tuple[datetime, datetime], ...]:
     """The event-time periods that explicit dates in ``text`` name, in order of appearance.
 
     Args:
         text: a query.
+        day_margin: how far a named day extends on each side (default one day).
 
     Returns:
         tuple[tuple[datetime, datetime], ...]: half-open ``[start, end)`` periods, UTC,
@@ -85,17 +103,7 @@ def time_cues(text: str) -> tuple[tuple[datetime, datetime], ...]:
         for match in pattern.finditer(text):
             if any(taken[match.start() : match.end()]):
                 continue
-            groups = match.groupdict()
-            period: tuple[datetime, datetime] | None
-            if index == 0:
-                period = _day(int(groups["y"]), int(groups["m"]), int(groups["d"]))
-            elif groups.get("day") is not None:
-                period = _day(int(groups["year"]), _MONTHS[groups["month"].lower()], int(groups["day"]))
-            elif groups.get("month") is not None:
-                period = _month(int(groups["year"]), _MONTHS[groups["month"].lower()])
-            else:
-                year = int(groups["year"])
-                period = (datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC))
+            period = _period(match, iso=index == 0, day_margin=day_margin)
             if period is None:
                 continue
             taken[match.start() : match.end()] = [True] * (match.end() - match.start())

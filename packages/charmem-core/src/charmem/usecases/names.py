@@ -1,4 +1,4 @@
-"""Names of notions and the texts candidate recall embeds (DESIGN §3, §6.1).
+"""Names of notions and the texts candidate recall embeds.
 
 Both the write path (``commit``, lifecycle operations, ``rebuild_vector_index``) and retrieval
 read current ``KnownAs`` names through :func:`current_names`, so a name means the same everywhere.
@@ -23,10 +23,11 @@ __all__ = ["current_names", "embedding_texts"]
 async def current_names(
     graph: GraphStore, entity_ids: Iterable[MemoryId], as_of: datetime | None = None
 ) -> dict[MemoryId, tuple[str, ...]]:
-    """Current ``KnownAs`` names of notions, as spelled and sorted (DESIGN §3).
+    """Current ``KnownAs`` names of notions, as spelled and sorted.
 
-    A name is current when the belief asserting it is current (as of ``as_of``, a record time,
-    when given: only beliefs recorded by then, with the currency they had then).
+    A notion's names are what current beliefs about it assert with a ``KnownAs`` predicate. A name
+    is current when the belief asserting it is current (as of ``as_of``, a record time, when
+    given: only beliefs recorded by then, with the currency they had then).
 
     Args:
         graph: the collection's graph authority.
@@ -40,16 +41,7 @@ async def current_names(
         BackendError: the graph failed.
     """
     wanted = set(entity_ids)
-    if not wanted:
-        return {}
-    # Only beliefs asserting a name of a wanted notion can contribute: start from those (the
-    # store's name index) and check their ``about`` links, rather than reading every belief about
-    # the notions (hundreds for a person); the beliefs kept are the same.
-    named = {belief for belief, subject, _name in await graph.name_assertions() if subject in wanted}
-    if not named:
-        return {}
-    about = await graph.links_of(sorted(named), relations=[Relation.ABOUT])
-    belief_ids = sorted({link.from_id for link in about if link.to_id in wanted and link.from_id in named})
+    belief_ids = await _naming_beliefs(graph, wanted) if wanted else []
     if not belief_ids:
         return {}
     beliefs = await graph.get_objects(belief_ids)
@@ -64,6 +56,20 @@ async def current_names(
             if assertion.subject in wanted:
                 names[assertion.subject].add(assertion.predicate.name)
     return {entity_id: tuple(sorted(found)) for entity_id, found in names.items()}
+
+
+async def _naming_beliefs(graph: GraphStore, wanted: set[MemoryId]) -> list[MemoryId]:
+    """The beliefs about ``wanted`` notions that assert a name of one of them, sorted.
+
+    Only those can contribute: start from the store's name index and check their ``about``
+    links, rather than reading every belief about the notions (hundreds for a person); the
+    beliefs kept are the same.
+    """
+    named = {belief for belief, subject, _name in await graph.name_assertions() if subject in wanted}
+    if not named:
+        return []
+    about = await graph.links_of(sorted(named), relations=[Relation.ABOUT])
+    return sorted({link.from_id for link in about if link.to_id in wanted and link.from_id in named})
 
 
 async def embedding_texts(
@@ -90,17 +96,24 @@ async def embedding_texts(
     utterances = [e.id for e in entries if e.object_type is ObjectType.OBSERVATION]
     if not utterances:
         return [e.text for e in entries]
+    speakers = await _speakers(utterances, graph, known)
+    names = await current_names(graph, set(speakers.values()))
+    return [
+        voiced_text(e.text, names.get(speakers[e.id], ())) if e.id in speakers else e.text for e in entries
+    ]
+
+
+async def _speakers(
+    utterances: Sequence[MemoryId], graph: GraphStore, known: Iterable[MemoryObject]
+) -> dict[MemoryId, MemoryId]:
+    """The speaker of each utterance that has one, reading from the graph only what ``known`` lacks."""
     given = {obj.id: obj for obj in known if isinstance(obj, Observation)}
     objects: dict[MemoryId, MemoryObject] = {i: given[i] for i in utterances if i in given}
     missing = [i for i in utterances if i not in objects]
     if missing:
         objects.update(await graph.get_objects(missing))
-    speakers = {
+    return {
         i: obj.speaker_entity_id
         for i, obj in objects.items()
         if isinstance(obj, Observation) and obj.speaker_entity_id is not None
     }
-    names = await current_names(graph, set(speakers.values()))
-    return [
-        voiced_text(e.text, names.get(speakers[e.id], ())) if e.id in speakers else e.text for e in entries
-    ]

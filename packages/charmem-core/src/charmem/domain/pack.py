@@ -1,0 +1,189 @@
+"""What a context pack is made of: items, notions, omissions, currency and recall completeness.
+
+Also the rules that turn a memory into an item: when it happened (:func:`event_time`), its text,
+its provenance, the notions it involves and the pack section it is listed in.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import attrs
+
+from charmem.domain._fields import ChoiceEnum
+from charmem.domain.context import SECTION_OF_DERIVED_TYPE
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import (
+    DerivedMemory,
+    DerivedType,
+    Episode,
+    MemoryObject,
+    MemoryThread,
+    ObjectType,
+    Observation,
+    ThreadStatus,
+)
+
+__all__ = [
+    "DUPLICATE_TEXT",
+    "NOT_IN_GRAPH",
+    "CompletenessKind",
+    "CurrencyStatus",
+    "Omission",
+    "PackEntity",
+    "PackItem",
+    "VectorRecallCompleteness",
+    "entities_of",
+    "event_time",
+    "item_text",
+    "provenance_of",
+    "section_of",
+]
+
+
+class CurrencyStatus(ChoiceEnum):
+    """A memory's currency: current, superseded (incoming ``supersedes``) or suppressed."""
+
+    CURRENT = "current"
+    SUPERSEDED = "superseded"
+    SUPPRESSED = "suppressed"
+
+
+class CompletenessKind(ChoiceEnum):
+    """How complete candidate recall was."""
+
+    NOT_REQUESTED = "not_requested"
+    EXHAUSTIVE = "exhaustive"
+    APPROXIMATE = "approximate"
+
+
+@attrs.frozen
+class VectorRecallCompleteness:
+    """Candidate recall completeness: ``kind`` plus the points scanned and fetched (counts)."""
+
+    kind: CompletenessKind = attrs.field(converter=CompletenessKind)
+    scanned: int | None = None
+    fetched: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PackItem:
+    """One recalled memory in the pack.
+
+    Attributes:
+        id: the object's id.
+        object_type: its type.
+        text: its text (observation text, derived text, episode summary, thread title+summary).
+        occurred_at: event time (episodes, observations) or record time (others).
+        score: the fused relevance score (higher first).
+        signals: what admitted it (``"vector"``, ``"expansion:<relation>"``), sorted.
+        status: its :class:`CurrencyStatus`.
+        provenance_ids: the sources it is grounded on or belongs to (episode of an observation,
+            sources of a derived memory), sorted.
+        derived_type: the derived type, for derived memories.
+        entity_ids: notions it involves, mentions or is about, sorted.
+    """
+
+    id: MemoryId
+    object_type: ObjectType
+    text: str
+    occurred_at: datetime
+    score: float
+    signals: tuple[str, ...] = ()
+    status: CurrencyStatus = CurrencyStatus.CURRENT
+    provenance_ids: tuple[MemoryId, ...] = ()
+    derived_type: DerivedType | None = None
+    entity_ids: tuple[MemoryId, ...] = ()
+
+
+#: Omission reason of an item whose text repeats a higher-ranked item's
+#: (:func:`~charmem.domain.render.same_text_key`).
+DUPLICATE_TEXT = "duplicate_text"
+
+
+@attrs.frozen
+class Omission:
+    """A memory met during recall that is not in ``items``, and why.
+
+    Attributes:
+        id: the memory left out.
+        reason: ``"not_in_graph"`` (a candidate the graph does not hold), ``"superseded"`` or
+            ``"suppressed"`` (not current; suppressed beats superseded), or ``"duplicate_text"``
+            (its text is the text of a higher-ranked item with the same status, by
+            :func:`~charmem.domain.render.same_text_key`: it would only repeat that line).
+        duplicate_of: for ``"duplicate_text"``, the id of the item kept in its place; else
+            ``None``.
+    """
+
+    id: MemoryId
+    reason: str
+    duplicate_of: MemoryId | None = attrs.field(default=None, kw_only=True)
+
+
+@attrs.frozen(kw_only=True)
+class PackEntity:
+    """A notion met during recall with its current ``KnownAs`` names (as spelled, sorted)."""
+
+    id: MemoryId
+    entity_type: str
+    names: tuple[str, ...] = ()
+
+
+#: Omission reason of a candidate the graph does not hold (graph authority).
+NOT_IN_GRAPH = "not_in_graph"
+
+
+def event_time(obj: MemoryObject) -> datetime:
+    """When a memory happened: episode and observation event time, else record time."""
+    if isinstance(obj, Episode):
+        return obj.occurred_at
+    if isinstance(obj, Observation):
+        return obj.observed_at
+    return obj.created_at
+
+
+def item_text(obj: MemoryObject) -> str:
+    """A memory's text in the pack (observation or derived text, episode summary, thread title)."""
+    if isinstance(obj, Episode):
+        return obj.summary or f"(episode of {obj.occurred_at.date().isoformat()})"
+    if isinstance(obj, Observation | DerivedMemory):
+        return obj.text
+    if isinstance(obj, MemoryThread):
+        return f"{obj.title}: {obj.summary}" if obj.summary else obj.title
+    return obj.entity_type
+
+
+def provenance_of(obj: MemoryObject) -> tuple[MemoryId, ...]:
+    """What a memory is grounded on or belongs to: an observation's episode, a derived memory's sources."""
+    if isinstance(obj, Observation):
+        return (obj.episode_id,)
+    if isinstance(obj, DerivedMemory):
+        return obj.source_ids
+    return ()
+
+
+def entities_of(obj: MemoryObject) -> tuple[MemoryId, ...]:
+    """The notions a memory involves (participants, speaker and mentions, or what it is about)."""
+    if isinstance(obj, Episode):
+        return obj.participant_entity_ids
+    if isinstance(obj, Observation):
+        ids = set(obj.mentioned_entity_ids)
+        if obj.speaker_entity_id is not None:
+            ids.add(obj.speaker_entity_id)
+        return tuple(sorted(ids))
+    if isinstance(obj, DerivedMemory):
+        return obj.entity_ids
+    return ()
+
+
+def section_of(obj: MemoryObject) -> str | None:
+    """The pack section a memory is listed in (``None``: in no section, like a resolved thread)."""
+    if isinstance(obj, MemoryThread):
+        return "active_threads" if obj.status is ThreadStatus.ACTIVE else None
+    if isinstance(obj, Episode):
+        return "relevant_episodes"
+    if isinstance(obj, Observation):
+        return "salient_observations"
+    if isinstance(obj, DerivedMemory):
+        return SECTION_OF_DERIVED_TYPE[obj.derived_type]
+    return None

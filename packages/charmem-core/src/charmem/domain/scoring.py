@@ -1,0 +1,120 @@
+"""How retrieval scores and orders memories: the scoring policy, score steps and the rank key.
+
+Every weight and constant that tunes retrieval lives in :class:`ScoringPolicy`, each documented
+where it is defined (its unit and why it has its value); how the values were measured and chosen
+is the "Retrieval tuning history" of ``benchmarks/README.md``. The bounds a caller chooses per
+query (``candidate_limit``, ``max_items``, :class:`~charmem.domain.retrieval.GraphLimits`) are
+fields of the :class:`~charmem.domain.retrieval.RetrievalContext`, not of the policy.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import attrs
+
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import ObjectType, Relation
+
+__all__ = [
+    "DEFAULT_SCORING",
+    "SCORE_RESOLUTION",
+    "ScoringPolicy",
+    "rank_key",
+    "score_step",
+]
+
+
+@attrs.frozen(kw_only=True)
+class ScoringPolicy:
+    """The weights and constants of retrieval, one frozen value (:data:`DEFAULT_SCORING`).
+
+    Scores are the fused relevance of candidate recall (higher first); every factor below
+    multiplies such a score, every count is a number of memories. How each value was measured or
+    chosen: "Retrieval tuning history" in ``benchmarks/README.md``.
+    """
+
+    #: Factor on an expanded memory's score (its root's): half, so it ranks below its evidence.
+    expansion_decay: float = 0.5
+
+    #: Factor per step on a neighbouring turn (the recalled turn's): the answer is often the next turn.
+    context_decay: float = 0.95
+
+    #: Factor on a belief asserting names: the pack's ``entities`` show names, keep the top for episodes.
+    name_belief_weight: float = 0.5
+
+    #: Factor on a memory inside a time-cue period: LoCoMo turn recall gains little above 2.
+    time_cue_weight: float = 2.0
+
+    #: Lowest factor of the recency preference: recency reorders near-ties, never clear meaning.
+    recency_floor: float = 0.8
+
+    #: Factor on ``candidate_limit`` under a window or time cue: the period must still fill the pack.
+    window_overfetch: int = 4
+
+    #: Divisor of ``per_node_fanout`` for a hub's members (at least 1): rare ones in, routine ones out.
+    hub_fanout_divisor: int = 4
+
+    #: Count of an active thread's newest members recalled with it: where it stands, without a flood.
+    thread_recent_members: int = 3
+
+    #: Score notion members scale from when no root is admitted: top cosine, the name is the evidence.
+    score_without_roots: float = 1.0
+
+    #: Relations from a notion to its members (about, involves, mentions): what membership means.
+    notion_relations: tuple[Relation, ...] = (Relation.ABOUT, Relation.INVOLVES, Relation.MENTIONS)
+
+    #: Duration a named day extends on each side (time cues): absorbs the speaker's time zone.
+    time_cue_day_margin: timedelta = timedelta(days=1)
+
+    def recency_factor(self, age_seconds: float, half_life_seconds: float) -> float:
+        """Score factor of the ``recency`` preference: ``F + (1 - F) * 0.5 ** (age / half_life)``.
+
+        ``F`` is :attr:`recency_floor`: 1 for what happens now (or later), 0.9 one half-life
+        ago (with 0.8), never below ``F``.
+
+        Args:
+            age_seconds: how long before the reference time the memory happened (seconds).
+            half_life_seconds: the preference's half-life (seconds, positive).
+
+        Returns:
+            float: the factor, between ``F`` and 1.
+        """
+        decay = float(0.5 ** (max(age_seconds, 0.0) / half_life_seconds))
+        return self.recency_floor + (1.0 - self.recency_floor) * decay
+
+
+#: The scoring policy retrieval uses.
+DEFAULT_SCORING = ScoringPolicy()
+
+
+#: Scores closer than this rank as ties, broken canonically by :func:`rank_key`: stores that
+#: compute in float32 and in float64 give one memory scores a few 1e-8 apart, and the pack's order
+#: must not depend on that.
+SCORE_RESOLUTION = 1e-6
+
+
+def score_step(score: float) -> int:
+    """``score`` in whole steps of :data:`SCORE_RESOLUTION`: scores of one step are ties.
+
+    The one rule for comparing scores wherever an order or a cut depends on them (the pack's
+    :func:`rank_key`, a vector index's candidate cut and its fusion ranks), so that float32 and
+    float64 stores cut and order the same candidates.
+    """
+    return round(score / SCORE_RESOLUTION)
+
+
+def rank_key(
+    score: float, occurred_at: datetime, object_type: ObjectType, memory_id: MemoryId
+) -> tuple[int, float, str, MemoryId]:
+    """The sort key of a pack's items: score descending, newer first, object type, id.
+
+    Scores are compared in steps of :data:`SCORE_RESOLUTION`, so float noise below it never
+    decides an order; what it would have decided falls to the canonical tie-breaks, so identical
+    stores and queries give identical packs whatever the insertion order. Sorting ``pack.items``
+    by ``rank_key(i.score, i.occurred_at, i.object_type, i.id)`` gives their order.
+
+    Returns:
+        tuple[int, float, str, MemoryId]: ascending order is rank order.
+    """
+    return (-score_step(score), -occurred_at.timestamp(), object_type.value, memory_id)

@@ -1,0 +1,208 @@
+"""Retrieval's last stages: ranking the chosen memories and assembling the pack.
+
+The stages run in the order :func:`charmem.usecases.retrieval.retrieve_pack` lists, over its
+:class:`~charmem.usecases.retrieval.Recall`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import DerivedMemory, Entity, MemoryLink, MemoryObject, object_type_of
+from charmem.domain.pack import entities_of, event_time, item_text, provenance_of, section_of
+from charmem.domain.retrieval import (
+    DUPLICATE_TEXT,
+    ContinuityContextPack,
+    CurrencyStatus,
+    Omission,
+    PackEntity,
+    PackItem,
+    VectorRecallCompleteness,
+    rank_key,
+    same_text_key,
+)
+from charmem.ports import TokenCounter
+from charmem.usecases.names import current_names
+
+if TYPE_CHECKING:
+    from charmem.usecases.retrieval import Candidate, Recall
+
+__all__ = ["assemble", "rank"]
+
+
+def rank(
+    recall: Recall, *, reference: datetime, periods: Sequence[tuple[datetime, datetime]] = ()
+) -> list[Candidate]:
+    """Ranking: adjust every chosen memory's score once all are known, then sort them.
+
+    Beliefs that assert names score ``policy.name_belief_weight`` times theirs; a memory that
+    happened in a time-cue period ``policy.time_cue_weight`` times more; under a ``recency``
+    half-life, :meth:`~charmem.domain.scoring.ScoringPolicy.recency_factor` of its age before
+    ``reference``. The order is :func:`~charmem.domain.scoring.rank_key`'s.
+    """
+    policy = recall.policy
+    half_life = recall.context.recency
+    for candidate in recall.chosen.values():
+        obj = candidate.obj
+        if isinstance(obj, DerivedMemory) and obj.assertions:
+            candidate.score *= policy.name_belief_weight
+        when = event_time(obj)
+        if any(start <= when < end for start, end in periods):
+            candidate.score *= policy.time_cue_weight
+            candidate.signals.add("time_cue")
+        if half_life is not None:
+            age = (reference - event_time(obj)).total_seconds()
+            candidate.score *= policy.recency_factor(age, half_life.total_seconds())
+            candidate.signals.add("recency")
+    return sorted(recall.chosen.values(), key=_rank_key)
+
+
+async def assemble(
+    recall: Recall,
+    ranked: Sequence[Candidate],
+    completeness: VectorRecallCompleteness,
+    token_counter: TokenCounter,
+    *,
+    roots_considered: int,
+    roots_admitted: int,
+) -> ContinuityContextPack:
+    """Assembly: the first ``max_items`` ranked memories, one per text, into the pack.
+
+    Items, sections, links and entities are built from the kept memories only; the left-out
+    repeats are ``duplicate_text`` omissions (:func:`_distinct_texts`).
+    """
+    context = recall.context
+    kept, duplicates = _distinct_texts(ranked, context.max_items)
+    for duplicate in duplicates:
+        recall.omissions[duplicate] = DUPLICATE_TEXT
+    for candidate in kept:
+        recall.entity_ids.update(entities_of(candidate.obj))
+    entity_objects = await recall.graph.get_objects(sorted(recall.entity_ids))
+    names = await current_names(recall.graph, entity_objects, context.as_of)
+    items = tuple(_pack_item(c) for c in kept)
+    entities = _pack_entities(entity_objects, names)
+    return ContinuityContextPack(
+        query=context.query,
+        items=items,
+        sections=_sections(kept, context.section_limits),
+        entities=entities,
+        links=_pack_links(recall.links.values(), {item.id for item in items}),
+        omissions=tuple(
+            Omission(i, r, duplicate_of=duplicates.get(i)) for i, r in sorted(recall.omissions.items())
+        ),
+        completeness=completeness,
+        telemetry=_telemetry(
+            recall,
+            roots_considered=roots_considered,
+            roots_admitted=roots_admitted,
+            items=items,
+            entities=entities,
+        ),
+        token_counter=token_counter,
+        max_tokens=context.max_tokens,
+    )
+
+
+def _rank_key(candidate: Candidate) -> tuple[int, float, str, MemoryId]:
+    obj = candidate.obj
+    return rank_key(candidate.score, event_time(obj), object_type_of(obj), obj.id)
+
+
+def _distinct_texts(
+    ranked: Sequence[Candidate], limit: int
+) -> tuple[list[Candidate], dict[MemoryId, MemoryId]]:
+    """The first ``limit`` candidates in rank order that do not repeat a kept one's text.
+
+    A candidate with the :func:`~charmem.domain.retrieval.same_text_key` and status of a kept,
+    higher-ranked candidate (an utterance and the derived memory that restates it) would only
+    repeat its line: it is left out. Candidates after the ``limit``-th kept one are not looked
+    at (they were never in the pack).
+
+    Returns:
+        tuple[list[Candidate], dict[MemoryId, MemoryId]]: the kept candidates in rank order, and
+        each left-out candidate's id -> the id of the kept one it repeats.
+    """
+    kept: list[Candidate] = []
+    first: dict[tuple[str, CurrencyStatus], MemoryId] = {}
+    duplicates: dict[MemoryId, MemoryId] = {}
+    for candidate in ranked:
+        if len(kept) >= limit:
+            break
+        key = (same_text_key(item_text(candidate.obj)), candidate.status)
+        if key in first:
+            duplicates[candidate.obj.id] = first[key]
+            continue
+        first[key] = candidate.obj.id
+        kept.append(candidate)
+    return kept, duplicates
+
+
+def _pack_item(candidate: Candidate) -> PackItem:
+    obj = candidate.obj
+    return PackItem(
+        id=obj.id,
+        object_type=object_type_of(obj),
+        text=item_text(obj),
+        occurred_at=event_time(obj),
+        score=candidate.score,
+        signals=tuple(sorted(candidate.signals)),
+        status=candidate.status,
+        provenance_ids=provenance_of(obj),
+        derived_type=obj.derived_type if isinstance(obj, DerivedMemory) else None,
+        entity_ids=entities_of(obj),
+    )
+
+
+def _sections(kept: Sequence[Candidate], limits: Mapping[str, int]) -> dict[str, tuple[MemoryId, ...]]:
+    """Section name -> the ids of its items in rank order, at most the section's limit."""
+    sections: dict[str, list[MemoryId]] = {name: [] for name in limits}
+    for candidate in kept:
+        section = section_of(candidate.obj)
+        if section is not None and len(sections[section]) < limits[section]:
+            sections[section].append(candidate.obj.id)
+    return {name: tuple(ids) for name, ids in sections.items()}
+
+
+def _pack_links(links: Iterable[MemoryLink], in_pack: set[MemoryId]) -> tuple[MemoryLink, ...]:
+    """The links met whose two ends are items, by id."""
+    return tuple(
+        sorted((lk for lk in links if lk.from_id in in_pack and lk.to_id in in_pack), key=lambda lk: lk.id)
+    )
+
+
+def _pack_entities(
+    entity_objects: Mapping[MemoryId, MemoryObject], names: Mapping[MemoryId, tuple[str, ...]]
+) -> tuple[PackEntity, ...]:
+    """The notions met, by id, with their current names."""
+    return tuple(
+        PackEntity(id=e.id, entity_type=e.entity_type, names=names.get(e.id, ()))
+        for e in sorted(entity_objects.values(), key=lambda e: e.id)
+        if isinstance(e, Entity)
+    )
+
+
+def _telemetry(
+    recall: Recall,
+    *,
+    roots_considered: int,
+    roots_admitted: int,
+    items: Sequence[PackItem],
+    entities: Sequence[PackEntity],
+) -> dict[str, int]:
+    """The pack's counters (listed on :class:`~charmem.domain.retrieval.ContinuityContextPack`)."""
+    telemetry = {
+        **recall.telemetry,
+        "roots_considered": roots_considered,
+        "roots_admitted": roots_admitted,
+        "roots_omitted": roots_considered - roots_admitted,
+        "nodes_expanded": recall.telemetry.get("nodes_expanded", 0),
+        "items": len(items),
+        "entities": len(entities),
+        "omissions": len(recall.omissions),
+    }
+    for reason in sorted(set(recall.omissions.values())):
+        telemetry[f"omitted_{reason}"] = sum(1 for r in recall.omissions.values() if r == reason)
+    return telemetry

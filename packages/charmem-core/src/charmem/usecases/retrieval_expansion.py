@@ -1,0 +1,292 @@
+"""Retrieval stages that follow the graph from what was recalled: expansion, threads, currency.
+
+The stages run in the order :func:`charmem.usecases.retrieval.retrieve_pack` lists, over its
+:class:`~charmem.usecases.retrieval.Recall`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from charmem.domain.ids import ID_ORDER, MemoryId
+from charmem.domain.model import (
+    Entity,
+    Episode,
+    MemoryLink,
+    MemoryObject,
+    MemoryThread,
+    Observation,
+    Relation,
+    ThreadStatus,
+    object_type_of,
+)
+from charmem.domain.pack import event_time
+from charmem.domain.retrieval import GraphLimits
+from charmem.ports import EpisodeTurn, EpisodeTurnReader, GraphStore
+
+if TYPE_CHECKING:
+    from charmem.usecases.retrieval import Candidate, Recall
+
+__all__ = ["currency_hop", "episode_turns", "expand_roots", "thread_continuity"]
+
+#: A root observation with its episode's turns in order and its place among them.
+_Place = tuple["Candidate", list[EpisodeTurn], int]
+
+
+async def expand_roots(recall: Recall, roots: list[MemoryId]) -> None:
+    """Expansion: one hop of links from the roots, and the turns around the root observations.
+
+    What both reach is loaded in one go (run together, the two reads only contended for the
+    GIL: measured slower). Links are followed by :func:`_expansion_targets`; the turns around a
+    root observation score ``policy.context_decay`` per step times it.
+    """
+    limits = recall.context.graph_limits
+    expand = limits.depth >= 1 and bool(roots) and limits.node_budget > 0
+    window = limits.context_window
+    links = await recall.graph.links_of(roots, relations=_expansion_relations(limits)) if expand else []
+    turns = await _turns_around(recall, roots) if window > 0 else {}
+    reached = _expansion_targets(recall, roots, links) if expand else {}
+    places = _context_places(recall, roots, turns)
+    await recall.load([*reached, *_context_turn_ids(places, window)])
+    allowed_types = set(limits.allowed_object_types)
+    for other, (score, signal) in sorted(reached.items(), key=_by_id):
+        obj = recall.objects.get(other)
+        if obj is not None and object_type_of(obj) not in allowed_types:
+            continue
+        if isinstance(obj, Entity):
+            recall.entity_ids.add(other)
+            continue
+        if recall.offer(other, score, signal):
+            recall.telemetry["nodes_expanded"] += 1
+    _offer_context(recall, places, window)
+
+
+async def thread_continuity(recall: Recall) -> None:
+    """Offer the most recent members of every active thread among the items.
+
+    A thread is an ongoing storyline: recalling it without what happened in it lately would lose
+    the continuity it exists for. This is expansion along ``part_of_thread`` (signal
+    ``expansion:part_of_thread``), bounded like it: ``depth`` >= 1, the relation allowed, the
+    member's type allowed, ``per_node_fanout`` and ``node_budget``. Members score
+    ``policy.expansion_decay`` times the thread; at most ``policy.thread_recent_members`` each.
+    """
+    limits = recall.context.graph_limits
+    if limits.depth < 1 or Relation.PART_OF_THREAD not in _expansion_relations(limits):
+        return
+    threads = sorted(
+        i
+        for i, c in recall.chosen.items()
+        if isinstance(c.obj, MemoryThread) and c.obj.status is ThreadStatus.ACTIVE
+    )
+    if not threads:
+        return
+    links = await recall.graph.links_of(threads, relations=[Relation.PART_OF_THREAD])
+    await recall.load(sorted({link.from_id for link in links}))
+    members = _thread_members(recall, links)
+    for thread_id in threads:
+        newest = sorted(members[thread_id], key=lambda pair: (-event_time(pair[0]).timestamp(), pair[0].id))
+        score = recall.chosen[thread_id].score * recall.policy.expansion_decay
+        for obj, link in newest[: min(recall.policy.thread_recent_members, limits.per_node_fanout)]:
+            if recall.telemetry["nodes_expanded"] >= limits.node_budget:
+                return
+            recall.links[link.id] = link
+            if recall.offer(obj.id, score, "expansion:part_of_thread"):
+                recall.telemetry["nodes_expanded"] += 1
+
+
+async def currency_hop(recall: Recall) -> None:
+    """Currency: one hop of ``supersedes`` (recorded by ``as_of``) around every admitted memory.
+
+    A predecessor or successor met this way scores ``policy.expansion_decay`` times the best
+    admitted memory next to it and is judged by its currency like every memory.
+    """
+    admitted = sorted(recall.chosen, key=ID_ORDER)
+    if not admitted:
+        return
+    as_of = recall.context.as_of
+    supersedes = await recall.graph.links_of(admitted, relations=[Relation.SUPERSEDES])
+    visible = [lk for lk in supersedes if as_of is None or lk.created_at <= as_of]
+    hop: dict[MemoryId, tuple[float, str]] = {}
+    for link in visible:
+        for here, there, signal in (
+            (link.from_id, link.to_id, "supersedes:predecessor"),
+            (link.to_id, link.from_id, "supersedes:successor"),
+        ):
+            if here in recall.chosen and there not in recall.chosen:
+                score = recall.chosen[here].score * recall.policy.expansion_decay
+                if there not in hop or hop[there][0] < score:
+                    hop[there] = (score, signal)
+                recall.links[link.id] = link
+    await recall.load(hop)
+    for other, (score, signal) in sorted(hop.items(), key=_by_id):
+        recall.offer(other, score, signal)
+
+
+async def episode_turns(
+    graph: GraphStore, episode_ids: Sequence[MemoryId]
+) -> dict[MemoryId, list[EpisodeTurn]]:
+    """The turns of each episode (:meth:`charmem.ports.EpisodeTurnReader.episode_turns`).
+
+    Asks the graph store when it implements :class:`~charmem.ports.EpisodeTurnReader`; otherwise
+    reads the episodes' ``has_observation`` links and their observations (the contract's
+    definition).
+
+    Args:
+        graph: the graph authority.
+        episode_ids: the episodes.
+
+    Returns:
+        dict[MemoryId, list[EpisodeTurn]]: by episode id, one turn per link (unordered).
+
+    Raises:
+        BackendError: the store failed.
+    """
+    if isinstance(graph, EpisodeTurnReader):
+        return await graph.episode_turns(episode_ids)
+    links = await graph.links_of(episode_ids, relations=[Relation.HAS_OBSERVATION])
+    turn_ids = list(dict.fromkeys(link.to_id for link in links))
+    observations = await graph.get_objects(turn_ids) if turn_ids else {}
+    turns: dict[MemoryId, list[EpisodeTurn]] = defaultdict(list)
+    for link in links:
+        obs = observations.get(link.to_id)
+        if isinstance(obs, Observation) and obs.episode_id == link.from_id:
+            turns[link.from_id].append(
+                EpisodeTurn(observation_id=obs.id, observed_at=obs.observed_at, created_at=obs.created_at)
+            )
+    return dict(turns)
+
+
+def _by_id(pair: tuple[MemoryId, object]) -> int:
+    return pair[0].value.int
+
+
+def _expansion_relations(limits: GraphLimits) -> tuple[Relation, ...]:
+    """The relations expansion follows: the allowed ones (default all), never ``supersedes``.
+
+    ``supersedes`` is the currency stage's (:func:`currency_hop`).
+    """
+    allowed = limits.allowed_relation_types or tuple(r for r in Relation if r is not Relation.SUPERSEDES)
+    return tuple(r for r in allowed if r is not Relation.SUPERSEDES)
+
+
+def _follows(root: MemoryObject, link: MemoryLink) -> bool:
+    """Whether expansion follows ``link`` from ``root`` (no member floods from containers)."""
+    outgoing = link.from_id == root.id
+    if isinstance(root, Episode) and outgoing and link.relation is Relation.HAS_OBSERVATION:
+        return False  # an episode's turns are reached by their own vectors, not all at once
+    return not (isinstance(root, MemoryThread) and not outgoing and link.relation is Relation.PART_OF_THREAD)
+
+
+def _expansion_targets(
+    recall: Recall, roots: list[MemoryId], links: Sequence[MemoryLink]
+) -> dict[MemoryId, tuple[float, str]]:
+    """The memories one hop from the roots along ``links``: id -> (best score, signal).
+
+    In root order, at most ``per_node_fanout`` followed links per root (by relation, then link
+    id) and ``node_budget`` memories in all; a memory already chosen only gains the signal.
+    Followed links are kept for the pack. A memory reached scores ``policy.expansion_decay``
+    times its root.
+    """
+    limits = recall.context.graph_limits
+    by_root: dict[MemoryId, list[MemoryLink]] = defaultdict(list)
+    root_set = set(roots)
+    for link in links:
+        for end in {link.from_id, link.to_id} & root_set:
+            by_root[end].append(link)
+    reached: dict[MemoryId, tuple[float, str]] = {}
+    for root_id in roots:
+        root = recall.chosen[root_id]
+        followed_links = 0
+        for link in sorted(by_root[root_id], key=lambda lk: (lk.relation.value, lk.id)):
+            if followed_links >= limits.per_node_fanout or len(reached) >= limits.node_budget:
+                break
+            if not _follows(root.obj, link):
+                continue
+            other = link.to_id if link.from_id == root_id else link.from_id
+            recall.links[link.id] = link
+            followed_links += 1
+            signal = f"expansion:{link.relation.value}"
+            score = root.score * recall.policy.expansion_decay
+            if other in recall.chosen:
+                recall.chosen[other].signals.add(signal)
+            elif other not in reached or reached[other][0] < score:
+                reached[other] = (score, signal)
+    return reached
+
+
+async def _turns_around(recall: Recall, roots: list[MemoryId]) -> dict[MemoryId, list[EpisodeTurn]]:
+    """The turns of the root observations' episodes in order (observed_at, id), as of the context.
+
+    People remember an utterance with what was said around it: the answer to a question is
+    usually the next turn. Only the order of the episodes' turns is read (:func:`episode_turns`).
+    """
+    episodes = sorted({obj.episode_id for i in roots if isinstance(obj := recall.chosen[i].obj, Observation)})
+    if not episodes:
+        return {}
+    as_of = recall.context.as_of
+    return {
+        episode_id: sorted(
+            (t for t in listed if as_of is None or t.created_at <= as_of),
+            key=lambda t: (t.observed_at, t.observation_id),
+        )
+        for episode_id, listed in (await episode_turns(recall.graph, episodes)).items()
+    }
+
+
+def _context_places(
+    recall: Recall, roots: list[MemoryId], turns: dict[MemoryId, list[EpisodeTurn]]
+) -> list[_Place]:
+    """Each root observation with its episode's turns and its place among them, in root order."""
+    places: list[_Place] = []
+    positions: dict[MemoryId, dict[MemoryId, int]] = {}
+    for root_id in roots:
+        root = recall.chosen[root_id]
+        if not isinstance(root.obj, Observation):
+            continue
+        episode_id = root.obj.episode_id
+        if episode_id not in positions:
+            sequence = turns.get(episode_id, [])  # the first place of an id, as a scan finds it
+            positions[episode_id] = {sequence[n].observation_id: n for n in reversed(range(len(sequence)))}
+        position = positions[episode_id].get(root_id)
+        if position is not None:
+            places.append((root, turns[episode_id], position))
+    return places
+
+
+def _context_turn_ids(places: Sequence[_Place], window: int) -> Iterator[MemoryId]:
+    """The turns within ``window`` of each place, the place itself excluded (to load them)."""
+    for _root, sequence, position in places:
+        for n in range(max(0, position - window), min(len(sequence), position + window + 1)):
+            if n != position:
+                yield sequence[n].observation_id
+
+
+def _offer_context(recall: Recall, places: Sequence[_Place], window: int) -> None:
+    """Offer the turns just before and after each recalled observation (signal ``context:adjacent``)."""
+    decay = recall.policy.context_decay
+    for root, sequence, position in places:  # in root order: an offer may raise a later root's score
+        for offset in range(1, window + 1):
+            for neighbour in (position - offset, position + offset):
+                if 0 <= neighbour < len(sequence):
+                    score = root.score * decay**offset
+                    recall.offer(sequence[neighbour].observation_id, score, "context:adjacent")
+
+
+def _thread_members(
+    recall: Recall, links: Sequence[MemoryLink]
+) -> dict[MemoryId, list[tuple[MemoryObject, MemoryLink]]]:
+    """Each chosen thread's members that may enter: loaded, recorded by ``as_of``, of an allowed type."""
+    allowed_types = set(recall.context.graph_limits.allowed_object_types)
+    members: dict[MemoryId, list[tuple[MemoryObject, MemoryLink]]] = defaultdict(list)
+    for link in links:
+        obj = recall.objects.get(link.from_id)
+        if (
+            link.to_id in recall.chosen
+            and obj is not None
+            and recall.visible(obj)
+            and object_type_of(obj) in allowed_types
+        ):
+            members[link.to_id].append((obj, link))
+    return members
