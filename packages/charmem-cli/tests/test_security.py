@@ -174,7 +174,7 @@ def test_a_vector_shard_is_exactly_one_directory_below_the_root(tmp_path: Path) 
         assert index.path.parent == (tmp_path / "vectors").resolve()
         assert index.path.name == "a" * 128
     finally:
-        index.close_sync()
+        asyncio.run(index.close())
 
 
 # ------------------------------------------------------------------------------------ secrets

@@ -151,7 +151,7 @@ def test_check_repair_refuses_to_wipe_vectors_when_the_graph_holds_nothing(
     try:
         assert asyncio.run(index.count()) == len(TEXTS)  # still all there
     finally:
-        index.close_sync()
+        asyncio.run(index.close())
 
 
 # -- item 7: damaged stores ---------------------------------------------------------------------

@@ -26,7 +26,7 @@ def index(root: Path) -> Iterator[EdgeVectorIndex]:
     try:
         yield opened
     finally:
-        opened.close_sync()
+        opened._close_blocking()
 
 
 @pytest.fixture
@@ -36,4 +36,4 @@ def lexical_index(root: Path) -> Iterator[EdgeVectorIndex]:
     try:
         yield opened
     finally:
-        opened.close_sync()
+        opened._close_blocking()

@@ -30,7 +30,7 @@ from charmem_qdrant import (
     HNSW_THRESHOLD_KEY,
     EdgeVectorIndex,
     HnswSettings,
-    _edge,
+    _edge_build,
     hnsw_from_settings,
 )
 
@@ -72,7 +72,7 @@ def vectors() -> np.ndarray:
 def child_runs(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
     """Replace the build child with ``python -c code``."""
     command = [sys.executable, "-c", code]
-    monkeypatch.setattr(_edge, "child_command", lambda *_args: command)
+    monkeypatch.setattr(_edge_build, "child_command", lambda *_args: command)
 
 
 def only_the_shard_is_left(root: Path) -> bool:
@@ -152,7 +152,7 @@ def test_from_settings_builds_with_hnsw(tmp_path: Path) -> None:
     try:
         assert index.hnsw == HnswSettings(threshold=50, ef=32)
     finally:
-        index.close_sync()
+        index._close_blocking()
 
 
 async def test_optimize_without_hnsw_names_the_threshold_key(tmp_path: Path) -> None:

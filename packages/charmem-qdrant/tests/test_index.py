@@ -142,7 +142,7 @@ async def _tied_ids(root: Path, name: str, ids: list[MemoryId], limit: int) -> l
         await index.upsert([point([0.3, 0.3, 0.3], id=i) for i in ids[half:]])
         return ids_of(await index.search(VectorQuery(vector=[1.0, 1.0, 1.0], limit=limit)))
     finally:
-        index.close_sync()
+        index._close_blocking()
 
 
 @pytest.mark.parametrize("limit", [1, 10, 37, 60, 100])
@@ -344,7 +344,7 @@ async def _fused_ties(
         result = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=limit, text="garden"))
         return [(hit.id, hit.score) for hit in result.hits], result.completeness
     finally:
-        index.close_sync()
+        index._close_blocking()
 
 
 @pytest.mark.parametrize("limit", [1, 5, 30, 100])
@@ -387,7 +387,7 @@ async def test_fusion_weights_weigh_the_lexical_stage(root: Path) -> None:
         )
         assert fused.hits[1].score == pytest.approx(1 / RRF_K, rel=1e-12)
     finally:
-        index.close_sync()
+        index._close_blocking()
     for bad in ((1.0, 0.0), (1.0, -2.0), (math.inf, 1.0), (1.0,), "ab"):
         with pytest.raises(ConfigurationError) as caught:
             EdgeVectorIndex(
@@ -412,7 +412,7 @@ def test_from_settings_reads_the_lexical_weight(
     try:
         assert index.fusion_weights == (DEFAULT_FUSION_WEIGHTS[0], expected)
     finally:
-        index.close_sync()
+        index._close_blocking()
 
 
 @pytest.mark.parametrize("raw", ["0", "-1", "nan", "inf", "heavy"])
@@ -458,7 +458,7 @@ def test_from_settings_reads_path_and_lexical_cue(
             "from-settings",
         )
     finally:
-        index.close_sync()
+        index._close_blocking()
 
 
 def test_from_settings_rejects_a_malformed_lexical_cue(root: Path) -> None:

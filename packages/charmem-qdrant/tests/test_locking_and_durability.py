@@ -53,10 +53,10 @@ def test_second_opener_in_the_same_process_is_refused(root: Path) -> None:
         assert 0.5 <= elapsed < MAX_WAIT_SECONDS  # retried about a second, never hung
         assert "WouldBlock" in str(caught.value.__cause__)
     finally:
-        first.close_sync()
+        first._close_blocking()
     # released on close: the next opener gets it at once
     second = EdgeVectorIndex(root, "locked", model_id=MODEL, vector_size=SIZE)
-    second.close_sync()
+    second._close_blocking()
 
 
 async def test_a_refused_opener_leaves_the_holder_writing(root: Path) -> None:
@@ -89,12 +89,12 @@ async def test_a_refused_opener_leaves_the_holder_writing(root: Path) -> None:
             await holder.upsert([point])  # raised BackendError "Failed to flush ..." before
         assert await holder.point_ids() == {first, *later}
     finally:
-        holder.close_sync()
+        holder._close_blocking()
     reopened = EdgeVectorIndex(root, "held", model_id=MODEL, vector_size=SIZE)
     try:
         assert await reopened.count() == 4
     finally:
-        reopened.close_sync()
+        reopened._close_blocking()
 
 
 def test_lock_timeout_is_configurable(root: Path) -> None:
@@ -105,14 +105,14 @@ def test_lock_timeout_is_configurable(root: Path) -> None:
             EdgeVectorIndex(root, "locked", model_id=MODEL, vector_size=SIZE, lock_timeout=0.1)
         assert time.monotonic() - started < 1.0
     finally:
-        first.close_sync()
+        first._close_blocking()
 
 
 def test_other_collections_are_not_locked(root: Path) -> None:
     first = EdgeVectorIndex(root, "one", model_id=MODEL, vector_size=SIZE)
     second = EdgeVectorIndex(root, "two", model_id=MODEL, vector_size=SIZE)
-    first.close_sync()
-    second.close_sync()
+    first._close_blocking()
+    second._close_blocking()
 
 
 def test_shard_held_by_another_process_is_refused(root: Path) -> None:
@@ -123,7 +123,7 @@ def test_shard_held_by_another_process_is_refused(root: Path) -> None:
         index = EdgeVectorIndex(sys.argv[1], "shared", model_id=sys.argv[2], vector_size=3)
         print("ready", flush=True)
         sys.stdin.readline()
-        index.close_sync()
+        index._close_blocking()
         """,
         str(root),
         MODEL,
@@ -141,7 +141,7 @@ def test_shard_held_by_another_process_is_refused(root: Path) -> None:
         assert holder.wait(timeout=30) == 0
     # the holder closed: the shard opens here now
     index = EdgeVectorIndex(root, "shared", model_id=MODEL, vector_size=SIZE)
-    index.close_sync()
+    index._close_blocking()
 
 
 def test_another_process_is_refused_while_this_one_holds_the_shard(root: Path) -> None:
@@ -167,7 +167,7 @@ def test_another_process_is_refused_while_this_one_holds_the_shard(root: Path) -
         assert name == "StoreLockedError", err
         assert float(seconds) < MAX_WAIT_SECONDS
     finally:
-        index.close_sync()
+        index._close_blocking()
 
 
 async def test_acknowledged_writes_survive_kill_9(root: Path) -> None:

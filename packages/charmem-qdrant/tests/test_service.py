@@ -302,11 +302,11 @@ async def test_fusion_weights_are_read_and_applied() -> None:
     default = await open_local("default-weights")
     assert default.fusion_weights == DEFAULT_FUSION_WEIGHTS
     await default.close()
-    # from_settings_async reads VECTOR_LEXICAL_WEIGHT with the embedded index's parser
-    from charmem_qdrant._edge import _weights_from_settings
+    # from_settings_async reads VECTOR_LEXICAL_WEIGHT with the parser both indexes share
+    from charmem_qdrant._recall import weights_from_settings
 
     settings = _service_settings("http://127.0.0.1:6334", VECTOR_LEXICAL_WEIGHT="2")
-    assert _weights_from_settings(settings) == (DEFAULT_FUSION_WEIGHTS[0], 2.0)
+    assert weights_from_settings(settings) == (DEFAULT_FUSION_WEIGHTS[0], 2.0)
 
 
 async def test_lexical_cue_is_off_unless_asked(index: QdrantServiceVectorIndex) -> None:

@@ -48,7 +48,7 @@ def make_shard(root: Path, collection: str = "memories", *, points: int = 0) -> 
             )
         return index.path
     finally:
-        index.close_sync()
+        index._close_blocking()
 
 
 @pytest.mark.parametrize("name", ["../x", "A", "x/y", "", "a" * 129, ".hidden", "-x", "x y", "é"])
@@ -66,7 +66,7 @@ def test_longest_allowed_name_is_accepted(root: Path) -> None:
     try:
         assert index.path.name == name
     finally:
-        index.close_sync()
+        index._close_blocking()
 
 
 def test_a_link_escaping_the_root_is_rejected(root: Path, tmp_path: Path) -> None:
@@ -113,7 +113,7 @@ def test_other_model_of_same_size_raises_embedder_mismatch(root: Path) -> None:
     assert "old model" in str(caught.value)
     # the refused opener did not take the lock or change the marker
     again = open_index(root)
-    again.close_sync()
+    again._close_blocking()
 
 
 def test_marker_of_another_collection_is_refused(root: Path) -> None:
@@ -150,7 +150,7 @@ def test_empty_shard_without_marker_is_adopted(root: Path) -> None:
     path = make_shard(root)
     (path / MARKER_FILE_NAME).unlink()
     index = open_index(root)
-    index.close_sync()
+    index._close_blocking()
     assert (path / MARKER_FILE_NAME).is_file()
 
 
@@ -198,7 +198,7 @@ def test_drop_lets_a_collection_be_rebuilt_with_another_embedder(root: Path) -> 
     try:
         assert asyncio.run(rebuilt.count()) == 0
     finally:
-        rebuilt.close_sync()
+        rebuilt._close_blocking()
     marker = json.loads((path / MARKER_FILE_NAME).read_text(encoding="utf-8"))
     assert (marker["model_id"], marker["vector_size"]) == ("bigger-model", 8)
 
@@ -210,7 +210,7 @@ def test_drop_refuses_a_shard_in_use(root: Path) -> None:
             EdgeVectorIndex.drop(root, "memories", lock_timeout=0.1)
         assert (index.path / MARKER_FILE_NAME).is_file()
     finally:
-        index.close_sync()
+        index._close_blocking()
 
 
 def test_drop_checks_the_collection_name(root: Path) -> None:

@@ -9,14 +9,7 @@ collection layout, the fingerprint marker and the lexical-cue fusion rule.
 from typing import TYPE_CHECKING, Any
 
 from charmem_qdrant._disk import SHARD_DISK_SPACE, ShardDiskSpace
-from charmem_qdrant._edge import (
-    DENSE_VECTOR,
-    LEXICAL_CUE_KEY,
-    LEXICAL_VECTOR,
-    LEXICAL_WEIGHT_KEY,
-    EdgeVectorIndex,
-    HnswBuildReport,
-)
+from charmem_qdrant._edge import EdgeVectorIndex, HnswBuildReport
 from charmem_qdrant._fusion import DEFAULT_FUSION_WEIGHTS, RRF_K
 from charmem_qdrant._hnsw import (
     HNSW_BACKGROUND_KEY,
@@ -28,6 +21,7 @@ from charmem_qdrant._hnsw import (
     hnsw_from_settings,
 )
 from charmem_qdrant._marker import MARKER_FILE_NAME, SCHEMA_VERSION, ShardMarker
+from charmem_qdrant._recall import DENSE_VECTOR, LEXICAL_CUE_KEY, LEXICAL_VECTOR, LEXICAL_WEIGHT_KEY
 from charmem_qdrant._version import __version__
 
 if TYPE_CHECKING:

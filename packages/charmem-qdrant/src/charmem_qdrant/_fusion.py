@@ -6,8 +6,8 @@ BM25 sparse search) and fuses them here, in the client, rather than with Qdrant'
 Qdrant ranks the points of a stage by position, and it orders points with *equal* stage scores by
 where they are stored (an order set by the insertion order, though neither insertion nor id order
 as such), so identical points get different ranks, hence different fused scores, and the hits
-depend on the order the points were inserted in. DESIGN §6.6 requires identical
-stores and queries to give byte-identical packs whatever the insertion order, so the fusion is
+depend on the order the points were inserted in. charmem requires identical stores and queries
+to give byte-identical context packs whatever the insertion order, so the fusion is
 computed here with one change to Qdrant's definition: points with equal stage scores share the
 rank of the first of their tie group (competition ranking, "1224"). Scores in one step of
 ``SCORE_RESOLUTION`` are equal here (``charmem.domain.retrieval.score_step``): Qdrant computes

@@ -1,8 +1,8 @@
 """HNSW for scale on the embedded shard: its settings, the shard configuration, the build step.
 
 Qdrant Edge searches by exact scan until ``EdgeShard.optimize()`` builds an HNSW graph over the
-segments larger than the shard's indexing threshold (DESIGN §7: "exact scan by default; HNSW on
-request for scale"). ``optimize()`` runs in the calling process, holds the GIL for the whole build
+segments larger than the shard's indexing threshold (charmem's rule: exact scan by default, HNSW
+on request for scale). ``optimize()`` runs in the calling process, holds the GIL for the whole build
 (measured on qdrant-edge-py 0.9: a 20,000 x 384 build took 20-30 s on two busy cores, and a Python
 thread ticking every millisecond ran twice in that time), so charmem never runs it in the serving
 process: ``python -m charmem_qdrant._hnsw_build`` is a child process that opens a *copy* of the
@@ -81,7 +81,7 @@ def _in_range(key: str, low: int, high: int) -> Callable[[object, attrs.Attribut
 
 @attrs.frozen(kw_only=True)
 class HnswSettings:
-    """When and how the embedded shard builds its HNSW index (DESIGN §7, "HNSW on request").
+    """When and how the embedded shard builds its HNSW index (on request, for scale).
 
     Attributes:
         threshold: build once the shard holds at least this many points (count, >= 1), and

@@ -1,4 +1,4 @@
-"""The shard marker: which collection and embedder a vector shard belongs to (DESIGN §2, §7).
+"""The shard marker: which collection and embedder a vector shard belongs to.
 
 The marker is a small JSON file, ``charmem-shard.json``, at the top of every shard directory::
 
