@@ -40,7 +40,8 @@ def test_verbose_recall_json_keeps_stdout_machine_readable(
     store = str(tmp_path / "store")
     assert main(["--store", store, "--collection", "cli", "remember", TEXT]) == 0
     capsys.readouterr()
-    args = ["recall", "-v", "--json", "Ana visiting"] if where == "after" else ["-v", "recall", "--json", "Ana"]
+    after = ["recall", "-v", "--json", "Ana visiting"]
+    args = after if where == "after" else ["-v", "recall", "--json", "Ana"]
     assert main(["--store", store, "--collection", "cli", *args]) == 0
     captured = capsys.readouterr()
     pack = json.loads(captured.out)  # stdout is the JSON document alone
