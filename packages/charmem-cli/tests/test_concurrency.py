@@ -59,7 +59,7 @@ async def test_concurrent_writers_and_readers_lose_no_update(embedded_settings: 
 
         writes = [memory.remember(_input(100 + n)) for n in range(16)]
         writes += [memory.correct(_correction(claim, f"revised {i}")) for i, claim in enumerate(claims[1:5])]
-        # five different corrections of one belief race: one line of successors (DESIGN §4.4)
+        # five different corrections of one belief race: one line of successors (one write adds them)
         writes += [memory.correct(_correction(contested, f"rival {n}")) for n in range(5)]
         writes += [memory.forget(ForgetMemoryDraft.suppress(obs, "forget it")) for obs in observations[5:8]]
         reads = [memory.retrieve(f"harbour belief {n}") for n in range(16)]

@@ -44,7 +44,8 @@ def run_remote(args: argparse.Namespace, url: str) -> int:
         ConfigurationError: the command needs the stores themselves, or the client is missing.
         CharmemError: the server's error, raised as its own class.
     """
-    from charmem_cli.app import parse_occurred_at, print_pack
+    from charmem_cli._common import parse_occurred_at
+    from charmem_cli._memory_commands import print_pack
 
     if args.command not in REMOTE_COMMANDS:
         raise ConfigurationError(

@@ -168,8 +168,18 @@ def conversation_drafts(
     """
     ids = ids_for(conversation.conversation_id)
     first_time = next(conversation.sessions())[1]
-    speakers = conversation.speakers
-    notions = RememberDrafts(
+    notions = _notion_drafts(conversation.speakers, ids, first_time)
+    known_turns = {str(turn["dia_id"]) for _n, _t, turns in conversation.sessions() for turn in turns}
+    sessions = [
+        _session_drafts(conversation, ids, number, when, turns, known_turns, include_facts=include_facts)
+        for number, when, turns in conversation.sessions()
+    ]
+    return notions, sessions
+
+
+def _notion_drafts(speakers: tuple[str, str], ids: _Ids, first_time: datetime) -> RememberDrafts:
+    """Each speaker as a person, with the given belief of the name they are known as."""
+    return RememberDrafts(
         entities=[
             EntityDraft(id=ids.speaker(name), entity_type="person", created_at=first_time)
             for name in speakers
@@ -187,68 +197,108 @@ def conversation_drafts(
             for name in speakers
         ],
     )
-    known_turns = {str(turn["dia_id"]) for _n, _t, turns in conversation.sessions() for turn in turns}
-    sessions: list[SessionDrafts] = []
-    for number, when, turns in conversation.sessions():
-        episode_id = ids.session(number)
-        dia_ids: dict[MemoryId, tuple[str, ...]] = {}
-        observations = []
-        for index, turn in enumerate(turns):
-            dia_id = str(turn["dia_id"])
-            speaker = str(turn.get("speaker") or "")
-            text = _turn_text(turn)
-            if not text.strip():
+
+
+def _session_drafts(
+    conversation: Conversation,
+    ids: _Ids,
+    number: int,
+    when: datetime,
+    turns: list[Mapping[str, Any]],
+    known_turns: set[str],
+    *,
+    include_facts: bool,
+) -> SessionDrafts:
+    """One session: its episode, an observation per turn with text, and its facts if asked."""
+    episode_id = ids.session(number)
+    dia_ids: dict[MemoryId, tuple[str, ...]] = {}
+    observations = _observation_drafts(conversation, ids, episode_id, when, turns, dia_ids)
+    stored_turns = {d for (d,) in dia_ids.values()}
+    facts = conversation.data.get(f"session_{number}_observation") if include_facts else None
+    derived = _fact_drafts(
+        conversation.speakers, ids, number, when, facts or {}, known_turns, stored_turns, dia_ids
+    )
+    speakers = conversation.speakers
+    episode = EpisodeDraft(
+        id=episode_id,
+        occurred_at=when,
+        participant_entity_ids=[ids.speaker(name) for name in speakers],
+        raw_ref=f"locomo:{conversation.conversation_id}:session_{number}",
+        created_at=when,
+    )
+    return SessionDrafts(
+        number,
+        RememberDrafts(episodes=[episode], observations=observations, derived=derived),
+        dia_ids,
+    )
+
+
+def _observation_drafts(
+    conversation: Conversation,
+    ids: _Ids,
+    episode_id: MemoryId,
+    when: datetime,
+    turns: list[Mapping[str, Any]],
+    dia_ids: dict[MemoryId, tuple[str, ...]],
+) -> list[ObservationDraft]:
+    """An observation per turn that has text (or an image caption); fills ``dia_ids``."""
+    speakers = conversation.speakers
+    observations = []
+    for index, turn in enumerate(turns):
+        dia_id = str(turn["dia_id"])
+        speaker = str(turn.get("speaker") or "")
+        text = _turn_text(turn)
+        if not text.strip():
+            continue
+        turn_id = ids.turn(dia_id)
+        dia_ids[turn_id] = (dia_id,)
+        observations.append(
+            ObservationDraft(
+                id=turn_id,
+                text=text,
+                episode_id=episode_id,
+                observed_at=when + timedelta(seconds=index),
+                speaker_entity_id=ids.speaker(speaker) if speaker in speakers else None,
+                raw_ref=f"locomo:{conversation.conversation_id}:{dia_id}",
+                created_at=when,
+            )
+        )
+    return observations
+
+
+def _fact_drafts(
+    speakers: tuple[str, str],
+    ids: _Ids,
+    number: int,
+    when: datetime,
+    facts: Mapping[str, Any],
+    known_turns: set[str],
+    stored_turns: set[str],
+    dia_ids: dict[MemoryId, tuple[str, ...]],
+) -> list[DerivedMemoryDraft]:
+    """A claim per fact, grounded on the stored turns it cites (else the episode); fills ``dia_ids``."""
+    episode_id = ids.session(number)
+    derived = []
+    for speaker, entries in sorted(facts.items()):
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, list | tuple) or not entry or not str(entry[0]).strip():
                 continue
-            turn_id = ids.turn(dia_id)
-            dia_ids[turn_id] = (dia_id,)
-            observations.append(
-                ObservationDraft(
-                    id=turn_id,
-                    text=text,
-                    episode_id=episode_id,
-                    observed_at=when + timedelta(seconds=index),
-                    speaker_entity_id=ids.speaker(speaker) if speaker in speakers else None,
-                    raw_ref=f"locomo:{conversation.conversation_id}:{dia_id}",
+            cited = [d for d in cited_dia_ids(list(entry[1:])) if d in known_turns]
+            grounded = [d for d in cited if d in stored_turns]
+            fact_id = ids.fact(number, speaker, index)
+            dia_ids[fact_id] = tuple(dict.fromkeys(cited))
+            derived.append(
+                DerivedMemoryDraft(
+                    DerivedType.CLAIM,
+                    str(entry[0]),
+                    id=fact_id,
+                    entity_ids=[ids.speaker(speaker)] if speaker in speakers else [],
+                    observation_ids=[ids.turn(d) for d in grounded],
+                    episode_ids=[] if grounded else [episode_id],
                     created_at=when,
                 )
             )
-        stored_turns = {d for (d,) in dia_ids.values()}
-        derived = []
-        facts = conversation.data.get(f"session_{number}_observation") if include_facts else None
-        for speaker, entries in sorted((facts or {}).items()):
-            for index, entry in enumerate(entries):
-                if not isinstance(entry, list | tuple) or not entry or not str(entry[0]).strip():
-                    continue
-                cited = [d for d in cited_dia_ids(list(entry[1:])) if d in known_turns]
-                grounded = [d for d in cited if d in stored_turns]
-                fact_id = ids.fact(number, speaker, index)
-                dia_ids[fact_id] = tuple(dict.fromkeys(cited))
-                derived.append(
-                    DerivedMemoryDraft(
-                        DerivedType.CLAIM,
-                        str(entry[0]),
-                        id=fact_id,
-                        entity_ids=[ids.speaker(speaker)] if speaker in speakers else [],
-                        observation_ids=[ids.turn(d) for d in grounded],
-                        episode_ids=[] if grounded else [episode_id],
-                        created_at=when,
-                    )
-                )
-        episode = EpisodeDraft(
-            id=episode_id,
-            occurred_at=when,
-            participant_entity_ids=[ids.speaker(name) for name in speakers],
-            raw_ref=f"locomo:{conversation.conversation_id}:session_{number}",
-            created_at=when,
-        )
-        sessions.append(
-            SessionDrafts(
-                number,
-                RememberDrafts(episodes=[episode], observations=observations, derived=derived),
-                dia_ids,
-            )
-        )
-    return notions, sessions
+    return derived
 
 
 def turn_recall(ranked_dia_ids: Sequence[str], evidence: Sequence[str], k: int) -> float:

@@ -1,4 +1,4 @@
-"""The local, offline :class:`~charmem.ports.EmbeddingProvider` (DESIGN §1, §2, §10)."""
+"""The local, offline :class:`~charmem.ports.EmbeddingProvider` (``EMBEDDING_PROVIDER=local``)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ __all__ = [
     "resolve_model",
 ]
 
-#: The settings key this adapter reads (DESIGN §2).
+#: The settings key this adapter reads (:attr:`charmem.Settings.local_embedding_model`).
 SETTING_KEY: Final = "LOCAL_EMBEDDING_MODEL"
 
 #: The default model name, as in ``Settings.local_embedding_model``.

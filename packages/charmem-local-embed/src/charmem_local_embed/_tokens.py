@@ -1,4 +1,4 @@
-"""The offline WordPiece :class:`~charmem.ports.TokenCounter` (DESIGN §6 point 7, §1).
+"""The offline WordPiece :class:`~charmem.ports.TokenCounter` (``TOKEN_COUNTER=local``).
 
 ``render(max_tokens=...)`` of a continuity context pack counts tokens through this port. This
 counter uses the ``tokenizers`` library and the ``tokenizer.json`` shipped with the packaged
@@ -27,7 +27,7 @@ __all__ = ["LocalTokenCounter"]
 
 _log = get_logger("charmem.local_embed")
 
-#: The settings key selecting a token counter (DESIGN §2).
+#: The settings key selecting a token counter (:attr:`charmem.Settings.token_counter`).
 TOKEN_COUNTER_KEY: Final = "TOKEN_COUNTER"  # noqa: S105 - a settings key, not a secret
 
 #: Pieces (space-separated) up to this many characters have their counts cached.

@@ -69,6 +69,56 @@ def _positive_int(value: object, name: str, key: str | None = None) -> int:
     return value
 
 
+def _check_model_and_limits(
+    model: object,
+    dimensions: int | None,
+    max_retries: object,
+    timeout: object,
+    max_batch_inputs: int,
+    max_batch_tokens: int,
+) -> None:
+    """The constructor's checks of the model name, the vector size asked for and the limits.
+
+    Raises:
+        ConfigurationError: a blank model, or a size, retry count, timeout or batch limit out of
+            range.
+    """
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigurationError("EMBEDDING_MODEL must name an embedding model", key="EMBEDDING_MODEL")
+    if dimensions is not None:
+        _positive_int(dimensions, "EMBEDDING_DIMENSIONS", "EMBEDDING_DIMENSIONS")
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ConfigurationError(f"max_retries must be an integer >= 0, not {max_retries!r}")
+    if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
+        raise ConfigurationError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if _positive_int(max_batch_inputs, "max_batch_inputs") > MAX_INPUTS_PER_REQUEST:
+        raise ConfigurationError(
+            f"max_batch_inputs must be at most {MAX_INPUTS_PER_REQUEST} (the API's limit)"
+        )
+    _positive_int(max_batch_tokens, "max_batch_tokens")
+
+
+def _check_endpoint(api_key: str | None, base_url: object, *, has_client: bool) -> None:
+    """The constructor's checks of the key and the endpoint URL.
+
+    Raises:
+        ConfigurationError: no key and no client, or a base URL that is not a string or carries
+            credentials (the value is not echoed).
+    """
+    if not has_client and not api_key:
+        raise ConfigurationError(
+            "OPENAI_API_KEY is required for the OpenAI embedding provider", key="OPENAI_API_KEY"
+        )
+    if base_url is not None and (not isinstance(base_url, str) or "@" in urlsplit(base_url).netloc):
+        # user-info would be shown by every repr, error and httpx request log line (and httpx
+        # would send it as basic auth in place of the API key); the value is not echoed
+        raise ConfigurationError(
+            "OPENAI_BASE_URL must be an http(s) URL without credentials (no user:password@); "
+            "the API key belongs in OPENAI_API_KEY",
+            key="OPENAI_BASE_URL",
+        )
+
+
 def _extra_number(extra: Mapping[str, str], key: str, *, integer: bool) -> float | None:
     raw = extra.get(key)
     if raw is None or not raw.strip():
@@ -163,31 +213,8 @@ class OpenAIEmbeddingProvider:
         client: openai.AsyncOpenAI | None = None,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigurationError("EMBEDDING_MODEL must name an embedding model", key="EMBEDDING_MODEL")
-        if dimensions is not None:
-            _positive_int(dimensions, "EMBEDDING_DIMENSIONS", "EMBEDDING_DIMENSIONS")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ConfigurationError(f"max_retries must be an integer >= 0, not {max_retries!r}")
-        if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
-            raise ConfigurationError(f"timeout must be a positive number of seconds, not {timeout!r}")
-        if _positive_int(max_batch_inputs, "max_batch_inputs") > MAX_INPUTS_PER_REQUEST:
-            raise ConfigurationError(
-                f"max_batch_inputs must be at most {MAX_INPUTS_PER_REQUEST} (the API's limit)"
-            )
-        _positive_int(max_batch_tokens, "max_batch_tokens")
-        if client is None and not api_key:
-            raise ConfigurationError(
-                "OPENAI_API_KEY is required for the OpenAI embedding provider", key="OPENAI_API_KEY"
-            )
-        if base_url is not None and (not isinstance(base_url, str) or "@" in urlsplit(base_url).netloc):
-            # user-info would be shown by every repr, error and httpx request log line (and httpx
-            # would send it as basic auth in place of the API key); the value is not echoed
-            raise ConfigurationError(
-                "OPENAI_BASE_URL must be an http(s) URL without credentials (no user:password@); "
-                "the API key belongs in OPENAI_API_KEY",
-                key="OPENAI_BASE_URL",
-            )
+        _check_model_and_limits(model, dimensions, max_retries, timeout, max_batch_inputs, max_batch_tokens)
+        _check_endpoint(api_key, base_url, has_client=client is not None)
         self._model = model.strip()
         self._dimensions = dimensions
         self._base_url = base_url

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 import attrs
@@ -154,21 +154,47 @@ def create_app(registry: MemoryRegistry, config: ServerConfig | None = None) -> 
     config = config or ServerConfig()
     runner = _Runner(config)
     mcp_routes, mcp_lifespan = _mcp_parts(registry, config)
+    endpoints = _Endpoints(registry, config, runner)
+    routes: list[Any] = [
+        Route("/v1/health", endpoints.health, methods=["GET"]),
+        Route("/openapi.json", endpoints.openapi, methods=["GET"]),
+        Route("/v1/collections/{collection}/{operation}", endpoints.operation, methods=["POST"]),
+    ]
+    routes.extend(mcp_routes)
+    app = Starlette(
+        routes=routes,
+        lifespan=_lifespan(registry, config, runner, mcp_lifespan),
+        exception_handlers={Exception: _unexpected},
+    )
+    hosts = allowed_hosts(config.host, config.port, config.extra_hosts)
+    return Guard(app, hosts=hosts, tokens=config.tokens)
 
-    async def health(_request: Request) -> JSONResponse:
+
+class _Endpoints:
+    """The HTTP routes: health, the OpenAPI document, and every operation of a collection."""
+
+    def __init__(self, registry: MemoryRegistry, config: ServerConfig, runner: _Runner) -> None:
+        self.registry = registry
+        self.config = config
+        self.runner = runner
+
+    async def health(self, _request: Request) -> JSONResponse:
+        """Liveness: the wire format, the server's version and the collections open."""
         return JSONResponse(
             {
                 "status": "ok",
                 "format_version": WIRE_FORMAT_VERSION,
                 "version": __version__,
-                "collections_open": len(registry.collections),
+                "collections_open": len(self.registry.collections),
             }
         )
 
-    async def openapi(_request: Request) -> JSONResponse:
+    async def openapi(self, _request: Request) -> JSONResponse:
+        """The OpenAPI 3.1 document."""
         return JSONResponse(openapi_document())
 
-    async def operation(request: Request) -> Response:
+    async def operation(self, request: Request) -> Response:
+        """``POST /v1/collections/{collection}/{operation}``: scope, body, slot, timeout, answer."""
         collection = request.path_params["collection"]
         name = request.path_params["operation"]
         spec = OPERATIONS.get(name)
@@ -182,11 +208,10 @@ def create_app(registry: MemoryRegistry, config: ServerConfig | None = None) -> 
                 "forbidden",
                 f"the token {principal.name!r} may not {spec.scope.value} collection {collection!r}",
             )
-        body = await _read_body(request, config.max_body_bytes)
+        limit = self.config.max_body_bytes
+        body = await _read_body(request, limit)
         if body is None:
-            return _refusal(
-                413, "too-large", f"the request body is larger than {config.max_body_bytes} bytes; split it"
-            )
+            return _refusal(413, "too-large", f"the request body is larger than {limit} bytes; split it")
         try:
             raw = body.decode("utf-8")
             data = json.loads(raw) if raw.strip() else None
@@ -195,8 +220,8 @@ def create_app(registry: MemoryRegistry, config: ServerConfig | None = None) -> 
 
             return _problem(DraftValidationError(f"the body is not JSON: {exc}", field="body"), request)
         try:
-            result = await runner.run(
-                lambda: spec.handler(registry, collection, data, raw), writes=spec.writes
+            result = await self.runner.run(
+                lambda: spec.handler(self.registry, collection, data, raw), writes=spec.writes
             )
         except RemoteError as exc:
             return _problem_response(exc)
@@ -204,11 +229,16 @@ def create_app(registry: MemoryRegistry, config: ServerConfig | None = None) -> 
             return _problem(exc, request)
         return JSONResponse(result)
 
-    async def unexpected(request: Request, exc: Exception) -> Response:
-        log.exception("request_failed", path=request.url.path, error=type(exc).__name__)
-        return _refusal(
-            500, "internal", "the server failed unexpectedly; its log says why (no details are sent)"
-        )
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("request_failed", path=request.url.path, error=type(exc).__name__)
+    return _refusal(500, "internal", "the server failed unexpectedly; its log says why (no details are sent)")
+
+
+def _lifespan(
+    registry: MemoryRegistry, config: ServerConfig, runner: _Runner, mcp_lifespan: Any
+) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
+    """Start the registry (and MCP); on shutdown let operations in flight finish, then close."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -229,15 +259,7 @@ def create_app(registry: MemoryRegistry, config: ServerConfig | None = None) -> 
             await registry.close()
             log.info("server_stopped")
 
-    routes: list[Any] = [
-        Route("/v1/health", health, methods=["GET"]),
-        Route("/openapi.json", openapi, methods=["GET"]),
-        Route("/v1/collections/{collection}/{operation}", operation, methods=["POST"]),
-    ]
-    routes.extend(mcp_routes)
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: unexpected})
-    hosts = allowed_hosts(config.host, config.port, config.extra_hosts)
-    return Guard(app, hosts=hosts, tokens=config.tokens)
+    return lifespan
 
 
 def _mcp_parts(registry: MemoryRegistry, config: ServerConfig) -> tuple[list[Any], Any]:

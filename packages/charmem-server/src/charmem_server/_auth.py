@@ -98,30 +98,41 @@ def _entry(raw: Any, index: int, path: Path) -> tuple[bytes, Principal]:
     unknown = set(raw) - {"name", "sha256", "collections", "scopes"}
     if unknown:
         raise ConfigurationError(f"{where} has unknown keys {sorted(unknown)}", key="--tokens")
-    digest = raw.get("sha256")
+    digest = _entry_digest(raw.get("sha256"), where)
+    allowed = _entry_collections(raw.get("collections"), where)
+    scopes = _entry_scopes(raw.get("scopes"), where)
+    name = raw.get("name", f"token {index}")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigurationError(f"{where}: name must be a non-blank string", key="--tokens")
+    return digest, Principal(name, allowed, scopes)
+
+
+def _entry_digest(digest: Any, where: str) -> bytes:
     if not isinstance(digest, str) or not _HEX64.match(digest):
         raise ConfigurationError(
             f"{where}: sha256 must be 64 lowercase hex digits (charmem serve --hash-token gives "
             "them); never put the token itself in the file",
             key="--tokens",
         )
-    collections = raw.get("collections")
+    return bytes.fromhex(digest)
+
+
+def _entry_collections(collections: Any, where: str) -> frozenset[str] | None:
+    """The collections an entry allows; ``None`` for ``"*"`` (every collection)."""
     if collections == "*":
-        allowed: frozenset[str] | None = None
-    elif isinstance(collections, list) and collections and all(isinstance(c, str) for c in collections):
-        allowed = frozenset(collections)
-    else:
-        raise ConfigurationError(f'{where}: collections must be "*" or a list of names', key="--tokens")
-    scopes = raw.get("scopes")
+        return None
+    if isinstance(collections, list) and collections and all(isinstance(c, str) for c in collections):
+        return frozenset(collections)
+    raise ConfigurationError(f'{where}: collections must be "*" or a list of names', key="--tokens")
+
+
+def _entry_scopes(scopes: Any, where: str) -> frozenset[Scope]:
     values = {s.value for s in Scope}
     if not isinstance(scopes, list) or not scopes or not set(scopes) <= values:
         raise ConfigurationError(
             f"{where}: scopes must be a non-empty list of {sorted(values)}", key="--tokens"
         )
-    name = raw.get("name", f"token {index}")
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigurationError(f"{where}: name must be a non-blank string", key="--tokens")
-    return bytes.fromhex(digest), Principal(name, allowed, frozenset(Scope(s) for s in scopes))
+    return frozenset(Scope(s) for s in scopes)
 
 
 def load_tokens(path: Path | str) -> TokenTable:

@@ -63,16 +63,38 @@ def register(commands: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    # also accepted after the command: `charmem mcp --store DIR --collection C`
+    # also accepted after the command: `charmem mcp --store DIR --collection C -v`
     parser.add_argument("--store", default=argparse.SUPPRESS, help="directory holding every embedded store")
     parser.add_argument("--collection", default=argparse.SUPPRESS, help="collection name")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="charmem's debug logs on stderr",
+    )
 
 
-def _log_to_stderr(level: int) -> None:
+class _AtLeast(logging.Filter):
+    """Records of charmem's loggers at any level; other libraries' from ``level`` up."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name.startswith("charmem") or record.levelno >= self.level
+
+
+def _log_to_stderr(level: int, *, verbose: bool = False) -> None:
+    """Every log on stderr from ``level`` up; with ``verbose``, charmem's debug logs too."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
+    if verbose:
+        handler.addFilter(_AtLeast(level))
+        level = logging.DEBUG
     root.setLevel(level)
 
 
@@ -86,7 +108,7 @@ def serve_command(args: argparse.Namespace, settings: Settings) -> int:
             raise ConfigurationError("no token on stdin", key="--hash-token")
         print(hash_token(token))
         return 0
-    _log_to_stderr(logging.INFO)
+    _log_to_stderr(logging.INFO, verbose=getattr(args, "verbose", False))
     from charmem_server._app import ServerConfig
     from charmem_server._auth import load_tokens
     from charmem_server._guard import is_loopback
@@ -179,7 +201,7 @@ def _url_host(host: str) -> str:
 
 def mcp_command(args: argparse.Namespace, settings: Settings) -> int:
     """Run ``charmem mcp``: the MCP tools of ``--collection`` over stdin/stdout."""
-    _log_to_stderr(logging.WARNING)
+    _log_to_stderr(logging.WARNING, verbose=getattr(args, "verbose", False))
     asyncio.run(_mcp(settings, args.collection, Path(args.store) if getattr(args, "store", None) else None))
     return 0
 

@@ -155,7 +155,23 @@ def build_mcp_server(get_memory: GetMemory, *, reading: Reading) -> MCPServer[An
         assert found is not None
         return found
 
-    @server.tool(description=_REMEMBER)
+    tools: list[tuple[Callable[..., Awaitable[CallToolResult]], str]] = [
+        (_remember_tool(memory), _REMEMBER),
+        (_recall_tool(reading), _RECALL),
+        (_correct_tool(memory), _CORRECT),
+        (_forget_tool(memory), _FORGET),
+        (_link_tool(memory), _LINK),
+    ]
+    for tool, description in tools:
+        server.tool(description=description)(tool)
+    return server
+
+
+#: The collection's memory for a write (created when missing).
+_Memory = Callable[[], Awaitable[CharacterMemory]]
+
+
+def _remember_tool(memory: _Memory) -> Callable[..., Awaitable[CallToolResult]]:
     async def remember(text: str, occurred_at: str | None = None) -> CallToolResult:
         try:
             outcome = await (await memory()).remember(RememberInput(text, occurred_at=_when(occurred_at)))
@@ -165,7 +181,10 @@ def build_mcp_server(get_memory: GetMemory, *, reading: Reading) -> MCPServer[An
         structured = converter.unstructure(outcome)
         return _result(f"Remembered. Memory ids: {', '.join(ids)}", structured)
 
-    @server.tool(description=_RECALL)
+    return remember
+
+
+def _recall_tool(reading: Reading) -> Callable[..., Awaitable[CallToolResult]]:
     async def recall(query: str, max_tokens: int | None = None) -> CallToolResult:
         try:
             async with reading() as source:
@@ -175,7 +194,10 @@ def build_mcp_server(get_memory: GetMemory, *, reading: Reading) -> MCPServer[An
             raise _tool_error(exc) from None
         return _result(text, {"items": items, "omitted": len(pack.omissions)})
 
-    @server.tool(description=_CORRECT)
+    return recall
+
+
+def _correct_tool(memory: _Memory) -> Callable[..., Awaitable[CallToolResult]]:
     async def correct(memory_id: str, corrected_text: str, rationale: str) -> CallToolResult:
         replacement = ReplacementDerivedMemoryDraft(DerivedType.CORRECTION, corrected_text)
         target = await memory()
@@ -203,7 +225,10 @@ def build_mcp_server(get_memory: GetMemory, *, reading: Reading) -> MCPServer[An
         ids = [str(i) for i in outcome.replacement_ids]
         return _result(f"Corrected. Replacement memory id: {', '.join(ids)}", converter.unstructure(outcome))
 
-    @server.tool(description=_FORGET)
+    return correct
+
+
+def _forget_tool(memory: _Memory) -> Callable[..., Awaitable[CallToolResult]]:
     async def forget(memory_id: str, rationale: str) -> CallToolResult:
         try:
             outcome = await (await memory()).forget(ForgetMemoryDraft.suppress(memory_id, rationale))
@@ -212,7 +237,10 @@ def build_mcp_server(get_memory: GetMemory, *, reading: Reading) -> MCPServer[An
         count = len(outcome.graph_mutated_object_ids)
         return _result(f"Forgotten ({count} memories no longer recalled).", converter.unstructure(outcome))
 
-    @server.tool(description=_LINK)
+    return forget
+
+
+def _link_tool(memory: _Memory) -> Callable[..., Awaitable[CallToolResult]]:
     async def link(from_id: str, relation: str, to_id: str, rationale: str | None = None) -> CallToolResult:
         if relation not in CALLER_RELATIONS:
             raise ToolError(f"relation must be one of {', '.join(CALLER_RELATIONS)}, not {relation!r}")
@@ -224,7 +252,7 @@ def build_mcp_server(get_memory: GetMemory, *, reading: Reading) -> MCPServer[An
             raise _tool_error(exc) from None
         return _result(f"Linked. Link id: {outcome.link.id}", converter.unstructure(outcome))
 
-    return server
+    return link
 
 
 def streamable_http_asgi(

@@ -11,9 +11,9 @@ import enum
 import functools
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -45,24 +45,36 @@ class _Schemas:
         self.components: dict[str, Any] = {}
 
     def of(self, tp: Any) -> dict[str, Any]:
-        origin = typing.get_origin(tp)
+        """The JSON Schema of a type hint; attrs classes as ``$ref`` into the components."""
         if tp is type(None):
             return {"type": "null"}
+        generic = self._of_generic(tp)
+        if generic is not None:
+            return generic
+        if isinstance(tp, type):
+            return self._of_class(tp)
+        return {}
+
+    def _of_generic(self, tp: Any) -> dict[str, Any] | None:
+        """Unions, literals, sequences and mappings; ``None`` for any other hint."""
+        origin = typing.get_origin(tp)
         if origin in (typing.Union, types.UnionType):
             return {"anyOf": [self.of(arg) for arg in typing.get_args(tp)]}
         if origin is typing.Literal:
             return {"enum": list(typing.get_args(tp))}
         if origin in (tuple, list, Sequence) or tp in (tuple, list):
-            args = [a for a in typing.get_args(tp) if a is not Ellipsis]
-            if origin is tuple and len(args) > 1 and Ellipsis not in typing.get_args(tp):
-                return {"type": "array", "prefixItems": [self.of(a) for a in args]}
-            return {"type": "array", "items": self.of(args[0]) if args else {}}
+            return self._of_array(tp, origin)
         if origin in (dict, Mapping) or tp in (dict, Mapping):
             pair = typing.get_args(tp)
             return {"type": "object", "additionalProperties": self.of(pair[1]) if pair else {}}
-        if isinstance(tp, type):
-            return self._of_class(tp)
-        return {}
+        return None
+
+    def _of_array(self, tp: Any, origin: Any) -> dict[str, Any]:
+        """A fixed tuple as ``prefixItems``; a sequence or ``tuple[X, ...]`` as ``items``."""
+        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        if origin is tuple and len(args) > 1 and Ellipsis not in typing.get_args(tp):
+            return {"type": "array", "prefixItems": [self.of(a) for a in args]}
+        return {"type": "array", "items": self.of(args[0]) if args else {}}
 
     def _of_class(self, tp: type) -> dict[str, Any]:
         simple = {str: "string", bool: "boolean", int: "integer", float: "number"}
@@ -133,11 +145,73 @@ def _operation(
     return operation
 
 
+#: An operation: its name, summary, request and response schemas, and the scope it needs.
+_Row = tuple[str, str, dict[str, Any], dict[str, Any], str]
+
+_PROBLEM_SCHEMA: Final = {
+    "type": "object",
+    "description": "RFC 9457 problem details with the charmem error class and its fields",
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "error": {"type": "string"},
+        "error_bases": {"type": "array", "items": {"type": "string"}},
+        "fields": {"type": "object"},
+        "field_types": {"type": "object"},
+    },
+}
+
+_COLLECTION_PARAMETER: Final = {
+    "name": "collection",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,127}$"},
+}
+
+
 @functools.cache
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 document (built once per process)."""
     schemas = _Schemas()
-    ref = schemas.of
+    paths: dict[str, Any] = {}
+    base = "/v1/collections/{collection}"
+    for name, summary, request, response, scope in _operation_table(schemas.of):
+        operation = _operation(summary, request, response, scope)
+        operation["parameters"] = [_COLLECTION_PARAMETER]
+        operation["operationId"] = name
+        paths[f"{base}/{name}"] = {"post": operation}
+    paths["/v1/health"] = {
+        "get": {
+            "summary": "liveness",
+            "operationId": "health",
+            "security": [],
+            "responses": {"200": {"description": "the server runs"}},
+        }
+    }
+    schemas.components["Problem"] = _PROBLEM_SCHEMA
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "charmem",
+            "version": __version__,
+            "description": "Episodic memory over HTTP: every facade operation of charmem.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas.components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def _operation_table(ref: Callable[[Any], dict[str, Any]]) -> list[_Row]:
+    """One row per operation: name, summary, request schema, response schema, scope.
+
+    ``ref`` adds each attrs class to the components the first time it is named, so the order of
+    the calls here is the order of ``components/schemas``.
+    """
     remember_body = {
         "oneOf": [
             {"allOf": [ref(RememberInput)], "description": "the convenience path (RememberInput fields)"},
@@ -167,9 +241,7 @@ def openapi_document() -> dict[str, Any]:
         "type": "object",
         "properties": {"validations": {"type": "array", "items": ref(CandidateValidation)}},
     }
-    paths: dict[str, Any] = {}
-    base = "/v1/collections/{collection}"
-    table: list[tuple[str, str, dict[str, Any], dict[str, Any], str]] = [
+    return [
         ("remember", "prepare + validate + commit", remember_body, ref(RememberOutcome), "write"),
         ("prepare", "build a write plan; writes nothing", remember_body, ref(RememberWritePlan), "read"),
         ("validate", "check a plan against the graph", plan_body, validations, "read"),
@@ -192,49 +264,3 @@ def openapi_document() -> dict[str, Any]:
             "admin",
         ),
     ]
-    collection = {
-        "name": "collection",
-        "in": "path",
-        "required": True,
-        "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,127}$"},
-    }
-    for name, summary, request, response, scope in table:
-        operation = _operation(summary, request, response, scope)
-        operation["parameters"] = [collection]
-        operation["operationId"] = name
-        paths[f"{base}/{name}"] = {"post": operation}
-    paths["/v1/health"] = {
-        "get": {
-            "summary": "liveness",
-            "operationId": "health",
-            "security": [],
-            "responses": {"200": {"description": "the server runs"}},
-        }
-    }
-    schemas.components["Problem"] = {
-        "type": "object",
-        "description": "RFC 9457 problem details with the charmem error class and its fields",
-        "properties": {
-            "type": {"type": "string"},
-            "title": {"type": "string"},
-            "status": {"type": "integer"},
-            "detail": {"type": "string"},
-            "error": {"type": "string"},
-            "error_bases": {"type": "array", "items": {"type": "string"}},
-            "fields": {"type": "object"},
-            "field_types": {"type": "object"},
-        },
-    }
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "charmem",
-            "version": __version__,
-            "description": "Episodic memory over HTTP: every facade operation of charmem.",
-        },
-        "paths": paths,
-        "components": {
-            "schemas": schemas.components,
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
-    }

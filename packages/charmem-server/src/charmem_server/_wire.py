@@ -359,18 +359,28 @@ def error_from_problem(problem: Mapping[str, Any], status: int) -> CharmemError:
     lists as mappings of tuples). An answer that is not charmem's becomes a
     :class:`RemoteError` with the status.
     """
-    classes = _error_classes()
     detail = str(problem.get("detail") or problem.get("title") or f"the server answered {status}")
-    names = [problem.get("error"), *(problem.get("error_bases") or ())]
-    cls = next((classes[name] for name in names if isinstance(name, str) and name in classes), None)
+    cls = _error_class(problem)
     if cls is None or cls is RemoteError:
         return RemoteError(detail, status=status, problem_type=str(problem.get("type", "about:blank")))
     error = cls.__new__(cls)
     Exception.__init__(error, detail)
+    _set_fields(error, problem)
+    return error
+
+
+def _error_class(problem: Mapping[str, Any]) -> type[CharmemError] | None:
+    """The charmem error class named by ``error``, else by the nearest known ``error_bases``."""
+    classes = _error_classes()
+    names = [problem.get("error"), *(problem.get("error_bases") or ())]
+    return next((classes[name] for name in names if isinstance(name, str) and name in classes), None)
+
+
+def _set_fields(error: CharmemError, problem: Mapping[str, Any]) -> None:
+    """Set the problem's ``fields`` on ``error``: enums rebuilt, lists as tuples (one level deep)."""
     fields = problem.get("fields") if isinstance(problem.get("fields"), Mapping) else {}
     types = problem.get("field_types") if isinstance(problem.get("field_types"), Mapping) else {}
     for name, value in (fields or {}).items():
         if isinstance(value, Mapping):
             value = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
         setattr(error, name, _rebuild_field(value, (types or {}).get(name)))
-    return error

@@ -1,4 +1,4 @@
-"""Operational tools (DESIGN §1): not memory operations, for operators and scripts.
+"""Operational tools: not memory operations, for operators and scripts.
 
 * :func:`check` / :func:`check_settings`: compare a collection's vectors and statistics with its
   graph authority and look for partial graph batches; :func:`repair` rebuilds what drifted.
@@ -31,9 +31,9 @@ from charmem.admin._check import (
     StatsDrift,
     check,
     check_settings,
-    repair,
 )
 from charmem.admin._purge import PurgeReport, purge
+from charmem.admin._repair import repair
 
 __all__ = [
     "BACKUP_FORMAT_VERSION",

@@ -11,7 +11,7 @@ A backup is a directory holding two files:
   type, size, SHA-256 and statement count, counts of objects per type, links, tombstones, vector
   points and stats rows, and the embedder's model id and vector size.
 
-Vectors and statistics are not saved: they are derived from the graph (DESIGN §4.9, §7), and the
+Vectors and statistics are not saved: they are derived from the graph, the authority, and the
 restore rebuilds them (:func:`~charmem.usecases.maintenance.rebuild_vector_index`,
 :func:`~charmem.usecases.commit.rebuild_stats`). A restore into empty stores of the same
 collection name, with the same embedder, gives byte-identical context packs.
@@ -41,6 +41,7 @@ from charmem.domain.serde import converter
 from charmem.errors import BackendError, BackupFormatError, CharmemError, CollectionNotEmptyError
 from charmem.log import get_logger
 from charmem.memory import CharacterMemory
+from charmem.ports import GraphStore
 from charmem.usecases.commit import rebuild_stats
 from charmem.usecases.maintenance import ProgressCallback, VectorRebuildReport, rebuild_vector_index
 
@@ -124,7 +125,7 @@ class BackupManifest:
     Attributes:
         format_version: :data:`BACKUP_FORMAT_VERSION` of the charmem that wrote it.
         collection: the collection exported (a backup restores into that collection only: derived
-            link ids are namespaced by the collection name, DESIGN §3).
+            link ids are namespaced by the collection name).
         created_at: when the export finished reading (the memory's clock, timezone-aware).
         charmem_version: the exporting charmem-core version.
         graph: the graph file.
@@ -254,8 +255,7 @@ async def export_collection(
             ``manifest.json`` is then left behind: remove it and export again).
     """
     target = Path(directory)
-    stores = memory._stores
-    graph = stores.graph
+    graph = memory._stores.graph
     if not allow_empty and not await graph.statement_count():
         raise CharmemError(
             f"collection {memory.collection!r} holds nothing in these stores; check its name and "
@@ -264,36 +264,15 @@ async def export_collection(
     try:
         await asyncio.to_thread(_empty_directory, target)
         async with memory.exclusive():
-            partial = target / "graph.partial"
-            handle = await asyncio.to_thread(_open_binary, partial, "wb")
-            try:
-                exported = await graph.export_graph(handle)
-            except BaseException:
-                handle.close()
-                raise
-            name = _FILE_NAMES.get(exported.media_type, "graph.dump")
-            sha256, size = await asyncio.to_thread(_seal, handle, partial, target / name)
-            objects = {t.value: len(await graph.object_ids([t])) for t in ObjectType}
-            counts = BackupCounts(
-                objects=objects,
-                links=len(await graph.link_ids()),
-                tombstones=len(await graph.tombstones()),
-                vector_points=await stores.vectors.count(),
-                stats_rows=await stores.stats.row_count(),
-            )
+            graph_file = await _write_graph_file(graph, target)
+            counts = await _backup_counts(memory)
             created_at = memory.clock.now()
         manifest = BackupManifest(
             format_version=BACKUP_FORMAT_VERSION,
             collection=memory.collection,
             created_at=created_at,
             charmem_version=__version__,
-            graph=BackupGraphFile(
-                file=name,
-                media_type=exported.media_type,
-                sha256=sha256,
-                size=size,
-                statements=exported.statements,
-            ),
+            graph=graph_file,
             counts=counts,
             embedder=BackupEmbedder(
                 model_id=memory.embedder.model_id, vector_size=memory.embedder.vector_size
@@ -305,11 +284,45 @@ async def export_collection(
     log.info(
         "collection_exported",
         collection=memory.collection,
-        statements=exported.statements,
-        objects=sum(objects.values()),
-        bytes=size,
+        statements=graph_file.statements,
+        objects=sum(counts.objects.values()),
+        bytes=graph_file.size,
     )
     return manifest
+
+
+async def _write_graph_file(graph: GraphStore, target: Path) -> BackupGraphFile:
+    """Dump the graph into ``target`` (as ``graph.partial``, then synced and renamed to its name)."""
+    partial = target / "graph.partial"
+    handle = await asyncio.to_thread(_open_binary, partial, "wb")
+    try:
+        exported = await graph.export_graph(handle)
+    except BaseException:
+        handle.close()
+        raise
+    name = _FILE_NAMES.get(exported.media_type, "graph.dump")
+    sha256, size = await asyncio.to_thread(_seal, handle, partial, target / name)
+    return BackupGraphFile(
+        file=name,
+        media_type=exported.media_type,
+        sha256=sha256,
+        size=size,
+        statements=exported.statements,
+    )
+
+
+async def _backup_counts(memory: CharacterMemory) -> BackupCounts:
+    """What the collection's stores hold now (objects per type, links, tombstones, points, rows)."""
+    stores = memory._stores
+    graph = stores.graph
+    objects = {t.value: len(await graph.object_ids([t])) for t in ObjectType}
+    return BackupCounts(
+        objects=objects,
+        links=len(await graph.link_ids()),
+        tombstones=len(await graph.tombstones()),
+        vector_points=await stores.vectors.count(),
+        stats_rows=await stores.stats.row_count(),
+    )
 
 
 def read_manifest(directory: str | os.PathLike[str]) -> BackupManifest:
@@ -416,20 +429,7 @@ async def import_collection(
     stores = memory._stores
     graph = stores.graph
     async with memory.exclusive():
-        counts = {
-            "graph statements": await graph.statement_count(),
-            "vectors": await stores.vectors.count(),
-            "stats rows": await stores.stats.row_count(),
-        }
-        held = {store: count for store, count in counts.items() if count}
-        if held:
-            listed = ", ".join(f"{count} {store}" for store, count in held.items())
-            raise CollectionNotEmptyError(
-                f"collection {memory.collection!r} is not empty ({listed}); a restore never merges or "
-                "overwrites: restore into new, empty stores (e.g. another --store directory)",
-                collection=memory.collection,
-                counts=counts,
-            )
+        await _refuse_a_collection_with_data(memory)
         handle = await asyncio.to_thread(_open_binary, graph_file, "rb")
         try:
             statements = await graph.import_graph(handle, manifest.graph.media_type)
@@ -445,10 +445,6 @@ async def import_collection(
         )
         rows = await rebuild_stats(graph, stores.stats)
         report = await check_stores(graph, stores.vectors, stores.stats)
-    changed = (memory.embedder.model_id, memory.embedder.vector_size) != (
-        manifest.embedder.model_id,
-        manifest.embedder.vector_size,
-    )
     if statements != manifest.graph.statements:
         log.warning(
             "collection_import_count_differs",
@@ -461,6 +457,37 @@ async def import_collection(
         statements=statements,
         vectors=vectors,
         stats_rows=rows,
-        embedder_changed=changed,
+        embedder_changed=_embedder_changed(memory, manifest),
         check=report,
+    )
+
+
+async def _refuse_a_collection_with_data(memory: CharacterMemory) -> None:
+    """Refuse to restore into stores that hold anything of the collection.
+
+    Raises:
+        CollectionNotEmptyError: a store holds data (``counts`` says which).
+    """
+    stores = memory._stores
+    counts = {
+        "graph statements": await stores.graph.statement_count(),
+        "vectors": await stores.vectors.count(),
+        "stats rows": await stores.stats.row_count(),
+    }
+    held = {store: count for store, count in counts.items() if count}
+    if held:
+        listed = ", ".join(f"{count} {store}" for store, count in held.items())
+        raise CollectionNotEmptyError(
+            f"collection {memory.collection!r} is not empty ({listed}); a restore never merges or "
+            "overwrites: restore into new, empty stores (e.g. another --store directory)",
+            collection=memory.collection,
+            counts=counts,
+        )
+
+
+def _embedder_changed(memory: CharacterMemory, manifest: BackupManifest) -> bool:
+    """Whether the memory's embedder is not the one the backup's vectors were made with."""
+    return (memory.embedder.model_id, memory.embedder.vector_size) != (
+        manifest.embedder.model_id,
+        manifest.embedder.vector_size,
     )

@@ -21,7 +21,7 @@ derived memory):
   stays in force), an observation's episode, an episode's participants and so on.
 * **Currency of survivors never changes**: a ``supersedes`` link *from* a purged memory *to* a
   surviving one is kept (it holds ids and a time, no text), so purging a correction does not
-  bring the corrected belief back, as forgetting a correction never does (DESIGN §4.4).
+  bring the corrected belief back, as forgetting a correction never does.
 * **Candidate recall**: the purged ids' points are deleted from the vector index.
 * **Retrieval statistics**: rebuilt from the graph (rows hold ids and types, never text).
 * **Never again**: writes that name a purged id (a replayed plan from
@@ -43,19 +43,20 @@ whatever their journals and snapshots keep.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import attrs
 
 from charmem.admin._check import CheckReport, check_stores
-from charmem.domain.graph import GraphErasure, Tombstone
+from charmem.domain.graph import GraphErasure, LifecycleRecord, Tombstone
 from charmem.domain.ids import MemoryId, as_memory_id
-from charmem.domain.model import MemoryLink, Relation
+from charmem.domain.model import MemoryLink, MemoryObject, Relation
 from charmem.errors import BackendError, PurgeTargetError
 from charmem.log import get_logger
 from charmem.memory import CharacterMemory
+from charmem.ports import GraphStore
 from charmem.usecases.commit import rebuild_stats
 
 __all__ = ["PurgeReport", "purge"]
@@ -158,66 +159,117 @@ async def purge(
     graph = stores.graph
     async with memory.exclusive():
         when = purged_at or memory.clock.now()
-        objects = await graph.get_objects(wanted)
-        already = await graph.tombstones([i for i in wanted if i not in objects])
-        unknown = [i for i in wanted if i not in objects and i not in already]
-        if unknown:
-            links = await graph.get_links(unknown)
-            reasons = {
-                str(i): (
-                    "is a link; links are purged together with the memory objects they join"
-                    if i in links
-                    else f"no memory object with this id is stored (or purged) in collection "
-                    f"{memory.collection!r}"
-                )
-                for i in unknown
-            }
-            raise PurgeTargetError(
-                f"{len(unknown)} id(s) cannot be purged, e.g. {unknown[0]}: {reasons[str(unknown[0])]}; "
-                "nothing was written",
-                reasons=reasons,
-            )
-        purging = set(objects)
-        touching = await graph.links_of(sorted(purging)) if purging else []
-        kept = [link for link in touching if _kept(link, purging)]
-        removed = [link for link in touching if not _kept(link, purging)]
-        records = await graph.get_records(sorted(purging)) if purging else []
-        linked = sorted({end for link in touching for end in (link.from_id, link.to_id)} - purging)
-        erasure = GraphErasure(
-            tombstones=[
-                Tombstone(id=memory_id, object_type=obj.object_type, purged_at=when)
-                for memory_id, obj in sorted(objects.items())
-            ],
-            link_ids=[link.id for link in removed],
-            record_ids=[record.id for record in records],
-        )
-        await graph.erase(erasure)
+        objects, already = await _purge_targets(graph, wanted, memory.collection)
+        touching = await graph.links_of(sorted(objects)) if objects else []
+        records = await graph.get_records(sorted(objects)) if objects else []
+        erasure = _GraphPurge.of(objects, touching, records, when)
+        await graph.erase(erasure.erasure)
         log.warning(
             "memories_purged",
             collection=memory.collection,
-            purged=len(purging),
+            purged=len(objects),
             already_purged=len(already),
-            links=len(removed),
+            links=len(erasure.erasure.link_ids),
             records=len(records),
         )
-        try:
-            await stores.vectors.delete(wanted)
-            rows = await rebuild_stats(graph, stores.stats)
-        except BackendError as exc:
-            raise BackendError(
-                f"the graph of collection {memory.collection!r} is purged, but {exc}; run the same "
-                "purge again to finish removing the vectors and rebuilding the statistics"
-            ) from exc
+        rows = await _purge_derived_data(memory, wanted)
         report = await check_stores(graph, stores.vectors, stores.stats)
     return PurgeReport(
         collection=memory.collection,
         purged_at=when,
-        purged_ids=tuple(sorted(purging)),
+        purged_ids=tuple(sorted(objects)),
         already_purged_ids=tuple(sorted(already)),
-        removed_link_ids=tuple(erasure.link_ids),
-        removed_record_ids=tuple(erasure.record_ids),
-        kept_link_ids=tuple(sorted(link.id for link in kept)),
-        linked_ids=tuple(linked),
+        removed_link_ids=tuple(erasure.erasure.link_ids),
+        removed_record_ids=tuple(erasure.erasure.record_ids),
+        kept_link_ids=erasure.kept_link_ids,
+        linked_ids=erasure.linked_ids,
         stats_rows=rows,
         check=report,
     )
+
+
+async def _purge_targets(
+    graph: GraphStore, wanted: Sequence[MemoryId], collection: str
+) -> tuple[dict[MemoryId, MemoryObject], set[MemoryId]]:
+    """The stored objects among ``wanted`` and the ids that are tombstones already.
+
+    Raises:
+        PurgeTargetError: an id is neither (unknown, or a link); nothing was written.
+    """
+    objects = dict(await graph.get_objects(wanted))
+    already = set(await graph.tombstones([i for i in wanted if i not in objects]))
+    unknown = [i for i in wanted if i not in objects and i not in already]
+    if not unknown:
+        return objects, already
+    links = await graph.get_links(unknown)
+    reasons = {
+        str(i): (
+            "is a link; links are purged together with the memory objects they join"
+            if i in links
+            else f"no memory object with this id is stored (or purged) in collection {collection!r}"
+        )
+        for i in unknown
+    }
+    raise PurgeTargetError(
+        f"{len(unknown)} id(s) cannot be purged, e.g. {unknown[0]}: {reasons[str(unknown[0])]}; "
+        "nothing was written",
+        reasons=reasons,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class _GraphPurge:
+    """What purging some objects erases from the graph, and what it keeps (pure).
+
+    Attributes:
+        erasure: the tombstones, links and records to erase, in one graph call.
+        kept_link_ids: ``supersedes`` links from a purged memory into a survivor, sorted.
+        linked_ids: surviving objects linked to a purged one, sorted.
+    """
+
+    erasure: GraphErasure
+    kept_link_ids: tuple[MemoryId, ...]
+    linked_ids: tuple[MemoryId, ...]
+
+    @classmethod
+    def of(
+        cls,
+        objects: Mapping[MemoryId, MemoryObject],
+        touching: Sequence[MemoryLink],
+        records: Sequence[LifecycleRecord],
+        when: datetime,
+    ) -> _GraphPurge:
+        """Plan the erasure of ``objects`` with the links touching them and their records."""
+        purging = set(objects)
+        removed = [link for link in touching if not _kept(link, purging)]
+        linked = {end for link in touching for end in (link.from_id, link.to_id)} - purging
+        return cls(
+            erasure=GraphErasure(
+                tombstones=[
+                    Tombstone(id=memory_id, object_type=obj.object_type, purged_at=when)
+                    for memory_id, obj in sorted(objects.items())
+                ],
+                link_ids=[link.id for link in removed],
+                record_ids=[record.id for record in records],
+            ),
+            kept_link_ids=tuple(sorted(link.id for link in touching if _kept(link, purging))),
+            linked_ids=tuple(sorted(linked)),
+        )
+
+
+async def _purge_derived_data(memory: CharacterMemory, wanted: Sequence[MemoryId]) -> int:
+    """Delete the purged ids' vectors and rebuild the statistics; the rows written (count).
+
+    Raises:
+        BackendError: a store failed; the graph is purged already, so the message says to run the
+            same purge again.
+    """
+    stores = memory._stores
+    try:
+        await stores.vectors.delete(wanted)
+        return await rebuild_stats(stores.graph, stores.stats)
+    except BackendError as exc:
+        raise BackendError(
+            f"the graph of collection {memory.collection!r} is purged, but {exc}; run the same "
+            "purge again to finish removing the vectors and rebuilding the statistics"
+        ) from exc

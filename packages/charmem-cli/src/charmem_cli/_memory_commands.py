@@ -1,0 +1,201 @@
+"""The memory commands: ``ingest-locomo``, ``recall``, ``remember``, ``demo``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from charmem import (
+    CharacterMemory,
+    CharmemError,
+    ContinuityContextPack,
+    RememberInput,
+    RetrievalContext,
+    Settings,
+)
+from charmem.ports import EmbeddingProvider
+from charmem_cli._common import (
+    DEFAULT_COLLECTION,
+    TimedEmbedder,
+    announce_model_load,
+    embedding_provider,
+    parse_occurred_at,
+    require_collection,
+)
+from charmem_cli.locomo import conversation_drafts, load_conversation
+
+__all__ = ["DEMO_QUESTIONS", "demo", "ingest_locomo", "print_pack", "recall", "remember"]
+
+DEMO_QUESTIONS = (
+    "What instrument is Ines learning?",
+    "Where did Tomas travel for work?",
+    "What does Ines want to name the dog?",
+)
+
+
+def _collection_for(conversation_id: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "-_" else "-" for c in conversation_id.lower())
+    return cleaned.strip("-_")[:128] or DEFAULT_COLLECTION
+
+
+async def ingest_locomo(
+    files: Sequence[Path],
+    settings: Settings,
+    *,
+    collection: str,
+    per_file: bool,
+    include_facts: bool,
+    progress: bool = True,
+    provider: EmbeddingProvider | None = None,
+) -> dict[str, Any]:
+    """Ingest LoCoMo conversation files through ``RememberDrafts`` (one commit per session).
+
+    Args:
+        files: LoCoMo conversation files.
+        settings: the deployment settings.
+        collection: the collection to ingest into (unless ``per_file``).
+        per_file: one collection per conversation, named after it.
+        include_facts: also ingest the files' facts as derived memories.
+        progress: show a progress bar on stderr.
+        provider: the embedder (default: the one the settings select); its model is loaded
+            first, with a line on stderr, and the load counts as embedding time.
+
+    Returns:
+        dict: counts and timings (``objects``, ``seconds``, ``embedding_seconds``, ``texts``).
+    """
+    embedder = TimedEmbedder(provider or embedding_provider(settings))
+    conversations = [load_conversation(path) for path in files]
+    plans = [(c, *conversation_drafts(c, include_facts=include_facts)) for c in conversations]
+    total = sum(1 + len(sessions) for _c, _n, sessions in plans)
+    objects = 0
+    start = time.perf_counter()
+    await announce_model_load(embedder.inner)
+    embedder.seconds += time.perf_counter() - start
+    bar = tqdm(total=total, desc="ingest", unit="batch", disable=not progress, file=sys.stderr)
+    memory: CharacterMemory | None = None
+    try:
+        for conversation, notions, sessions in plans:
+            name = _collection_for(conversation.conversation_id) if per_file else collection
+            if memory is None or memory.collection != name:
+                if memory is not None:
+                    await memory.close()
+                memory = await CharacterMemory.open(settings, name, embedding_provider=embedder)
+            for drafts in (notions, *(s.drafts for s in sessions)):
+                outcome = await memory.commit(await memory.prepare(drafts))
+                if outcome.repair_markers:
+                    raise CharmemError(
+                        f"ingest of {conversation.conversation_id} left repair markers "
+                        f"{outcome.repair_markers}; run the same command again to repair"
+                    )
+                objects += len(outcome.object_ids)
+                bar.update(1)
+    finally:
+        bar.close()
+        if memory is not None:
+            await memory.close()
+    seconds = time.perf_counter() - start
+    return {
+        "conversations": len(conversations),
+        "objects": objects,
+        "seconds": seconds,
+        "embedding_seconds": embedder.seconds,
+        "texts": embedder.texts,
+    }
+
+
+def print_pack(pack: ContinuityContextPack, out: Any = None) -> None:
+    """Print a pack readably: rank, id, type, time, score, text; then entities and omissions."""
+    out = out or sys.stdout
+    print(f"Recall for: {pack.query}", file=out)
+    if not pack.items:
+        print("  (nothing recalled)", file=out)
+    for rank, item in enumerate(pack.items, 1):
+        kind = item.derived_type.value if item.derived_type else item.object_type.value
+        status = "" if item.status.value == "current" else f" [{item.status.value}]"
+        text = " ".join(item.text.split())
+        if len(text) > 160:
+            text = text[:157] + "..."
+        print(
+            f"{rank:>3}. {item.score:6.3f}  {kind:<12} {item.occurred_at:%Y-%m-%d}  "
+            f"{str(item.id)[:8]}{status}  {text}",
+            file=out,
+        )
+    named = sorted(
+        (e for e in pack.entities if e.names), key=lambda e: (e.names, e.id)
+    )  # as render lists them
+    names = [", ".join(e.names) for e in named]
+    if names:
+        print(f"  entities: {'; '.join(names)}", file=out)
+    if pack.omissions:
+        reasons = ", ".join(f"{str(o.id)[:8]}:{o.reason}" for o in pack.omissions[:8])
+        print(f"  omitted: {reasons}", file=out)
+
+
+async def recall(settings: Settings, collection: str, query: str, limit: int, as_json: bool) -> None:
+    """``charmem recall``: print the pack for ``query`` (``pack.to_dict()`` as JSON with ``as_json``).
+
+    Raises:
+        ConfigurationError: no graph store there, or the collection holds nothing.
+    """
+    await require_collection(settings, collection)
+    provider = embedding_provider(settings)
+    await announce_model_load(provider)
+    async with CharacterMemory.open(settings, collection, embedding_provider=provider) as memory:
+        pack = await memory.retrieve(RetrievalContext(query=query, max_items=limit))
+    if as_json:
+        print(json.dumps(pack.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print_pack(pack)
+
+
+async def remember(settings: Settings, collection: str, text: str, occurred_at: str | None) -> None:
+    """``charmem remember``: remember ``text`` as an episode; print the new ids as JSON.
+
+    Raises:
+        ConfigurationError: ``occurred_at`` is not an ISO 8601 instant with an offset.
+    """
+    when = parse_occurred_at(occurred_at) if occurred_at else None
+    provider = embedding_provider(settings)
+    await announce_model_load(provider)
+    async with CharacterMemory.open(settings, collection, embedding_provider=provider) as memory:
+        outcome = await memory.remember(RememberInput(text, occurred_at=when))
+    print(
+        json.dumps(
+            {
+                "object_ids": [str(i) for i in outcome.object_ids],
+                "episode_ids": [str(i) for i in outcome.episode_ids],
+                "observation_ids": [str(i) for i in outcome.observation_ids],
+                "repair_markers": len(outcome.repair_markers),
+            }
+        )
+    )
+
+
+async def demo(settings: Settings, questions: Sequence[str]) -> None:
+    """``charmem demo``: ingest the bundled sample conversation, then recall ``questions``."""
+    provider = embedding_provider(settings)
+    sample = resources.files("charmem_cli") / "data" / "sample-conversation.json"
+    with resources.as_file(sample) as path:
+        report = await ingest_locomo(
+            [path], settings, collection="demo", per_file=False, include_facts=True, provider=provider
+        )
+    print(
+        f"ingested {report['objects']} objects in {report['seconds']:.1f} s "
+        f"({report['embedding_seconds']:.1f} s embedding) into collection 'demo'\n"
+    )
+    async with CharacterMemory.open(settings, "demo", embedding_provider=provider) as memory:
+        for question in questions:
+            pack = await memory.retrieve(RetrievalContext(query=question, max_items=6))
+            print_pack(pack)
+            counter = pack.token_counter.name if pack.token_counter else "whitespace"
+            print(f"\n  rendered for the prompt (at most 120 tokens, counted by {counter}):")
+            for line in pack.render(max_tokens=120).splitlines():
+                print(f"    {line}")
+            print()

@@ -1,0 +1,113 @@
+"""``repair``: bring a collection back in step with its graph after :func:`~charmem.admin.check`.
+
+Vectors and statistics are derived from the graph, so repair rebuilds them
+(:meth:`~charmem.CharacterMemory.rebuild_vector_index`, :meth:`~charmem.CharacterMemory.rebuild_stats`);
+forgets of episodes written before forgetting reached an episode's parts are completed by
+appending what they lack (:mod:`charmem.usecases.forgetting`). Other graph problems are left
+alone: rebuilding cannot know what a partial batch held.
+"""
+
+from __future__ import annotations
+
+from charmem.admin._report import CheckReport, GraphProblemKind, RepairOutcome
+from charmem.domain.ids import MemoryId
+from charmem.domain.plan import RepairMarker, RepairMarkerType
+from charmem.errors import ConfigurationError, StoreCorruptedError
+from charmem.log import get_logger
+from charmem.memory import CharacterMemory
+from charmem.usecases.forgetting import complete_episode_forgets
+
+__all__ = ["refuse_wiping_derived_data", "repair"]
+
+log = get_logger("charmem.admin")
+
+
+def refuse_wiping_derived_data(report: CheckReport) -> None:
+    """Refuse a repair that would empty vectors or statistics because the graph holds nothing.
+
+    The graph is the authority, but an empty graph beside vectors or statistics is far more
+    likely a lost or replaced graph store (or ``OXIGRAPH_PATH`` pointing elsewhere) than a
+    collection that forgot everything: rebuilding from it would delete the only remaining trace.
+
+    Raises:
+        StoreCorruptedError: the graph holds no object and no link while the vector index holds
+            points or the statistics hold rows.
+    """
+    if report.objects or report.links or not (report.vector_points or report.stats_rows):
+        return
+    raise StoreCorruptedError(
+        f"collection {report.collection!r}: the graph holds nothing while the vector index holds "
+        f"{report.vector_points or 0} points and the statistics {report.stats_rows or 0} rows; "
+        "repairing would delete them, so nothing was changed. The graph store looks lost or "
+        "replaced: restore it (or point OXIGRAPH_PATH / --store at the right one), or restore a "
+        "backup with `charmem import`; to discard these vectors on purpose, run "
+        "`charmem rebuild-vectors --drop`"
+    )
+
+
+async def repair(memory: CharacterMemory, report: CheckReport) -> RepairOutcome:
+    """Repair what ``report`` found: old episode forgets, then vectors and statistics.
+
+    First the forgotten episodes reported as ``EPISODE_PARTS_NOT_FORGOTTEN`` get the
+    suppressions their forget lacks, appended at the original forget's record time with the
+    record ids a forget derives (repairing twice writes nothing new); their vectors leave
+    candidate recall. Then :meth:`CharacterMemory.rebuild_vector_index` runs when the vectors
+    differ (or removing those vectors failed) and :meth:`CharacterMemory.rebuild_stats` when the
+    statistics drifted (or refreshing them failed); each waits for writers. Other graph problems
+    are left alone: rebuilding cannot know what a partial batch held (replay its plan). Check
+    again afterwards to confirm.
+
+    Args:
+        memory: the open collection the report is about.
+        report: a :func:`check` report of it.
+
+    Returns:
+        RepairOutcome: the rebuilds that ran.
+
+    Raises:
+        ConfigurationError: the report is about another collection.
+        StoreCorruptedError: the graph holds nothing while vectors or statistics exist
+            (:func:`refuse_wiping_derived_data`); nothing was changed.
+        BackendError: a store or the embedder failed (run the repair again).
+    """
+    if report.collection != memory.collection:
+        raise ConfigurationError(
+            f"the report is about collection {report.collection!r}, not {memory.collection!r}",
+            key="collection",
+        )
+    refuse_wiping_derived_data(report)
+    suppressed, markers = await _complete_episode_forgets(memory, report)
+    vector_failed = any(isinstance(m, RepairMarker.VectorMaintenance) for m in markers)
+    stats_failed = any(isinstance(m, RepairMarker.StatsMaintenance) for m in markers)
+    rebuild_vectors = vector_failed or not report.vectors_consistent
+    vectors = await memory.rebuild_vector_index() if rebuild_vectors else None
+    rows = await memory.rebuild_stats() if stats_failed or not report.stats_consistent else None
+    log.info(
+        "collection_repaired",
+        collection=memory.collection,
+        suppressed=len(suppressed),
+        vectors=vectors is not None,
+        stats=rows is not None,
+    )
+    return RepairOutcome(vectors=vectors, stats_rows=rows, suppressed_ids=suppressed)
+
+
+async def _complete_episode_forgets(
+    memory: CharacterMemory, report: CheckReport
+) -> tuple[tuple[MemoryId, ...], list[RepairMarkerType]]:
+    """Append the suppressions the report's forgotten episodes lack (writers wait meanwhile)."""
+    episodes = sorted(
+        {p.id for p in report.graph_problems if p.kind is GraphProblemKind.EPISODE_PARTS_NOT_FORGOTTEN}
+    )
+    if not episodes:
+        return (), []
+    stores = memory._lifecycle_stores()
+    async with memory.exclusive():
+        return await complete_episode_forgets(
+            episodes,
+            collection=memory.collection,
+            graph=stores.graph,
+            vectors=stores.vectors,
+            embedder=stores.embedder,
+            stats=stores.stats,
+        )
