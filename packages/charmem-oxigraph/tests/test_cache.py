@@ -292,7 +292,7 @@ async def test_only_small_warm_reads_run_on_the_event_loop(
         hops.append(str(args[0]))  # the read a worker thread runs, by its action
         return await real(func, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_store.asyncio, "to_thread", counting)
+    monkeypatch.setattr(asyncio, "to_thread", counting)
     monkeypatch.setattr(_store, "ON_LOOP_IDS", 3)
     assert await store.get_objects(ids[:3]) == {p.id: p for p in people[:3]}
     assert await store.currency(ids[:3]) == dict.fromkeys(ids[:3], C)
