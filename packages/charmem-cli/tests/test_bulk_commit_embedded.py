@@ -29,7 +29,7 @@ from charmem import (
 )
 from charmem.admin import purge
 from charmem.testing import stores_of
-from charmem_oxigraph import OxigraphGraphStore, _store
+from charmem_oxigraph import OxigraphGraphStore, _reads
 
 WHEN = datetime(2024, 3, 3, 18, 10, tzinfo=UTC)
 
@@ -87,7 +87,7 @@ async def test_a_bulk_commit_with_a_census_refuses_conflicts_and_purged_ids(
         gone = first.observations[3].id
         await purge(memory, [gone])
 
-    monkeypatch.setattr(_store, "CENSUS_MIN_PROBES", 1)
+    monkeypatch.setattr(_reads, "CENSUS_MIN_PROBES", 1)
     async with CharacterMemory.open(embedded_settings, "bulk") as memory:
         graph = stores_of(memory).graph
         assert isinstance(graph, OxigraphGraphStore)

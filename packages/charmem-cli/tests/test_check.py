@@ -135,7 +135,7 @@ def test_an_object_missing_a_required_triple_is_unreadable_and_not_repaired(
         _remove_text_triple(graph, observation)
         report = asyncio.run(check_stores(graph, None, None))
     finally:
-        graph.close_sync()
+        asyncio.run(graph.close())
     unreadable = [p for p in report.graph_problems if p.kind is GraphProblemKind.UNREADABLE]
     assert [str(p.id) for p in unreadable] == [observation]
     assert "not a valid charmem graph" in unreadable[0].detail

@@ -60,7 +60,7 @@ async def _remember_then_forget_the_old_way(store: Path) -> tuple[MemoryId, Memo
             )
         )
     finally:
-        graph.close_sync()
+        await graph.close()
     return episode, observation
 
 

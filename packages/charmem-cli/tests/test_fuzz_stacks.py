@@ -403,7 +403,7 @@ def embedded_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     try:
         yield root
     finally:
-        keeper.close_sync()
+        asyncio.run(keeper.close())
 
 
 def embedded_settings(root: Path) -> Settings:

@@ -45,9 +45,9 @@ HOLDER = textwrap.dedent(
 
 OPENER = textwrap.dedent(
     """
-    import sys
+    import asyncio, sys
     from charmem_oxigraph import OxigraphGraphStore, _registry
-    OxigraphGraphStore.open("locked", path=sys.argv[1], lock_timeout=0.0).close_sync()
+    asyncio.run(OxigraphGraphStore.open("locked", path=sys.argv[1], lock_timeout=0.0).close())
     print("opened")
     """
 )
@@ -128,7 +128,7 @@ async def test_a_refused_open_releases_what_it_had_opened(
         }
     )
     # the graph store exists (a missing one beside existing vectors is refused before opening)
-    (await OxigraphGraphStore.open_async(COLLECTION, path=own_graph)).close_sync()
+    await (await OxigraphGraphStore.open_async(COLLECTION, path=own_graph)).close()
     started = time.monotonic()
     with pytest.raises(StoreLockedError, match="held by another opener"):
         await CharacterMemory.open(settings, COLLECTION)

@@ -17,7 +17,7 @@ from charmem.domain.model import MemoryLink, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.errors import IdConflictError, PurgedMemoryError
 
-from charmem_oxigraph import OxigraphGraphStore, _store
+from charmem_oxigraph import OxigraphGraphStore, _reads
 from charmem_oxigraph._cache import GraphCache
 
 from oxigraph_builders import at, derived, entity, episode, link, observation, record, spy_queries
@@ -27,7 +27,7 @@ C, S, E = CurrencyStatus.CURRENT, CurrencyStatus.SUPERSEDED, CurrencyStatus.SUPP
 
 @pytest.fixture
 def census_always(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_store, "CENSUS_MIN_PROBES", 1)
+    monkeypatch.setattr(_reads, "CENSUS_MIN_PROBES", 1)
 
 
 async def _purge(store: OxigraphGraphStore, memory_id: MemoryId, object_type: ObjectType) -> Tombstone:

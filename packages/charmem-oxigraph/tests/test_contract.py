@@ -21,6 +21,7 @@ from charmem_oxigraph import OxigraphGraphStore
 # share one handle), so only another process is a competing opener.
 COMPETITOR = textwrap.dedent(
     """
+    import asyncio
     import sys
     from charmem.errors import StoreLockedError
     from charmem_oxigraph import OxigraphGraphStore
@@ -30,7 +31,7 @@ COMPETITOR = textwrap.dedent(
     except StoreLockedError as exc:
         print("locked:", exc)
     else:
-        store.close_sync()
+        asyncio.run(store.close())
         print("opened")
     """
 )

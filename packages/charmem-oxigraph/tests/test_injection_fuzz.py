@@ -85,7 +85,7 @@ def persistent_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     try:
         yield path
     finally:
-        keeper.close_sync()
+        asyncio.run(keeper.close())
 
 
 @pytest.fixture(scope="module", params=["in_memory", "persistent", "service"])

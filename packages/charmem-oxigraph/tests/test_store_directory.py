@@ -7,6 +7,7 @@ turned into a store. What an interrupted first open leaves is still opened.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from charmem_oxigraph import OxigraphGraphStore
 
 def _make_store(path: Path) -> None:
     store = OxigraphGraphStore.open("c", path=path)
-    store.close_sync()
+    asyncio.run(store.close())
 
 
 def test_an_interrupted_first_open_is_created_over(tmp_path: Path) -> None:
@@ -27,9 +28,9 @@ def test_an_interrupted_first_open_is_created_over(tmp_path: Path) -> None:
         (path / name).write_text(text)
     store = OxigraphGraphStore.open("c", path=path)
     try:
-        assert store.statement_count_sync() == 0
+        assert asyncio.run(store.statement_count()) == 0
     finally:
-        store.close_sync()
+        asyncio.run(store.close())
 
 
 def test_a_directory_of_other_files_is_refused_and_left_alone(tmp_path: Path) -> None:

@@ -154,6 +154,7 @@ async def test_store_locked_by_another_process_raises_here(tmp_path: Path) -> No
     await writer.close()
     child = _spawn(
         """
+        import asyncio
         import sys
         from charmem_oxigraph import OxigraphGraphStore
         from charmem.domain.ids import MemoryId
@@ -161,9 +162,9 @@ async def test_store_locked_by_another_process_raises_here(tmp_path: Path) -> No
         graph = OxigraphGraphStore.open("test", path=sys.argv[1])
         print("ready", flush=True)
         ids = [MemoryId(line.strip()) for line in sys.stdin.readline().split(",")]
-        for obj in graph.get_objects_sync(ids).values():
+        for obj in asyncio.run(graph.get_objects(ids)).values():
             print(canonical_content(obj), flush=True)
-        graph.close_sync()
+        asyncio.run(graph.close())
         """,
         str(path),
     )
@@ -213,15 +214,15 @@ async def test_from_settings_and_entry_points(tmp_path: Path) -> None:
     assert caught.value.key == "GRAPH_STORE_MODE"
 
 
-def test_in_memory_stores_are_separate() -> None:
+async def test_in_memory_stores_are_separate() -> None:
     first = InMemoryOxigraphGraphStore.open("same")
     second = InMemoryOxigraphGraphStore.open("same")
     try:
-        first.write_batch_sync(_world())
-        assert second.statement_count_sync() == 0
+        await first.write_batch(_world())
+        assert await second.statement_count() == 0
     finally:
-        first.close_sync()
-        second.close_sync()
+        await first.close()
+        await second.close()
 
 
 @pytest.mark.parametrize("name", ["", "Upper", "../escape", "a b", "-lead", "x" * 129, "ümlaut"])
@@ -298,15 +299,15 @@ async def test_a_write_failing_on_its_last_triple_leaves_none_of_the_others(
     store: OxigraphGraphStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The real pyoxigraph load is one transaction: a bad last line stores nothing before it."""
-    from charmem_oxigraph import _logic
+    from charmem_oxigraph import _writing
 
-    real = _logic.plan_write
+    real = _writing.plan_write
 
     def broken_at_the_end(*args: object, **kwargs: object) -> object:
         inserted, existing, lines = real(*args, **kwargs)  # type: ignore[arg-type]
         return inserted, existing, [*lines, "<urn:charmem:x> <urn:charmem:y> not a term ."]
 
-    monkeypatch.setattr(_logic, "plan_write", broken_at_the_end)
+    monkeypatch.setattr(_writing, "plan_write", broken_at_the_end)
     batch = _world()
     with pytest.raises(BackendError):
         await store.write_batch(batch)

@@ -93,7 +93,8 @@ async def test_different_content_conflicts_and_changes_nothing(store: OxigraphGr
 
 
 async def test_changed_link_relation_conflicts(store: OxigraphGraphStore) -> None:
-    """Replacing a derived ``supersedes`` link with another relation is a conflict (DESIGN §4.3)."""
+    """Replacing a derived ``supersedes`` link with another relation is a conflict: stored links never
+    change."""
     old, new = derived(), derived()
     sup = link(new.id, Relation.SUPERSEDES, old.id)
     await store.write_batch(GraphBatch(objects=[old, new], links=[sup]))

@@ -5,8 +5,8 @@ meets a few hundred memories spent most of its time re-reading and re-decoding t
 objects. :class:`GraphCache` keeps, per collection:
 
 * **items**: decoded objects, links and lifecycle records by id, and the stored **kind** of ids.
-  Both are immutable once written (nothing is rewritten or deleted, DESIGN §4), so they are
-  always safe to keep, even when another process writes to the same SPARQL server.
+  Both are immutable once written (stored content is never rewritten; an erasure clears the
+  cache), so they are always safe to keep, even when another process writes to the same SPARQL server.
 * **hints**: the kind a reference IRI read back carried for an id (a link's endpoints, an
   observation's episode, ...): almost always its stored kind, so a first read of that id binds
   one IRI instead of one per kind; a read that does not find the node under its hinted IRI asks
@@ -42,7 +42,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Final, Generic, TypeVar
+from typing import Final
 
 import attrs
 from charmem.domain.graph import LifecycleAction, LifecycleRecord
@@ -51,7 +51,9 @@ from charmem.domain.model import DerivedMemory, MemoryLink, Observation, Relatio
 from charmem.ports import EpisodeTurn
 
 from charmem_oxigraph import _vocab as v
+from charmem_oxigraph._bounded import BoundedMap
 from charmem_oxigraph._codec import StoredItem
+from charmem_oxigraph._currency import NOT_STORED_FACTS, CurrencyFacts, LifecycleIndex
 
 __all__ = ["CENSUS_MAX_ENTRIES", "DEFAULT_MAX_ENTRIES", "PURGED", "CurrencyFacts", "GraphCache"]
 
@@ -71,94 +73,6 @@ def _relation_of(item: StoredItem | None) -> Relation | None:
     return item.relation if isinstance(item, MemoryLink) else None
 
 
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class _Bounded(Generic[K, V]):
-    """A map that forgets its oldest entry beyond ``capacity`` (callers hold the cache lock).
-
-    First in, first out: a hit does not reorder entries, which keeps hits at one dictionary
-    lookup (the hot path does thousands per retrieval); a forgotten entry is just read again.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        self._data: dict[K, V] = {}
-        self._capacity = capacity
-
-    def get(self, key: K) -> V | None:
-        return self._data.get(key)
-
-    def put(self, key: K, value: V) -> None:
-        self._data[key] = value
-        if len(self._data) > self._capacity:
-            del self._data[next(iter(self._data))]
-
-    def pop(self, key: K) -> None:
-        self._data.pop(key, None)
-
-    def clear(self) -> None:
-        self._data.clear()
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
-@attrs.frozen
-class CurrencyFacts:
-    """What currency (DESIGN §4.1) needs about one id, whatever the ``as_of`` view.
-
-    Attributes:
-        stored: the id is stored as a memory object (not absent, not a link or record).
-        suppressed_at: ``recorded_at`` of every ``suppress`` record targeting it.
-        superseded_at: ``created_at`` of every ``supersedes`` link pointing at it.
-    """
-
-    stored: bool
-    suppressed_at: tuple[datetime, ...] = ()
-    superseded_at: tuple[datetime, ...] = ()
-
-
-_STORED: Final = CurrencyFacts(stored=True)
-_NOT_STORED: Final = CurrencyFacts(stored=False)
-
-
-@attrs.define
-class _Lifecycle:
-    """Every ``supersedes`` link of a collection and every ``suppress`` instant, by id."""
-
-    links: dict[MemoryId, MemoryLink] = attrs.field(factory=dict)
-    by_end: dict[MemoryId, list[MemoryId]] = attrs.field(factory=dict)  # endpoint -> link ids
-    suppressed: dict[MemoryId, list[datetime]] = attrs.field(factory=dict)  # target -> instants
-
-    @property
-    def size(self) -> int:
-        return len(self.links) + sum(len(instants) for instants in self.suppressed.values())
-
-    def add_link(self, link: MemoryLink) -> None:
-        if link.id in self.links:
-            return
-        self.links[link.id] = link
-        for end in {link.from_id, link.to_id}:
-            self.by_end.setdefault(end, []).append(link.id)
-
-    def add_suppress(self, target: MemoryId, recorded_at: datetime) -> None:
-        self.suppressed.setdefault(target, []).append(recorded_at)
-
-    def facts(self, memory_id: MemoryId, stored: bool) -> CurrencyFacts:
-        if memory_id not in self.by_end and memory_id not in self.suppressed:  # the common case
-            return _STORED if stored else _NOT_STORED
-        superseded = tuple(
-            link.created_at
-            for link_id in self.by_end.get(memory_id, ())
-            if (link := self.links[link_id]).to_id == memory_id
-        )
-        return CurrencyFacts(stored, tuple(self.suppressed.get(memory_id, ())), superseded)
-
-    def links_of(self, ids: Iterable[MemoryId]) -> dict[MemoryId, MemoryLink]:
-        return {link_id: self.links[link_id] for i in ids for link_id in self.by_end.get(i, ())}
-
-
 class GraphCache:
     """Knowledge of one collection's graph held in this process (module docstring).
 
@@ -176,19 +90,19 @@ class GraphCache:
         self.coherent = coherent
         self._lock = threading.Lock()
         self._generation = 0
-        self._items: _Bounded[MemoryId, StoredItem] = _Bounded(max_entries)
-        self._kinds: _Bounded[MemoryId, str] = _Bounded(max_entries)
-        self._hints: _Bounded[MemoryId, str] = _Bounded(max_entries)
-        self._absent: _Bounded[MemoryId, bool] = _Bounded(max_entries)
+        self._items: BoundedMap[MemoryId, StoredItem] = BoundedMap(max_entries)
+        self._kinds: BoundedMap[MemoryId, str] = BoundedMap(max_entries)
+        self._hints: BoundedMap[MemoryId, str] = BoundedMap(max_entries)
+        self._absent: BoundedMap[MemoryId, bool] = BoundedMap(max_entries)
         # id -> (relations whose links are all listed, ids of those links)
-        self._adjacency: _Bounded[MemoryId, tuple[frozenset[Relation], tuple[MemoryId, ...]]] = _Bounded(
+        self._adjacency: BoundedMap[MemoryId, tuple[frozenset[Relation], tuple[MemoryId, ...]]] = BoundedMap(
             max_entries
         )
-        self._facts: _Bounded[MemoryId, CurrencyFacts] = _Bounded(max_entries)
-        self._turns: _Bounded[MemoryId, tuple[EpisodeTurn, ...]] = _Bounded(max_entries)
+        self._facts: BoundedMap[MemoryId, CurrencyFacts] = BoundedMap(max_entries)
+        self._turns: BoundedMap[MemoryId, tuple[EpisodeTurn, ...]] = BoundedMap(max_entries)
         self._names: tuple[tuple[MemoryId, MemoryId, str], ...] | None = None
         self._max_entries = max_entries
-        self._lifecycle: _Lifecycle | None = None
+        self._lifecycle: LifecycleIndex | None = None
         self._lifecycle_refused = False  # more than max_entries: stays so until clear()
         # census: UUID integer -> stored kind or PURGED, for every item node and tombstone
         self._census: dict[int, str] | None = None
@@ -433,7 +347,7 @@ class GraphCache:
                     if kind is not None:
                         facts = lifecycle.facts(memory_id, stored=kind in v.OBJECT_KINDS)
                     elif self._absent.get(memory_id):
-                        facts = _NOT_STORED
+                        facts = NOT_STORED_FACTS
                 if facts is None:
                     unknown.append(memory_id)
                 else:
@@ -463,7 +377,7 @@ class GraphCache:
             links: every ``supersedes`` link of the collection.
             suppressed: (target id, ``recorded_at``) of every ``suppress`` record.
         """
-        index = _Lifecycle()
+        index = LifecycleIndex()
         for link in links:
             index.add_link(link)
         for target, recorded_at in suppressed:
@@ -564,51 +478,40 @@ class GraphCache:
         with self._lock:
             self._generation += 1
             census = self._census
-            named: list[tuple[MemoryId, MemoryId, str]] = []
             for item in inserted:
                 kind = v.KIND_OF_CLASS[type(item)]
                 self._kinds.put(item.id, kind)
                 self._absent.pop(item.id)
                 if census is not None:
                     census[item.id.value.int] = kind
-            for item in inserted:  # objects first: their facts exist before links add to them
-                if isinstance(item, MemoryLink | LifecycleRecord):
-                    continue
-                if isinstance(item, Observation):
-                    self._turns.pop(item.episode_id)
-                facts = self._facts.get(item.id)
-                if facts is not None:
-                    self._facts.put(item.id, attrs.evolve(facts, stored=True))
-                elif census is not None and item.id.value.int not in self._early:
-                    self._facts.put(item.id, CurrencyFacts(stored=True))
-                if isinstance(item, DerivedMemory) and item.assertions:
-                    named.extend((item.id, a.subject, a.predicate.name) for a in item.assertions)
-            if named and self._names is not None:  # the stored assertions plus this write's
-                self._names = tuple(sorted((*self._names, *named)))  # as names_from_rows sorts
+            # objects first: their facts exist before links and records add to them
+            self._note_objects(
+                [i for i in inserted if not isinstance(i, MemoryLink | LifecycleRecord)], census
+            )
             for item in inserted:
                 if isinstance(item, MemoryLink):
-                    self._add_link(item)
-                    if item.relation is Relation.SUPERSEDES:
-                        self._note_early(census, item.to_id)
-                        if self._lifecycle is not None:
-                            self._lifecycle.add_link(item)
+                    self._note_link(item, census)
                 elif isinstance(item, LifecycleRecord) and item.action is LifecycleAction.SUPPRESS:
-                    self._add_fact(item.target_id, suppressed=item.recorded_at)
-                    self._note_early(census, item.target_id)
-                    if self._lifecycle is not None:
-                        self._lifecycle.add_suppress(item.target_id, item.recorded_at)
-            if census is not None and len(census) > self._census_cap:
-                self._census, self._early = None, set()
-                self._census_floor = max(self._census_floor, self._census_cap)
-            if self._lifecycle is not None and self._lifecycle.size > self._max_entries:
-                self._lifecycle, self._lifecycle_refused = None, True
+                    self._note_suppress(item, census)
+            self._drop_oversized()
 
-    def _note_early(self, census: dict[int, str] | None, target: MemoryId) -> None:
-        # A reference to an id neither stored nor in the write was written under ``object:``.
-        if census is not None and census.get(target.value.int, PURGED) == PURGED:
-            self._early.add(target.value.int)
+    def _note_objects(self, objects: Sequence[StoredItem], census: dict[int, str] | None) -> None:
+        # New objects are stored in their facts; their episodes' turns and the names change.
+        named: list[tuple[MemoryId, MemoryId, str]] = []
+        for item in objects:
+            if isinstance(item, Observation):
+                self._turns.pop(item.episode_id)
+            facts = self._facts.get(item.id)
+            if facts is not None:
+                self._facts.put(item.id, attrs.evolve(facts, stored=True))
+            elif census is not None and item.id.value.int not in self._early:
+                self._facts.put(item.id, CurrencyFacts(stored=True))
+            if isinstance(item, DerivedMemory) and item.assertions:
+                named.extend((item.id, a.subject, a.predicate.name) for a in item.assertions)
+        if named and self._names is not None:  # the stored assertions plus this write's
+            self._names = tuple(sorted((*self._names, *named)))  # as names_from_rows sorts
 
-    def _add_link(self, link: MemoryLink) -> None:
+    def _note_link(self, link: MemoryLink, census: dict[int, str] | None) -> None:
         # The endpoints' adjacency is read again on next use: only decoded links are cached.
         self._adjacency.pop(link.from_id)
         self._adjacency.pop(link.to_id)
@@ -616,6 +519,28 @@ class GraphCache:
             self._turns.pop(link.from_id)
         if link.relation is Relation.SUPERSEDES:
             self._add_fact(link.to_id, superseded=link.created_at)
+            self._note_early(census, link.to_id)
+            if self._lifecycle is not None:
+                self._lifecycle.add_link(link)
+
+    def _note_suppress(self, record: LifecycleRecord, census: dict[int, str] | None) -> None:
+        self._add_fact(record.target_id, suppressed=record.recorded_at)
+        self._note_early(census, record.target_id)
+        if self._lifecycle is not None:
+            self._lifecycle.add_suppress(record.target_id, record.recorded_at)
+
+    def _drop_oversized(self) -> None:
+        # A census or lifecycle index grown beyond its bound is dropped (and not taken again).
+        if self._census is not None and len(self._census) > self._census_cap:
+            self._census, self._early = None, set()
+            self._census_floor = max(self._census_floor, self._census_cap)
+        if self._lifecycle is not None and self._lifecycle.size > self._max_entries:
+            self._lifecycle, self._lifecycle_refused = None, True
+
+    def _note_early(self, census: dict[int, str] | None, target: MemoryId) -> None:
+        # A reference to an id neither stored nor in the write was written under ``object:``.
+        if census is not None and census.get(target.value.int, PURGED) == PURGED:
+            self._early.add(target.value.int)
 
     def _add_fact(
         self, memory_id: MemoryId, *, suppressed: datetime | None = None, superseded: datetime | None = None

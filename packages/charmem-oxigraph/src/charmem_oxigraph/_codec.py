@@ -156,7 +156,7 @@ _FIELDS: Final[dict[type, tuple[_Field, ...]]] = {
 
 _CLASS_OF_KIND: Final[dict[str, type]] = {kind: cls for cls, kind in v.KIND_OF_CLASS.items()}
 
-#: The endpoint kinds a relation implies (DESIGN §3 table), used when an endpoint is not stored yet.
+#: The endpoint kinds a relation implies (from, to), used when an endpoint is not stored yet.
 ENDPOINT_KINDS: Final[dict[Relation, tuple[str | None, str | None]]] = {
     Relation.HAS_OBSERVATION: ("episode", "observation"),
     Relation.INVOLVES: ("episode", "entity"),

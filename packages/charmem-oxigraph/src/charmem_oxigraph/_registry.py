@@ -1,4 +1,4 @@
-"""One pyoxigraph ``Store`` handle per path in a process, shared by reference count (DESIGN §2).
+"""One pyoxigraph ``Store`` handle per path in a process, shared by reference count.
 
 RocksDB allows one read-write opener of a directory; a process therefore keeps one handle per
 path and every collection (one named graph each) shares it. A second *process* gets

@@ -5,28 +5,14 @@ from __future__ import annotations
 import asyncio
 import math
 import weakref
-from collections.abc import Generator, Mapping, Sequence
-from datetime import datetime
-from types import TracebackType
-from typing import BinaryIO, Final
-from urllib.parse import unquote, urlsplit, urlunsplit
+from collections.abc import Generator, Sequence
+from typing import BinaryIO, Final, TypeVar, cast
 
 import httpx
 import tenacity
-from charmem.domain.graph import (
-    GraphBatch,
-    GraphErasure,
-    GraphExport,
-    GraphWriteResult,
-    LifecycleRecord,
-    Tombstone,
-)
-from charmem.domain.ids import MemoryId
-from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
-from charmem.domain.retrieval import CurrencyStatus
+from charmem.domain.graph import GraphBatch, GraphErasure, GraphExport, GraphWriteResult
 from charmem.errors import BackendError, BackupFormatError, CollectionNotEmptyError, ConfigurationError
 from charmem.log import get_logger
-from charmem.ports import EpisodeTurn
 from charmem.settings import Settings, validate_collection_name
 from pyoxigraph import (
     NamedNode,
@@ -40,11 +26,13 @@ from pyoxigraph import (
     serialize,
 )
 
-from charmem_oxigraph import _logic as lg
+from charmem_oxigraph import _http as h
 from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
+from charmem_oxigraph import _writing as wr
 from charmem_oxigraph._cache import GraphCache
-from charmem_oxigraph._codec import CorruptNodeError, StoredItem, reference_kinds
+from charmem_oxigraph._http import BEARER_TOKEN_KEY, DEFAULT_TIMEOUT, PASSWORD_KEY, TIMEOUT_KEY, USERNAME_KEY
+from charmem_oxigraph._reads import CachedGraphStore, GraphReader, Plan
 
 __all__ = [
     "BEARER_TOKEN_KEY",
@@ -55,19 +43,11 @@ __all__ = [
     "SparqlServiceGraphStore",
 ]
 
-#: Seconds one request (connect, send, answer) may take before it fails with ``BackendError``.
-DEFAULT_TIMEOUT: Final = 10.0
-#: Settings keys read from ``Settings.extra`` (never logged, never in a repr or an error).
-USERNAME_KEY: Final = "SPARQL_USERNAME"
-PASSWORD_KEY: Final = "SPARQL_PASSWORD"  # noqa: S105 - the name of a setting, not a secret
-BEARER_TOKEN_KEY: Final = "SPARQL_BEARER_TOKEN"  # noqa: S105 - the name of a setting
-TIMEOUT_KEY: Final = "SPARQL_TIMEOUT"
-
 _RESULTS_JSON: Final = "application/sparql-results+json"
-_ATTEMPTS: Final = 2  # a request failing before any answer (connection refused or reset) is sent twice
-_RETRY_WAIT: Final = 0.05  # seconds between the two attempts
 
 _log = get_logger("charmem_oxigraph.service")
+
+T = TypeVar("T")
 
 # One writer lock per (event loop, update endpoint, graph): every store object of a collection in
 # this process serialises its check-then-write on it. asyncio locks belong to one loop.
@@ -81,105 +61,7 @@ def _write_lock(update_endpoint: str, graph: str) -> asyncio.Lock:
     return locks.setdefault((update_endpoint, graph), asyncio.Lock())
 
 
-def _display(endpoint: str) -> str:
-    """The endpoint without any user-info (``user:password@``) it may carry."""
-    parts = urlsplit(endpoint)
-    if "@" not in parts.netloc:
-        return endpoint
-    netloc = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-def _route(endpoint: str, auth: httpx.Auth | None) -> tuple[str, httpx.Auth | None]:
-    """The URL to request and the authentication to send with it.
-
-    User-info in an endpoint URL (``http://user:password@host/query``) becomes HTTP basic
-    authentication (percent-decoded; an explicit ``auth`` wins) and is removed from the URL that is
-    requested, so it never reaches a log line (``httpx`` logs every request URL at INFO).
-    """
-    parts = urlsplit(endpoint)
-    if "@" not in parts.netloc:
-        return endpoint, auth
-    if auth is None:
-        auth = httpx.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
-    return _display(endpoint), auth
-
-
-def _check_endpoint(endpoint: str, key: str) -> str:
-    parts = urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigurationError(
-            f"{key}={_display(endpoint)!r} is not an http(s) URL; give the SPARQL endpoint's full URL, "
-            "e.g. http://127.0.0.1:7878/query",
-            key=key,
-        )
-    return endpoint
-
-
-class _BearerAuth(httpx.Auth):
-    """``Authorization: Bearer <token>``; the token never appears in a repr."""
-
-    def __init__(self, token: str) -> None:
-        self._token = token
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = f"Bearer {self._token}"
-        yield request
-
-    def __repr__(self) -> str:
-        return "_BearerAuth(token=***)"
-
-
-def _auth_from_settings(extra: Mapping[str, str]) -> httpx.Auth | None:
-    def value(key: str) -> str | None:
-        raw = extra.get(key)
-        return raw.strip() if raw is not None and raw.strip() else None
-
-    username, password, token = value(USERNAME_KEY), value(PASSWORD_KEY), value(BEARER_TOKEN_KEY)
-    if token is not None and (username is not None or password is not None):
-        raise ConfigurationError(
-            f"set either {BEARER_TOKEN_KEY} or {USERNAME_KEY}/{PASSWORD_KEY}, not both",
-            key=BEARER_TOKEN_KEY,
-        )
-    if token is not None:
-        return _BearerAuth(token)
-    if (username is None) != (password is None):
-        missing = PASSWORD_KEY if password is None else USERNAME_KEY
-        raise ConfigurationError(
-            f"{missing} is required with {USERNAME_KEY if missing == PASSWORD_KEY else PASSWORD_KEY} "
-            "(HTTP basic authentication)",
-            key=missing,
-        )
-    if username is not None and password is not None:
-        return httpx.BasicAuth(username, password)
-    return None
-
-
-def _timeout_from_settings(extra: Mapping[str, str]) -> float:
-    raw = extra.get(TIMEOUT_KEY)
-    if raw is None or not raw.strip():
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigurationError(
-            f"{TIMEOUT_KEY}={raw!r} must be a positive number of seconds", key=TIMEOUT_KEY
-        )
-    return value
-
-
-def _retryable(exc: BaseException) -> bool:
-    """A failure before the server answered anything (refused, reset): safe to send again.
-
-    Reads are idempotent and an ``INSERT DATA`` of the same quads is too (RDF graphs are sets),
-    so both may be sent twice. Timeouts are not retried: the time budget is spent.
-    """
-    return isinstance(exc, httpx.TransportError) and not isinstance(exc, httpx.TimeoutException)
-
-
-class SparqlServiceGraphStore:
+class SparqlServiceGraphStore(CachedGraphStore):
     """The graph authority of one collection on a SPARQL 1.1 protocol server (``service`` mode).
 
     Implements :class:`charmem.ports.GraphStore` with the same RDF layout, SPARQL reads and
@@ -230,13 +112,13 @@ class SparqlServiceGraphStore:
         client: httpx.AsyncClient | None = None,
     ) -> None:
         self._collection = validate_collection_name(collection)
-        self._query_endpoint = _check_endpoint(query_endpoint, "SPARQL_QUERY_ENDPOINT")
-        self._update_endpoint = _check_endpoint(update_endpoint or query_endpoint, "SPARQL_UPDATE_ENDPOINT")
+        self._query_endpoint = h.check_endpoint(query_endpoint, "SPARQL_QUERY_ENDPOINT")
+        self._update_endpoint = h.check_endpoint(update_endpoint or query_endpoint, "SPARQL_UPDATE_ENDPOINT")
         if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
             raise ConfigurationError(f"timeout must be a positive number of seconds, not {timeout!r}")
         self._auth = auth
         self._routes = {
-            endpoint: _route(endpoint, auth) for endpoint in (self._query_endpoint, self._update_endpoint)
+            endpoint: h.route(endpoint, auth) for endpoint in (self._query_endpoint, self._update_endpoint)
         }
         self._timeout = float(timeout)
         self._owns_client = client is None
@@ -247,6 +129,7 @@ class SparqlServiceGraphStore:
         self._graph = NamedNode(self._graph_iri)
         # Only immutable knowledge (decoded items, stored kinds): other processes may write.
         self._cache = GraphCache(coherent=False)
+        self._graph_reader = GraphReader(self._cache, self._graph_iri)
 
     # -- construction -------------------------------------------------------------------------
 
@@ -281,8 +164,8 @@ class SparqlServiceGraphStore:
             collection,
             query_endpoint=settings.sparql_query_endpoint,
             update_endpoint=settings.sparql_update_endpoint,
-            auth=_auth_from_settings(settings.extra),
-            timeout=_timeout_from_settings(settings.extra),
+            auth=h.auth_from_settings(settings.extra),
+            timeout=h.timeout_from_settings(settings.extra),
         )
 
     def for_collection(self, collection: str) -> SparqlServiceGraphStore:
@@ -308,24 +191,14 @@ class SparqlServiceGraphStore:
     # -- properties ---------------------------------------------------------------------------
 
     @property
-    def collection(self) -> str:
-        """The collection name."""
-        return self._collection
-
-    @property
-    def graph_iri(self) -> str:
-        """The collection's named graph, ``urn:charmem:collection:<name>``."""
-        return self._graph_iri
-
-    @property
     def query_endpoint(self) -> str:
         """The query endpoint (user-info removed)."""
-        return _display(self._query_endpoint)
+        return h.display(self._query_endpoint)
 
     @property
     def update_endpoint(self) -> str:
         """The update endpoint (user-info removed)."""
-        return _display(self._update_endpoint)
+        return h.display(self._update_endpoint)
 
     @property
     def timeout(self) -> float:
@@ -368,12 +241,12 @@ class SparqlServiceGraphStore:
             BackendError: no answer in time, unreachable, an error status, or closed.
         """
         client = self._http()
-        shown = _display(endpoint)
+        shown = h.display(endpoint)
         headers = {"Content-Type": content_type, "Accept": accept}
         retrying = tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception(_retryable),
-            stop=tenacity.stop_after_attempt(_ATTEMPTS),
-            wait=tenacity.wait_fixed(_RETRY_WAIT),
+            retry=tenacity.retry_if_exception(h.retryable),
+            stop=tenacity.stop_after_attempt(h.ATTEMPTS),
+            wait=tenacity.wait_fixed(h.RETRY_WAIT),
             reraise=True,
         )
         try:
@@ -437,52 +310,36 @@ class SparqlServiceGraphStore:
             self._update_endpoint, action, update.encode("utf-8"), "application/sparql-update", "*/*"
         )
 
-    def _corrupt(self, exc: CorruptNodeError) -> BackendError:
+    def _corrupt(self, exc: ValueError) -> BackendError:
         return BackendError(
             f"stored data of collection {self._collection!r} at {self.query_endpoint} is not a valid "
             f"charmem graph ({exc}); check the store with charmem's admin tools"
         )
 
-    async def _read_items(
-        self, ids: Sequence[MemoryId], kinds: Sequence[str], action: str
-    ) -> dict[MemoryId, StoredItem]:
-        """The stored items among ``ids`` (stored as one of ``kinds``): cached, the rest in one query."""
-        found, unknown = self._cache.items(ids)
-        if unknown:
-            known = self._cache.kinds(unknown)
-            hinted = self._cache.hints(i for i in unknown if i not in known)
-            iris = lg.node_iris(unknown, {**hinted, **known}, kinds)
-            try:
-                nodes = lg.nodes_from_rows(await self._select(q.nodes(self._graph_iri, iris), action))
-                missed = [i for i in hinted if i not in nodes]
-                if missed:  # not under the kind a reference suggested: try every other kind
-                    retry = q.nodes(self._graph_iri, lg.retry_iris(missed, hinted, kinds))
-                    nodes.update(lg.nodes_from_rows(await self._select(retry, action)))
-                read = lg.decode_nodes(nodes)
-            except CorruptNodeError as exc:
-                raise self._corrupt(exc) from exc
-            self._cache.remember_items(self._cache.generation(), read)
-            self._cache.remember_hints(reference_kinds(nodes.values()))
-            found.update(read)
-        return found
+    def _reader(self) -> GraphReader:
+        return self._graph_reader
 
-    # -- the GraphStore port ------------------------------------------------------------------
+    async def _read(self, action: str, plan: Plan[T], size: int = 0) -> T:
+        """Run ``plan``, one query request per query it yields (``size`` is not used)."""
+        try:
+            query = next(plan)
+            while True:
+                query = plan.send(await self._select(query, action))
+        except StopIteration as done:
+            return cast(T, done.value)
+        except ValueError as exc:  # stored data that does not decode (CorruptNodeError, an instant)
+            raise self._corrupt(exc) from exc
+
+    # -- the GraphStore port: writes and administration ----------------------------------------
 
     async def write_batch(self, batch: GraphBatch) -> GraphWriteResult:
-        """Store a batch atomically: check, then at most one ``INSERT DATA`` request.
+        """See :meth:`charmem.ports.GraphStore.write_batch`: at most one ``INSERT DATA`` request.
 
-        Under this process's writer lock of the collection, each id of the batch is looked up as
-        an object, link or record of any type (one query); equal content is skipped, any
-        different content refuses the whole batch; the new items are sent in one update request,
-        which the server applies entirely or not at all. Acknowledged writes are as durable as
-        the server makes them.
-
-        Args:
-            batch: objects, links and lifecycle records.
-
-        Returns:
-            GraphWriteResult: ids inserted and ids already stored with equal content, in batch
-            order.
+        Under this process's writer lock of the collection, the batch's ids and the ids they
+        reference are looked up (any kind, one query); equal content is skipped, any different
+        content refuses the whole batch; the new items are sent in one update request, which the
+        server applies entirely or not at all. Acknowledged writes are as durable as the server
+        makes them.
 
         Raises:
             PurgedMemoryError: an id of the batch was purged; nothing was written.
@@ -494,13 +351,11 @@ class SparqlServiceGraphStore:
         """
         if not (batch.objects or batch.links or batch.records):
             return GraphWriteResult()
-        prepared = lg.prepare_batch(batch)
+        prepared = wr.prepare_batch(batch)
         async with _write_lock(self._update_endpoint, self._graph_iri):
-            found = await self._read_items(prepared.lookup, lg.STORED_KINDS, "write a batch")
-            stored = {i: found[i] for i in prepared.items if i in found}
-            kinds = {i: v.KIND_OF_CLASS[type(item)] for i, item in found.items()}
-            purged = set(await self.tombstones(list(prepared.items)))
-            inserted, existing, lines = lg.plan_write(prepared, stored, kinds, purged)
+            inserted, existing, lines = await self._read(
+                "write a batch", self._graph_reader.check_write(prepared)
+            )
             if lines:
                 await self._insert(lines)
         _log.debug(
@@ -511,196 +366,13 @@ class SparqlServiceGraphStore:
         )
         return GraphWriteResult(inserted_ids=tuple(inserted), existing_ids=tuple(existing))
 
-    def hint_object_types(self, types: Mapping[MemoryId, ObjectType]) -> None:
-        """As :meth:`charmem_oxigraph.OxigraphGraphStore.hint_object_types` (no request is sent).
-
-        Args:
-            types: object type by id.
-        """
-        if not self.closed:
-            self._cache.remember_hints(lg.kind_hints(types))
-
-    async def get_objects(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryObject]:
-        """Objects stored under ``ids``; absent ids (and ids of links) are missing from the dict.
-
-        Args:
-            ids: ids to look up.
-
-        Returns:
-            dict[MemoryId, MemoryObject]: equal to what was written, in request order.
-
-        Raises:
-            BackendError: the server failed or stored triples are not a valid object.
-        """
-        wanted = lg.unique(ids)
-        return lg.objects_only(wanted, await self._read_items(wanted, v.OBJECT_KINDS, "read objects"))
-
-    async def get_links(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryLink]:
-        """Links stored under ``ids``; absent ids are missing from the dict.
-
-        Raises:
-            BackendError: the server failed or stored triples are not a valid link.
-        """
-        wanted = lg.unique(ids)
-        return lg.links_only(wanted, await self._read_items(wanted, ("link",), "read links"))
-
-    async def get_records(self, target_ids: Sequence[MemoryId]) -> list[LifecycleRecord]:
-        """Lifecycle records about ``target_ids``, ordered by (``recorded_at``, ``id``).
-
-        Raises:
-            BackendError: the server failed or a stored record is not valid.
-        """
-        wanted = lg.unique(target_ids)
-        if not wanted:
-            return []
-        query = q.records_about(self._graph_iri, lg.iris(wanted, v.NODE_KINDS))
-        rows = await self._select(query, "read lifecycle records")
-        try:
-            return lg.records_from_rows(rows)
-        except CorruptNodeError as exc:
-            raise self._corrupt(exc) from exc
-
-    async def links_of(
-        self,
-        ids: Sequence[MemoryId],
-        *,
-        relations: Sequence[Relation] | None = None,
-    ) -> list[MemoryLink]:
-        """Links whose ``from_id`` or ``to_id`` is in ``ids`` (optionally of ``relations``).
-
-        Returns:
-            list[MemoryLink]: each matching link once, ordered by link id.
-
-        Raises:
-            BackendError: the server failed or a stored link is not valid.
-        """
-        wanted = lg.unique(ids)
-        if not wanted or (relations is not None and not relations):
-            return []
-        chosen = None if relations is None else tuple(dict.fromkeys(Relation(r) for r in relations))
-        iris = lg.endpoint_iris(wanted, self._cache.kinds(wanted), chosen)
-        rows = await self._select(q.links_of(self._graph_iri, iris, lg.relation_iris(chosen)), "read links")
-        try:
-            links, hints = lg.links_and_hints(rows)
-        except CorruptNodeError as exc:
-            raise self._corrupt(exc) from exc
-        self._cache.remember_items(self._cache.generation(), {link.id: link for link in links})
-        self._cache.remember_hints(hints)
-        return links
-
-    async def currency(
-        self, ids: Sequence[MemoryId], *, as_of: datetime | None = None
-    ) -> dict[MemoryId, CurrencyStatus]:
-        """Currency of stored objects (DESIGN §4.1): suppressed beats superseded.
-
-        Args:
-            ids: memories to classify.
-            as_of: record time of the view (timezone-aware), or ``None`` for now.
-
-        Returns:
-            dict[MemoryId, CurrencyStatus]: one status per stored object among ``ids``.
-
-        Raises:
-            ValueError: ``as_of`` is naive.
-            BackendError: the server failed or a stored instant is not valid.
-        """
-        lg.check_as_of(as_of)
-        wanted = lg.unique(ids)
-        if not wanted:
-            return {}
-        iris = lg.currency_iris(wanted, self._cache.kinds(wanted))
-        rows = await self._select(q.currency(self._graph_iri, iris), "read currency")
-        try:
-            return lg.currency_from_facts(wanted, lg.facts_from_rows(wanted, rows), as_of)
-        except ValueError as exc:
-            raise BackendError(
-                f"a stored instant of collection {self._collection!r} is not valid: {exc}"
-            ) from exc
-
-    async def episode_turns(self, episode_ids: Sequence[MemoryId]) -> dict[MemoryId, list[EpisodeTurn]]:
-        """The turns of each episode (:class:`charmem.ports.EpisodeTurnReader`), in one query.
-
-        Reads only the order fields of the episodes' observations (never cached: other processes
-        may add turns).
-
-        Returns:
-            dict[MemoryId, list[EpisodeTurn]]: one turn per ``has_observation`` link from the
-            episode to a stored observation of it; episodes without turns are missing.
-
-        Raises:
-            BackendError: the server failed or a stored turn is not valid.
-        """
-        wanted = lg.unique(episode_ids)
-        if not wanted:
-            return {}
-        iris = lg.episode_turn_iris(wanted, self._cache.kinds(wanted))
-        rows = await self._select(q.episode_turns(self._graph_iri, iris), "read episode turns")
-        try:
-            return lg.turns_from_rows(rows)
-        except CorruptNodeError as exc:
-            raise self._corrupt(exc) from exc
-
-    async def statement_count(self) -> int:
-        """Number of triples in the collection's named graph.
-
-        Raises:
-            BackendError: the server failed.
-        """
-        return lg.count_from_rows(await self._select(q.statement_count(self._graph_iri), "count statements"))
-
-    async def object_ids(self, object_types: Sequence[ObjectType] | None = None) -> list[MemoryId]:
-        """Ids of every stored object (optionally of ``object_types``), sorted (operational tools).
-
-        Raises:
-            BackendError: the server failed.
-        """
-        query = q.typed_nodes(self._graph_iri, lg.class_iris(object_types))
-        return lg.ids_from_rows(await self._select(query, "list object ids"))
-
-    async def link_ids(self) -> list[MemoryId]:
-        """Ids of every stored link, sorted (operational tools).
-
-        Raises:
-            BackendError: the server failed.
-        """
-        query = q.typed_nodes(self._graph_iri, [v.VOCAB + v.CLASS_OF_KIND["link"]])
-        return lg.ids_from_rows(await self._select(query, "list link ids"))
-
-    async def name_assertions(self) -> list[tuple[MemoryId, MemoryId, str]]:
-        """Every stored ``KnownAs`` assertion as ``(belief_id, subject_id, name)``, sorted.
-
-        Raises:
-            BackendError: the server failed.
-        """
-        return lg.names_from_rows(await self._select(q.name_assertions(self._graph_iri), "read names"))
-
-    async def tombstones(self, ids: Sequence[MemoryId] | None = None) -> dict[MemoryId, Tombstone]:
-        """Tombstones of purged objects among ``ids`` (``None``: all of the collection), by id.
-
-        Returns:
-            dict[MemoryId, Tombstone]: in request order (all: sorted by id).
-
-        Raises:
-            BackendError: the server failed or a tombstone is not valid.
-        """
-        wanted = None if ids is None else lg.unique(ids)
-        if wanted is not None and not wanted:
-            return {}
-        iris = None if wanted is None else lg.iris(wanted, v.OBJECT_KINDS)
-        rows = await self._select(q.tombstones(self._graph_iri, iris), "read tombstones")
-        try:
-            found = lg.tombstones_from_rows(rows)
-        except CorruptNodeError as exc:
-            raise self._corrupt(exc) from exc
-        return found if wanted is None else {i: found[i] for i in wanted if i in found}
-
     async def erase(self, erasure: GraphErasure) -> None:
-        """Remove objects, links and records and write tombstones in one update request.
+        """See :meth:`charmem.ports.GraphStore.erase`: one update request.
 
-        See :meth:`charmem.ports.GraphStore.erase`. Under this process's writer lock of the
-        collection: one query for the ids that are tombstones already (skipped), then one SPARQL
-        update request (``DELETE ... ; INSERT DATA``), which a SPARQL 1.1 server applies
-        atomically. What the server keeps of deleted data (journals, snapshots) is its own matter.
+        Under this process's writer lock of the collection: one query for the ids that are
+        tombstones already (skipped), then one SPARQL update request (``DELETE ... ; INSERT
+        DATA``), which a SPARQL 1.1 server applies atomically. What the server keeps of deleted
+        data (journals, snapshots) is its own matter.
 
         Raises:
             BackendError: the server failed; nothing was erased (or, if the answer was lost after
@@ -709,9 +381,7 @@ class SparqlServiceGraphStore:
         if not len(erasure):
             return
         async with _write_lock(self._update_endpoint, self._graph_iri):
-            ids = [t.id for t in erasure.tombstones]
-            already = set(await self.tombstones(ids)) if ids else set()
-            update = lg.erase_update(self._graph, erasure, already)
+            update = await self._read("erase purged memories", self._graph_reader.erase_update(erasure))
             if update is not None:
                 await self._update(update, "erase purged memories")
                 # cached items are assumed never to change: an erasure breaks that. Another
@@ -773,10 +443,10 @@ class SparqlServiceGraphStore:
                 written.
             BackendError: the server failed; nothing written.
         """
-        lg.check_media_type(media_type)
+        wr.check_media_type(media_type)
         try:
             quads = await asyncio.to_thread(
-                lambda: list(lg.check_dump(parse(source, RdfFormat.N_QUADS), self._graph))
+                lambda: list(wr.check_dump(parse(source, RdfFormat.N_QUADS), self._graph))
             )
         except SyntaxError as exc:
             raise BackupFormatError(f"the graph dump is not valid N-Quads: {exc}") from exc
@@ -814,14 +484,3 @@ class SparqlServiceGraphStore:
                 _log.debug(
                     "sparql_client_close_failed", collection=self._collection, error=type(exc).__name__
                 )
-
-    async def __aenter__(self) -> SparqlServiceGraphStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

@@ -5,23 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
-from typing import Any, BinaryIO, Final
+from typing import Any, BinaryIO, Final, TypeVar, cast
 
-from charmem.domain.graph import (
-    GraphBatch,
-    GraphErasure,
-    GraphExport,
-    GraphWriteResult,
-    LifecycleRecord,
-    Tombstone,
-)
-from charmem.domain.ids import MemoryId
-from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
-from charmem.domain.retrieval import CurrencyStatus
+from charmem.domain.graph import GraphBatch, GraphErasure, GraphExport, GraphWriteResult
 from charmem.errors import (
     BackendError,
     BackupFormatError,
@@ -30,19 +18,17 @@ from charmem.errors import (
     ConfigurationError,
 )
 from charmem.log import get_logger
-from charmem.ports import EpisodeTurn
 from charmem.settings import Settings, validate_collection_name
 from pyoxigraph import NamedNode, QuerySolution, QuerySolutions, RdfFormat, parse, serialize
 
 from charmem_oxigraph import _disk, _registry
-from charmem_oxigraph import _logic as lg
-from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
+from charmem_oxigraph import _writing as wr
 from charmem_oxigraph._cache import GraphCache
-from charmem_oxigraph._codec import CorruptNodeError, StoredItem, reference_kinds
+from charmem_oxigraph._codec import CorruptNodeError
+from charmem_oxigraph._reads import CachedGraphStore, GraphReader, Plan
 
 __all__ = [
-    "CENSUS_MIN_PROBES",
     "ON_LOOP_IDS",
     "InMemoryOxigraphGraphStore",
     "OxigraphGraphStore",
@@ -54,17 +40,12 @@ __all__ = [
 #: which uses the cache too, so the event loop is never blocked for long.
 ON_LOOP_IDS: Final = 2048
 
-#: A read that would probe at least this many IRIs (ids of unknown kind, one IRI per kind) may
-#: take a census of the collection instead (:meth:`OxigraphGraphStore._take_census`). A census
-#: scans at most as many item nodes as the read would probe, so it never costs much more than the
-#: probe; once held, the writer keeps it, so a small collection (a new one, or one written in
-#: sessions) gets it on its first such read and then answers every later check from memory.
-CENSUS_MIN_PROBES: Final = 64
-
 _log = get_logger("charmem_oxigraph.store")
 
+T = TypeVar("T")
 
-class OxigraphGraphStore:
+
+class OxigraphGraphStore(CachedGraphStore):
     """The graph authority of one collection, stored as one named graph in a pyoxigraph store.
 
     Implements :class:`charmem.ports.GraphStore`. The collection's triples live in the named graph
@@ -73,18 +54,17 @@ class OxigraphGraphStore:
     package README). Collections opened on the same path in one process share one pyoxigraph
     handle (reference counted: the last :meth:`close` releases it) and one writer lock.
 
-    Every port method is ``async`` and runs its pyoxigraph work in a worker thread
-    (:func:`asyncio.to_thread`); each has a blocking twin ending in ``_sync`` for scripts and
-    tools. Each call runs at most one SPARQL query per kind of fact (ids bound with ``VALUES``),
-    never one per id.
+    Every port method is ``async``; the pyoxigraph work runs in a worker thread
+    (:func:`asyncio.to_thread`). Each call runs at most one SPARQL query per kind of fact (ids
+    bound with ``VALUES``), never one per id.
 
-    Reads go through the collection's :class:`~charmem_oxigraph._cache.GraphCache` (one per
-    named graph of the shared handle): decoded objects and links (immutable), ids known absent,
-    adjacency, currency facts and names, which the writer keeps in step with every write. A call
-    the cache answers entirely returns without a worker thread or a query; otherwise only the
-    missing ids are read. Writing to the pyoxigraph store behind this class's back (another
-    ``pyoxigraph.Store`` handle) is not supported. Reads of more than :data:`ON_LOOP_IDS` ids
-    always run in a worker thread.
+    Reads follow the shared plans of :mod:`charmem_oxigraph._reads` over the collection's
+    :class:`~charmem_oxigraph._cache.GraphCache` (one per named graph of the shared handle):
+    decoded objects and links (immutable), ids known absent, adjacency, currency facts and names,
+    which the writer keeps in step with every write. A read the cache answers entirely returns
+    without a worker thread or a query; otherwise only the missing ids are read. Writing to the
+    pyoxigraph store behind this class's back (another ``pyoxigraph.Store`` handle) is not
+    supported. Reads of more than :data:`ON_LOOP_IDS` ids always run in a worker thread.
 
     Build with :meth:`from_settings`, :meth:`open` or :meth:`for_collection`.
     """
@@ -216,16 +196,6 @@ class OxigraphGraphStore:
     # -- properties ---------------------------------------------------------------------------
 
     @property
-    def collection(self) -> str:
-        """The collection name."""
-        return self._collection
-
-    @property
-    def graph_iri(self) -> str:
-        """The collection's named graph, ``urn:charmem:collection:<name>``."""
-        return self._graph_iri
-
-    @property
     def path(self) -> Path | None:
         """The store directory (``None`` for an in-memory store or once closed)."""
         return None if self._shared is None else self._shared.path
@@ -277,96 +247,47 @@ class OxigraphGraphStore:
     def _cache(self) -> GraphCache:
         return self._handle().cache(self._graph_iri)
 
-    def _read_items(self, cache: GraphCache, ids: Sequence[MemoryId]) -> dict[MemoryId, StoredItem]:
-        """The stored items among ``ids``: cached ones, the rest in one query (then cached).
+    def _reader(self) -> GraphReader:
+        return GraphReader(self._cache(), self._graph_iri)
 
-        An id of unknown kind is probed under every kind; when that would bind at least
-        :data:`CENSUS_MIN_PROBES` IRIs, a census of the collection (:meth:`_take_census`) may
-        answer instead.
+    async def _read(self, action: str, plan: Plan[T], size: int) -> T:
+        """Run ``plan`` on the event loop while the cache answers it, its queries in a worker thread.
+
+        A plan about more than :data:`ON_LOOP_IDS` ids runs wholly in the worker thread.
         """
-        found, unknown = cache.items(ids)
-        if unknown:
-            generation = cache.generation()
-            known = cache.kinds(unknown)
-            hinted = cache.hints(i for i in unknown if i not in known)
-            # IRIs to bind: one per id of known or hinted kind, one per kind for the others
-            probes = len(unknown) + (len(unknown) - len(known) - len(hinted)) * (len(lg.STORED_KINDS) - 1)
-            if probes >= CENSUS_MIN_PROBES and self._take_census(cache, probes):
-                return self._read_items(cache, ids)  # every kind is known now
-            iris = lg.node_iris(unknown, {**hinted, **known}, lg.STORED_KINDS)
-            nodes, purged = lg.read_lookup(self._select(q.nodes(self._graph_iri, iris)))
-            missed = [i for i in hinted if i not in nodes]
-            if missed:  # not under the kind a reference suggested: try every other kind
-                retry = lg.retry_iris(missed, hinted, lg.STORED_KINDS)
-                more, more_purged = lg.read_lookup(self._select(q.nodes(self._graph_iri, retry)))
-                nodes.update(more)
-                purged |= more_purged
-            read = lg.decode_nodes(nodes)
-            # Every id not found was read under every kind: absent, unless it is a tombstone.
-            absent = [i for i in unknown if i not in read and i not in purged]
-            cache.remember_items(generation, read, absent=absent)
-            cache.remember_hints(reference_kinds(nodes.values()))
-            found.update(read)
-        return found
+        if size > ON_LOOP_IDS:
+            return await asyncio.to_thread(self._run, action, plan, None)
+        with self._backend_errors(action):
+            try:
+                query = next(plan)
+            except StopIteration as done:
+                return cast(T, done.value)
+        return await asyncio.to_thread(self._run, action, plan, query)
 
-    def _read_lifecycle(self, cache: GraphCache) -> None:
-        """Read the collection's lifecycle index into ``cache`` if it wants it (three queries).
+    def _run(self, action: str, plan: Plan[T], query: str | None) -> T:
+        with self._backend_errors(action):
+            return self._drive(plan, query)
 
-        Every ``supersedes`` link and ``suppress`` instant, unless there are more than the cache
-        keeps (then currency and the supersedes hop keep reading per id).
-        """
-        if not cache.wants_lifecycle():
-            return
-        generation = cache.generation()
-        if lg.lifecycle_size(self._select(q.lifecycle_count(self._graph_iri))) > cache.max_entries:
-            cache.refuse_lifecycle()
-            return
-        links, _hints = lg.links_and_hints(self._select(q.superseding_links(self._graph_iri)))
-        suppressed = lg.suppress_from_rows(self._select(q.suppress_instants(self._graph_iri)))
-        cache.remember_lifecycle(generation, links, suppressed)
+    def _drive(self, plan: Plan[T], query: str | None = None) -> T:
+        """Run ``plan`` to its answer in this thread (``query``: the one it has yielded, if any)."""
+        try:
+            query = next(plan) if query is None else query
+            while True:
+                query = plan.send(self._select(query))
+        except StopIteration as done:
+            return cast(T, done.value)
 
-    def _take_census(self, cache: GraphCache, probes: int) -> bool:
-        """Read the census of the collection (:class:`GraphCache`) instead of ``probes`` lookups.
+    # -- the GraphStore port: writes and administration ----------------------------------------
 
-        Scans at most ``probes`` item nodes (a census costs about as much per node as a probe per
-        IRI); a collection holding more is remembered as too large for censuses of that size.
+    async def write_batch(self, batch: GraphBatch) -> GraphWriteResult:
+        """See :meth:`charmem.ports.GraphStore.write_batch`: check-then-write under the writer lock.
 
-        Returns:
-            bool: whether the cache now holds a census.
-        """
-        limit = cache.census_limit(probes)
-        if not limit:
-            return False
-        generation = cache.generation()
-        rows = self._select(q.census(self._graph_iri, limit + 1))
-        if len(rows) > limit:
-            cache.census_refused(limit)
-            return False
-        census = lg.census_from_rows(rows)
-        early = lg.early_from_rows(self._select(q.early_references(self._graph_iri)))
-        return cache.remember_census(generation, census, early)
-
-    def _read_kinds(self, cache: GraphCache, ids: Sequence[MemoryId]) -> dict[MemoryId, str]:
-        """The stored kinds among ``ids`` (absent ids are missing)."""
-        kinds = cache.kinds(ids)
-        rest = [i for i in ids if i not in kinds]
-        if rest:
-            kinds.update(
-                (i, v.KIND_OF_CLASS[type(item)]) for i, item in self._read_items(cache, rest).items()
-            )
-        return kinds
-
-    # -- blocking implementation --------------------------------------------------------------
-
-    def write_batch_sync(self, batch: GraphBatch) -> GraphWriteResult:
-        """Blocking :meth:`write_batch`.
-
-        Args:
-            batch: objects, links and lifecycle records to store.
-
-        Returns:
-            GraphWriteResult: ids inserted and ids already stored with equal content, in batch
-            order (an id repeated in the batch with equal content is listed once).
+        The batch's ids and the ids they reference are looked up in one read (any kind); equal
+        content (:func:`charmem.domain.rules.content_equal`; records by their canonical form) is
+        skipped, any different content refuses the whole batch. New items are written in one
+        transactional ``Store.load`` of their N-Triples (literals serialised by pyoxigraph).
+        Acknowledged writes survive a process crash (RocksDB write-ahead log); :meth:`close`
+        flushes.
 
         Raises:
             PurgedMemoryError: an id of the batch was purged; nothing was written.
@@ -374,257 +295,44 @@ class OxigraphGraphStore:
                 content; nothing was written.
             BackendError: Oxigraph failed; nothing was written.
         """
+        return await asyncio.to_thread(self._write_batch, batch)
+
+    def _write_batch(self, batch: GraphBatch) -> GraphWriteResult:
         if not (batch.objects or batch.links or batch.records):
             return GraphWriteResult()
-        prepared = lg.prepare_batch(batch)
+        prepared = wr.prepare_batch(batch)
         shared = self._handle()
         with self._backend_errors("write a batch"), shared.write_lock:
             cache = shared.cache(self._graph_iri)
-            stored = self._read_items(cache, list(prepared.items))
-            kinds = {i: v.KIND_OF_CLASS[type(item)] for i, item in stored.items()}
-            kinds.update(self._read_kinds(cache, prepared.lookup[len(prepared.items) :]))
-            purged = set(self.tombstones_sync(list(prepared.items)))
-            inserted, existing, lines = lg.plan_write(prepared, stored, kinds, purged)
+            inserted, existing, lines = self._drive(GraphReader(cache, self._graph_iri).check_write(prepared))
             if lines:
                 # transactional: all triples or none (parsing the text is as fast as taking Quads)
                 shared.store.load("\n".join(lines), RdfFormat.N_TRIPLES, to_graph=self._graph)
             cache.apply_write([prepared.items[i] for i in inserted])
         return GraphWriteResult(inserted_ids=tuple(inserted), existing_ids=tuple(existing))
 
-    def get_objects_sync(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryObject]:
-        """Blocking :meth:`get_objects`.
+    async def erase(self, erasure: GraphErasure) -> None:
+        """See :meth:`charmem.ports.GraphStore.erase`: one SPARQL update (atomic).
 
-        Args:
-            ids: ids to look up.
-
-        Returns:
-            dict[MemoryId, MemoryObject]: stored objects by id (in request order); absent ids and
-            ids of links or records are missing.
-
-        Raises:
-            BackendError: Oxigraph failed or the stored triples are not a valid object.
-        """
-        wanted = lg.unique(ids)
-        with self._backend_errors("read objects"):
-            return lg.objects_only(wanted, self._read_items(self._cache(), wanted))
-
-    def get_links_sync(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryLink]:
-        """Blocking :meth:`get_links`.
-
-        Args:
-            ids: link ids to look up.
-
-        Returns:
-            dict[MemoryId, MemoryLink]: stored links by id (in request order); absent ids are
-            missing.
-
-        Raises:
-            BackendError: Oxigraph failed or the stored triples are not a valid link.
-        """
-        wanted = lg.unique(ids)
-        with self._backend_errors("read links"):
-            return lg.links_only(wanted, self._read_items(self._cache(), wanted))
-
-    def get_records_sync(self, target_ids: Sequence[MemoryId]) -> list[LifecycleRecord]:
-        """Blocking :meth:`get_records`.
-
-        Args:
-            target_ids: the memories whose lifecycle records are wanted.
-
-        Returns:
-            list[LifecycleRecord]: records about any of ``target_ids``, ordered by
-            (``recorded_at``, ``id``).
-
-        Raises:
-            BackendError: Oxigraph failed or a stored record is not valid.
-        """
-        wanted = lg.unique(target_ids)
-        if not wanted:
-            return []
-        with self._backend_errors("read lifecycle records"):
-            rows = self._select(q.records_about(self._graph_iri, lg.iris(wanted, v.NODE_KINDS)))
-            return lg.records_from_rows(rows)
-
-    def links_of_sync(
-        self, ids: Sequence[MemoryId], *, relations: Sequence[Relation] | None = None
-    ) -> list[MemoryLink]:
-        """Blocking :meth:`links_of`.
-
-        Args:
-            ids: endpoints; a link matches when its ``from_id`` or ``to_id`` is one of them.
-            relations: only links of these relations (``None``: every relation).
-
-        Returns:
-            list[MemoryLink]: matching links, each once, ordered by link id.
-
-        Raises:
-            BackendError: Oxigraph failed or a stored link is not valid.
-        """
-        wanted = lg.unique(ids)
-        if not wanted or (relations is not None and not relations):
-            return []
-        chosen = None if relations is None else tuple(dict.fromkeys(Relation(r) for r in relations))
-        with self._backend_errors("read links"):
-            cache = self._cache()
-            found, unknown = cache.links_of(wanted, chosen)
-            if unknown and chosen == (Relation.SUPERSEDES,):
-                self._read_lifecycle(cache)
-                found, unknown = cache.links_of(wanted, chosen)
-            if unknown:
-                generation = cache.generation()
-                iris = lg.endpoint_iris(unknown, cache.kinds(unknown), chosen)
-                links, hints = lg.links_and_hints(
-                    self._select(q.links_of(self._graph_iri, iris, lg.relation_iris(chosen)))
-                )
-                cache.remember_links_of(generation, unknown, chosen, links)
-                cache.remember_hints(hints)
-                found.update((link.id, link) for link in links)
-            return sorted(found.values(), key=lg.BY_LINK_ID)
-
-    def currency_sync(
-        self, ids: Sequence[MemoryId], *, as_of: datetime | None = None
-    ) -> dict[MemoryId, CurrencyStatus]:
-        """Blocking :meth:`currency`.
-
-        Args:
-            ids: memories to classify.
-            as_of: record time of the view (timezone-aware); ``None``: now, every record counts.
-
-        Returns:
-            dict[MemoryId, CurrencyStatus]: the status of each stored object among ``ids`` (in
-            request order); absent ids and ids of links or records are missing.
-
-        Raises:
-            ValueError: ``as_of`` is naive.
-            BackendError: Oxigraph failed or a stored instant is not valid.
-        """
-        lg.check_as_of(as_of)
-        wanted = lg.unique(ids)
-        if not wanted:
-            return {}
-        with self._backend_errors("read currency"):
-            cache = self._cache()
-            found, unknown = cache.currency_facts(wanted)
-            if unknown:
-                self._read_lifecycle(cache)
-                more, unknown = cache.currency_facts(unknown)
-                found.update(more)
-            if unknown:
-                generation = cache.generation()
-                iris = lg.currency_iris(unknown, cache.kinds(unknown))
-                facts = lg.facts_from_rows(unknown, self._select(q.currency(self._graph_iri, iris)))
-                cache.remember_currency_facts(generation, facts)
-                found.update(facts)
-            return lg.currency_from_facts(wanted, found, as_of)
-
-    def episode_turns_sync(self, episode_ids: Sequence[MemoryId]) -> dict[MemoryId, list[EpisodeTurn]]:
-        """Blocking :meth:`episode_turns`.
-
-        Args:
-            episode_ids: the episodes.
-
-        Returns:
-            dict[MemoryId, list[EpisodeTurn]]: turns by episode (episodes without turns missing).
-
-        Raises:
-            BackendError: Oxigraph failed or a stored turn is not valid.
-        """
-        wanted = lg.unique(episode_ids)
-        with self._backend_errors("read episode turns"):
-            cache = self._cache()
-            found, unknown = cache.episode_turns(wanted)
-            if unknown:
-                generation = cache.generation()
-                iris = lg.episode_turn_iris(unknown, cache.kinds(unknown))
-                turns = lg.turns_from_rows(self._select(q.episode_turns(self._graph_iri, iris)))
-                cache.remember_episode_turns(generation, unknown, turns)
-                found.update(turns)
-            return {i: found[i] for i in wanted if i in found}
-
-    def statement_count_sync(self) -> int:
-        """Blocking :meth:`statement_count`.
-
-        Returns:
-            int: the number of triples in the collection's named graph.
-
-        Raises:
-            BackendError: Oxigraph failed.
-        """
-        with self._backend_errors("count statements"):
-            rows = self._select(q.statement_count(self._graph_iri))
-            return lg.count_from_rows(rows)
-
-    def _typed_ids(self, classes: Sequence[str]) -> list[MemoryId]:
-        with self._backend_errors("list node ids"):
-            return lg.ids_from_rows(self._select(q.typed_nodes(self._graph_iri, classes)))
-
-    def object_ids_sync(self, object_types: Sequence[ObjectType] | None = None) -> list[MemoryId]:
-        """Blocking :meth:`object_ids`.
-
-        Raises:
-            BackendError: Oxigraph failed.
-        """
-        return self._typed_ids(lg.class_iris(object_types))
-
-    def name_assertions_sync(self) -> list[tuple[MemoryId, MemoryId, str]]:
-        """Blocking :meth:`name_assertions`.
-
-        Raises:
-            BackendError: Oxigraph failed.
-        """
-        with self._backend_errors("read names"):
-            cache = self._cache()
-            names = cache.names()
-            if names is None:
-                generation = cache.generation()
-                names = lg.names_from_rows(self._select(q.name_assertions(self._graph_iri)))
-                cache.remember_names(generation, names)
-            return names
-
-    def link_ids_sync(self) -> list[MemoryId]:
-        """Blocking :meth:`link_ids`.
-
-        Raises:
-            BackendError: Oxigraph failed.
-        """
-        return self._typed_ids([v.VOCAB + v.CLASS_OF_KIND["link"]])
-
-    def tombstones_sync(self, ids: Sequence[MemoryId] | None = None) -> dict[MemoryId, Tombstone]:
-        """Blocking :meth:`tombstones`.
-
-        Ids the cache knows are not purged (stored, or read as absent) are not looked up.
-
-        Raises:
-            BackendError: Oxigraph failed or a tombstone is not valid.
-        """
-        wanted = None if ids is None else lg.unique(ids)
-        if wanted is not None:
-            clean = self._cache().unpurged(wanted)
-            wanted = [i for i in wanted if i not in clean]
-            if not wanted:
-                return {}
-        iris = None if wanted is None else lg.iris(wanted, v.OBJECT_KINDS)
-        with self._backend_errors("read tombstones"):
-            found = lg.tombstones_from_rows(self._select(q.tombstones(self._graph_iri, iris)))
-        return found if wanted is None else {i: found[i] for i in wanted if i in found}
-
-    def erase_sync(self, erasure: GraphErasure) -> None:
-        """Blocking :meth:`erase`.
+        Runs under the store's writer lock; ids that are already tombstones are skipped. A
+        persistent store is then asked to compact (``Store.optimize``), so erased statements leave
+        RocksDB's data files.
 
         Raises:
             BackendError: Oxigraph failed; nothing was erased.
         """
+        await asyncio.to_thread(self._erase, erasure)
+
+    def _erase(self, erasure: GraphErasure) -> None:
         if not len(erasure):
             return
         shared = self._handle()
         with self._backend_errors("erase purged memories"), shared.write_lock:
-            ids = [t.id for t in erasure.tombstones]
-            already = set(self.tombstones_sync(ids)) if ids else set()
-            update = lg.erase_update(self._graph, erasure, already)
+            cache = shared.cache(self._graph_iri)
+            update = self._drive(GraphReader(cache, self._graph_iri).erase_update(erasure))
             if update is not None:
                 shared.store.update(update)  # one transaction: all of it or nothing
-                # the read cache assumes stored items never change: an erasure breaks that
-                shared.cache(self._graph_iri).clear()
+                cache.clear()  # the read cache assumes stored items never change: an erasure breaks that
         if shared.path is not None:
             # Ask RocksDB to compact now, so the erased statements leave the data files rather than
             # waiting for a later compaction (best effort: the erasure is already committed).
@@ -633,12 +341,17 @@ class OxigraphGraphStore:
             except OSError as exc:
                 _log.warning("oxigraph_optimize_failed", collection=self._collection, error=str(exc))
 
-    def export_graph_sync(self, out: BinaryIO) -> GraphExport:
-        """Blocking :meth:`export_graph`.
+    async def export_graph(self, out: BinaryIO) -> GraphExport:
+        """See :meth:`charmem.ports.GraphStore.export_graph`: the named graph as N-Quads.
+
+        Holds the writer lock while writing, so the dump is one consistent state of this store.
 
         Raises:
             BackendError: Oxigraph failed or ``out`` could not be written.
         """
+        return await asyncio.to_thread(self._export_graph, out)
+
+    def _export_graph(self, out: BinaryIO) -> GraphExport:
         shared = self._handle()
         count = 0
 
@@ -652,26 +365,34 @@ class OxigraphGraphStore:
             serialize(counted(), out, RdfFormat.N_QUADS)
         return GraphExport(media_type=v.DUMP_MEDIA_TYPE, statements=count)
 
-    def import_graph_sync(self, source: BinaryIO, media_type: str) -> int:
-        """Blocking :meth:`import_graph`.
+    async def import_graph(self, source: BinaryIO, media_type: str) -> int:
+        """See :meth:`charmem.ports.GraphStore.import_graph`: N-Quads, in one transaction.
+
+        Every quad must be in this collection's named graph (the dump of a collection of the same
+        name); the parse, the check and the write happen in one ``Store.extend``, so a bad line
+        leaves nothing behind.
 
         Raises:
             CollectionNotEmptyError: the collection holds statements; nothing written.
-            BackupFormatError: not N-Quads of this collection's graph; nothing written.
+            BackupFormatError: another media type, invalid N-Quads, or another graph; nothing
+                written.
             BackendError: Oxigraph failed; nothing written.
         """
-        lg.check_media_type(media_type)
+        return await asyncio.to_thread(self._import_graph, source, media_type)
+
+    def _import_graph(self, source: BinaryIO, media_type: str) -> int:
+        wr.check_media_type(media_type)
         shared = self._handle()
         count = 0
 
         def counted() -> Iterator[Any]:
             nonlocal count
-            for quad in lg.check_dump(parse(source, RdfFormat.N_QUADS), self._graph):
+            for quad in wr.check_dump(parse(source, RdfFormat.N_QUADS), self._graph):
                 count += 1
                 yield quad
 
         with self._backend_errors("import the graph"), shared.write_lock:
-            present = lg.count_from_rows(self._select(q.statement_count(self._graph_iri)))
+            present = self._drive(self._reader().statement_count())
             if present:
                 raise CollectionNotEmptyError(
                     f"collection {self._collection!r} already holds {present} graph statements; "
@@ -686,284 +407,6 @@ class OxigraphGraphStore:
                 raise BackupFormatError(f"the graph dump is not valid N-Quads: {exc}") from exc
         return count
 
-    def close_sync(self) -> None:
-        """Blocking :meth:`close` (idempotent).
-
-        Raises:
-            BackendError: the final flush of a persistent store failed (the handle is released).
-        """
-        shared, self._shared = self._shared, None
-        if shared is not None:
-            _registry.release(shared)
-
-    # -- the GraphStore port ------------------------------------------------------------------
-
-    async def write_batch(self, batch: GraphBatch) -> GraphWriteResult:
-        """Store a batch atomically, check-then-write under the store's writer lock.
-
-        Each id of the batch is looked up as an object, link or record of any type (one query).
-        Equal content (:func:`charmem.domain.rules.content_equal`; records by their canonical
-        form) is skipped; any different content refuses the whole batch. New items are written in
-        one transactional ``Store.load`` of their N-Triples (literals serialised by pyoxigraph).
-        Acknowledged writes survive a process crash (RocksDB write-ahead log); :meth:`close` flushes.
-
-        Args:
-            batch: objects, links and lifecycle records.
-
-        Returns:
-            GraphWriteResult: ids inserted and ids already stored with equal content, in batch
-            order.
-
-        Raises:
-            IdConflictError: an id is stored with different content (``ids`` and ``reasons`` name
-                them); nothing was written.
-            BackendError: Oxigraph failed; nothing was written.
-        """
-        return await asyncio.to_thread(self.write_batch_sync, batch)
-
-    def hint_object_types(self, types: Mapping[MemoryId, ObjectType]) -> None:
-        """Keep the object types candidate recall reported as kind hints (advisory, no I/O).
-
-        Implements :class:`charmem.ports.ObjectTypeHints`: a first read of a hinted id binds its
-        one node IRI instead of one per kind; a wrong hint costs a second query, never another
-        answer. Ignored once the store is closed.
-
-        Args:
-            types: object type by id.
-        """
-        if not self.closed:
-            self._cache().remember_hints(lg.kind_hints(types))
-
-    async def get_objects(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryObject]:
-        """Objects stored under ``ids``; absent ids (and ids of links) are missing from the dict.
-
-        Args:
-            ids: ids to look up.
-
-        Returns:
-            dict[MemoryId, MemoryObject]: equal (``==`` and ``content_equal``) to what was written.
-
-        Raises:
-            BackendError: Oxigraph failed or stored triples are not a valid object.
-        """
-        wanted = lg.unique(ids)
-        if len(wanted) <= ON_LOOP_IDS:
-            found, unknown = self._cache().items(wanted)
-            if not unknown:  # answered by the cache: no worker thread, no query
-                return lg.objects_only(wanted, found)
-        return await asyncio.to_thread(self.get_objects_sync, wanted)
-
-    async def get_links(self, ids: Sequence[MemoryId]) -> dict[MemoryId, MemoryLink]:
-        """Links stored under ``ids``; absent ids are missing from the dict.
-
-        Args:
-            ids: link ids to look up.
-
-        Returns:
-            dict[MemoryId, MemoryLink]: equal to what was written.
-
-        Raises:
-            BackendError: Oxigraph failed or stored triples are not a valid link.
-        """
-        wanted = lg.unique(ids)
-        if len(wanted) <= ON_LOOP_IDS:
-            found, unknown = self._cache().items(wanted)
-            if not unknown:
-                return lg.links_only(wanted, found)
-        return await asyncio.to_thread(self.get_links_sync, wanted)
-
-    async def get_records(self, target_ids: Sequence[MemoryId]) -> list[LifecycleRecord]:
-        """Lifecycle records about ``target_ids``, ordered by (``recorded_at``, ``id``).
-
-        Args:
-            target_ids: the memories whose records are wanted.
-
-        Returns:
-            list[LifecycleRecord]: the records.
-
-        Raises:
-            BackendError: Oxigraph failed or a stored record is not valid.
-        """
-        return await asyncio.to_thread(self.get_records_sync, target_ids)
-
-    async def links_of(
-        self,
-        ids: Sequence[MemoryId],
-        *,
-        relations: Sequence[Relation] | None = None,
-    ) -> list[MemoryLink]:
-        """Links whose ``from_id`` or ``to_id`` is in ``ids`` (optionally of ``relations``).
-
-        Args:
-            ids: endpoints.
-            relations: only these relations (``None``: every relation).
-
-        Returns:
-            list[MemoryLink]: each matching link once, ordered by link id.
-
-        Raises:
-            BackendError: Oxigraph failed or a stored link is not valid.
-        """
-        if ((ids and relations is None) or relations) and len(ids) <= ON_LOOP_IDS:
-            chosen = None if relations is None else tuple(dict.fromkeys(Relation(r) for r in relations))
-            found, unknown = self._cache().links_of(lg.unique(ids), chosen)
-            if not unknown:
-                return sorted(found.values(), key=lg.BY_LINK_ID)
-        return await asyncio.to_thread(self.links_of_sync, ids, relations=relations)
-
-    async def currency(
-        self, ids: Sequence[MemoryId], *, as_of: datetime | None = None
-    ) -> dict[MemoryId, CurrencyStatus]:
-        """Currency of stored objects (DESIGN §4.1): suppressed beats superseded.
-
-        An object is suppressed iff a ``suppress`` lifecycle record targets it, superseded iff a
-        ``supersedes`` link points at it; with ``as_of`` only records with ``recorded_at <= as_of``
-        and links with ``created_at <= as_of`` count. Implements
-        :func:`charmem.domain.rules.is_current`.
-
-        Args:
-            ids: memories to classify.
-            as_of: record time of the view (timezone-aware), or ``None`` for now.
-
-        Returns:
-            dict[MemoryId, CurrencyStatus]: one status per stored object among ``ids``; absent
-            ids (and links, records) are missing.
-
-        Raises:
-            ValueError: ``as_of`` is naive.
-            BackendError: Oxigraph failed.
-        """
-        lg.check_as_of(as_of)
-        wanted = lg.unique(ids)
-        if len(wanted) <= ON_LOOP_IDS:
-            found, unknown = self._cache().currency_facts(wanted)
-            if not unknown:
-                return lg.currency_from_facts(wanted, found, as_of)
-        return await asyncio.to_thread(self.currency_sync, wanted, as_of=as_of)
-
-    async def episode_turns(self, episode_ids: Sequence[MemoryId]) -> dict[MemoryId, list[EpisodeTurn]]:
-        """The turns of each episode (:class:`charmem.ports.EpisodeTurnReader`), in one query.
-
-        Reads only the order fields of the episodes' observations (not whole links and objects)
-        and keeps each episode's turns in the cache until a write adds an observation or a
-        ``has_observation`` link to it.
-
-        Args:
-            episode_ids: the episodes.
-
-        Returns:
-            dict[MemoryId, list[EpisodeTurn]]: one turn per ``has_observation`` link from the
-            episode to a stored observation of it; episodes without turns are missing.
-
-        Raises:
-            BackendError: Oxigraph failed or a stored turn is not valid.
-        """
-        wanted = lg.unique(episode_ids)
-        if len(wanted) <= ON_LOOP_IDS:
-            found, unknown = self._cache().episode_turns(wanted)
-            if not unknown:
-                return found
-        return await asyncio.to_thread(self.episode_turns_sync, wanted)
-
-    async def statement_count(self) -> int:
-        """Number of triples in the collection's named graph.
-
-        Returns:
-            int: a count (other collections of the store are not counted).
-
-        Raises:
-            BackendError: Oxigraph failed.
-        """
-        return await asyncio.to_thread(self.statement_count_sync)
-
-    async def object_ids(self, object_types: Sequence[ObjectType] | None = None) -> list[MemoryId]:
-        """Ids of every stored object of the collection (optionally of ``object_types``), sorted.
-
-        For operational tools (rebuilding vectors and stats, checks), never for recall.
-
-        Raises:
-            BackendError: Oxigraph failed.
-        """
-        return await asyncio.to_thread(self.object_ids_sync, object_types)
-
-    async def name_assertions(self) -> list[tuple[MemoryId, MemoryId, str]]:
-        """Every stored ``KnownAs`` assertion as ``(belief_id, subject_id, name)``, sorted.
-
-        Raises:
-            BackendError: Oxigraph failed.
-        """
-        names = self._cache().names()
-        if names is not None:
-            return names
-        return await asyncio.to_thread(self.name_assertions_sync)
-
-    async def link_ids(self) -> list[MemoryId]:
-        """Ids of every stored link of the collection, sorted.
-
-        Raises:
-            BackendError: Oxigraph failed.
-        """
-        return await asyncio.to_thread(self.link_ids_sync)
-
-    async def tombstones(self, ids: Sequence[MemoryId] | None = None) -> dict[MemoryId, Tombstone]:
-        """Tombstones of purged objects among ``ids`` (``None``: all of the collection), by id.
-
-        A tombstone is the node ``urn:charmem:<kind>:<uuid>`` of the purged object, reduced to
-        ``rdf:type vocab:Tombstone`` and ``vocab:purgedAt``.
-
-        Returns:
-            dict[MemoryId, Tombstone]: in request order (all: sorted by id).
-
-        Raises:
-            BackendError: Oxigraph failed or a tombstone is not valid.
-        """
-        if ids is not None and len(ids) <= ON_LOOP_IDS and len(self._cache().unpurged(ids)) == len(set(ids)):
-            return {}  # every id is known stored or absent: no worker thread, no query
-        return await asyncio.to_thread(self.tombstones_sync, ids)
-
-    async def erase(self, erasure: GraphErasure) -> None:
-        """Remove objects, links and records and write tombstones in one SPARQL update (atomic).
-
-        See :meth:`charmem.ports.GraphStore.erase`. Runs under the store's writer lock; ids that
-        are already tombstones are skipped. A persistent store is then asked to compact
-        (``Store.optimize``), so erased statements leave RocksDB's data files.
-
-        Raises:
-            BackendError: Oxigraph failed; nothing was erased.
-        """
-        await asyncio.to_thread(self.erase_sync, erasure)
-
-    async def export_graph(self, out: BinaryIO) -> GraphExport:
-        """Write the collection's named graph as N-Quads (``application/n-quads``) to ``out``.
-
-        Holds the writer lock while writing, so the dump is one consistent state of this store.
-
-        Returns:
-            GraphExport: the media type and the number of quads written.
-
-        Raises:
-            BackendError: Oxigraph failed or ``out`` could not be written.
-        """
-        return await asyncio.to_thread(self.export_graph_sync, out)
-
-    async def import_graph(self, source: BinaryIO, media_type: str) -> int:
-        """Load an N-Quads dump of this collection into it while it is empty, in one transaction.
-
-        Every quad must be in this collection's named graph (the dump of a collection of the same
-        name); the parse, the check and the write happen in one ``Store.extend``, so a bad line
-        leaves nothing behind.
-
-        Returns:
-            int: quads loaded.
-
-        Raises:
-            CollectionNotEmptyError: the collection holds statements; nothing written.
-            BackupFormatError: another media type, invalid N-Quads, or another graph; nothing
-                written.
-            BackendError: Oxigraph failed; nothing written.
-        """
-        return await asyncio.to_thread(self.import_graph_sync, source, media_type)
-
     async def close(self) -> None:
         """Release this collection's use of the store; the last user flushes and unlocks it.
 
@@ -972,18 +415,12 @@ class OxigraphGraphStore:
         Raises:
             BackendError: the final flush failed (the handle is released anyway).
         """
-        await asyncio.to_thread(self.close_sync)
+        await asyncio.to_thread(self._close)
 
-    async def __aenter__(self) -> OxigraphGraphStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+    def _close(self) -> None:
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            _registry.release(shared)
 
 
 class PersistentOxigraphGraphStore(OxigraphGraphStore):

@@ -1,0 +1,154 @@
+"""Which node IRIs a read binds for an id: one when its stored kind is known, else one per kind.
+
+Every node of a collection is ``urn:charmem:<kind>:<uuid>``; a reference to an id written before
+the id was stored carries the kind its field or relation declares, or ``object``. These pure
+functions turn ids (and what the cache knows of their kinds) into the IRIs a query's ``VALUES``
+block binds (:mod:`charmem_oxigraph._queries`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import ObjectType, Relation
+
+from charmem_oxigraph import _vocab as v
+from charmem_oxigraph._codec import ENDPOINT_KINDS
+
+__all__ = [
+    "STORED_KINDS",
+    "class_iris",
+    "currency_iris",
+    "endpoint_iris",
+    "episode_turn_iris",
+    "iris",
+    "kind_hints",
+    "node_iris",
+    "relation_iris",
+    "retry_iris",
+    "unique",
+]
+
+#: Kinds an id of a batch item may already be stored as (ids are unique across all of them).
+STORED_KINDS: Final = (*v.OBJECT_KINDS, "link", "record")
+
+
+def unique(ids: Iterable[MemoryId]) -> list[MemoryId]:
+    """``ids`` without repeats, first occurrence order."""
+    return list(dict.fromkeys(ids))
+
+
+def iris(ids: Iterable[MemoryId], kinds: Sequence[str]) -> list[str]:
+    """Every IRI ``urn:charmem:<kind>:<id>`` an id may be stored or referenced under."""
+    return [v.node_iri(kind, memory_id) for memory_id in ids for kind in kinds]
+
+
+def node_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str], kinds: Sequence[str]) -> list[str]:
+    """The IRIs a stored node of each id may have: its own when its kind is known, else every kind.
+
+    A stored node's subject IRI always carries its stored kind, so one IRI per known id suffices.
+
+    Args:
+        ids: ids to look up.
+        known: stored kinds already known (:meth:`charmem_oxigraph._cache.GraphCache.kinds`).
+        kinds: the kinds an id of unknown kind may be stored as.
+    """
+    return [
+        v.node_iri(kind, memory_id)
+        for memory_id in ids
+        for kind in ((known[memory_id],) if memory_id in known else kinds)
+    ]
+
+
+def kind_hints(types: Mapping[MemoryId, ObjectType]) -> dict[MemoryId, str]:
+    """The stored kinds ``types`` suggest (:class:`charmem.ports.ObjectTypeHints`).
+
+    An object type's value is the ``<kind>`` segment of its node IRI, so a read of such an id
+    binds one IRI; a wrong hint is retried under every other kind (:func:`retry_iris`).
+
+    Raises:
+        ValueError: a value is not an :class:`~charmem.domain.model.ObjectType`.
+    """
+    return {memory_id: ObjectType(object_type).value for memory_id, object_type in types.items()}
+
+
+def retry_iris(missed: Iterable[MemoryId], hinted: Mapping[MemoryId, str], kinds: Sequence[str]) -> list[str]:
+    """The IRIs left to try for ids not found under their hinted kind: every other kind.
+
+    Args:
+        missed: ids read under ``hinted[id]`` and not found.
+        hinted: the kind each was read under (:meth:`charmem_oxigraph._cache.GraphCache.hints`).
+        kinds: the kinds an id of unknown kind may be stored as.
+    """
+    return [
+        v.node_iri(kind, memory_id) for memory_id in missed for kind in kinds if kind != hinted[memory_id]
+    ]
+
+
+#: Kinds a reference declares for an endpoint (relation table) or a field; an id referenced before
+#: it was stored carries one of these, or ``object`` when nothing declares its kind.
+_DECLARED_ENDPOINT_KINDS: Final[dict[Relation, tuple[str, ...]]] = {
+    relation: tuple(dict.fromkeys(kind for kind in ENDPOINT_KINDS.get(relation, ()) if kind is not None))
+    for relation in Relation
+}
+
+
+def currency_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str]) -> list[str]:
+    """The IRIs under which currency facts about each id may be stored.
+
+    The ``rdf:type`` sits on the node's own IRI; a ``suppress`` record's target and a
+    ``supersedes`` link's ``to`` declare no kind, so a reference written before the id was stored
+    carries ``object``. An id of known kind therefore needs two IRIs; an unknown one every object
+    kind plus ``object`` (links and records have no currency).
+    """
+    return [
+        v.node_iri(kind, memory_id)
+        for memory_id in ids
+        for kind in ((known[memory_id], "object") if memory_id in known else (*v.OBJECT_KINDS, "object"))
+    ]
+
+
+def endpoint_iris(
+    ids: Iterable[MemoryId], known: Mapping[MemoryId, str], relations: Sequence[Relation] | None
+) -> list[str]:
+    """The IRIs a link of ``relations`` (``None``: any) may use for each endpoint id.
+
+    A link refers to an endpoint by the endpoint's stored kind when it was known at write time,
+    else by the kind its relation declares for that side, else ``object``; an id of unknown kind
+    may be any node kind.
+    """
+    declared: dict[str, None] = {}
+    for relation in Relation if relations is None else relations:
+        declared.update(dict.fromkeys(_DECLARED_ENDPOINT_KINDS[Relation(relation)]))
+    return [
+        v.node_iri(kind, memory_id)
+        for memory_id in ids
+        for kind in (
+            tuple(dict.fromkeys((known[memory_id], "object", *declared)))
+            if memory_id in known
+            else v.NODE_KINDS
+        )
+    ]
+
+
+def episode_turn_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str]) -> list[str]:
+    """The IRIs the ``vocab:from`` of a ``has_observation`` link from each episode id may carry.
+
+    The same as :func:`endpoint_iris` for that relation (:func:`charmem_oxigraph._queries.episode_turns`).
+    """
+    return endpoint_iris(ids, known, (Relation.HAS_OBSERVATION,))
+
+
+def relation_iris(relations: Sequence[Relation] | None) -> list[str] | None:
+    """The property IRIs of ``relations`` (``None`` stays ``None``: every relation)."""
+    if relations is None:
+        return None
+    return [v.relation_iri(Relation(relation)) for relation in dict.fromkeys(relations)]
+
+
+def class_iris(object_types: Sequence[ObjectType] | None) -> list[str]:
+    """The RDF classes of ``object_types`` (``None``: every object class)."""
+    kinds = v.OBJECT_KINDS if object_types is None else [ObjectType(t).value for t in object_types]
+    return [v.VOCAB + v.CLASS_OF_KIND[kind] for kind in kinds]

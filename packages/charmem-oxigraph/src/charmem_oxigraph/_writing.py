@@ -1,0 +1,223 @@
+"""The write side both graph stores share, free of I/O: the check of a batch, erasures, dumps.
+
+A write is check-then-write under the collection's writer lock: :func:`prepare_batch` before the
+store is read, :func:`plan_write` once the stored items, kinds and tombstones among the batch's
+ids are known (:meth:`charmem_oxigraph._reads.GraphReader.check_write` reads them), then the
+transport stores the N-Triples lines in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+import attrs
+from charmem.domain.graph import GraphBatch, GraphErasure, LifecycleRecord
+from charmem.domain.ids import ID_ORDER, MemoryId
+from charmem.domain.rules import content_equal
+from charmem.errors import BackupFormatError, IdConflictError, PurgedMemoryError
+from pyoxigraph import Literal, NamedNode, Quad
+
+from charmem_oxigraph import _queries as q
+from charmem_oxigraph import _vocab as v
+from charmem_oxigraph._codec import (
+    StoredItem,
+    encode_item,
+    normalise_for_comparison,
+    record_canonical,
+    referenced_ids,
+)
+
+__all__ = [
+    "PreparedBatch",
+    "check_dump",
+    "check_media_type",
+    "erase_update",
+    "plan_write",
+    "prepare_batch",
+]
+
+
+def _same_content(stored: StoredItem, new: StoredItem) -> bool:
+    if type(stored) is not type(new):
+        return False
+    if isinstance(stored, LifecycleRecord) or isinstance(new, LifecycleRecord):
+        return (
+            isinstance(stored, LifecycleRecord)
+            and isinstance(new, LifecycleRecord)
+            and record_canonical(stored) == record_canonical(new)
+        )
+    return content_equal(normalise_for_comparison(stored), normalise_for_comparison(new))
+
+
+def _kind(item: StoredItem) -> str:
+    return v.KIND_OF_CLASS[type(item)]
+
+
+@attrs.frozen
+class PreparedBatch:
+    """The check half of ``write_batch`` before the store is read.
+
+    Attributes:
+        items: each id of the batch once, with its first item, in batch order.
+        reasons: conflicts found inside the batch itself (id -> reasons).
+        lookup: every id to look up in the store: the batch's ids, then the ids they reference.
+    """
+
+    items: dict[MemoryId, StoredItem]
+    reasons: dict[str, list[str]]
+    lookup: list[MemoryId]
+
+
+def prepare_batch(batch: GraphBatch) -> PreparedBatch:
+    """Deduplicate a batch and list the ids whose stored nodes the write must see.
+
+    Args:
+        batch: objects, links and lifecycle records.
+
+    Returns:
+        PreparedBatch: the unique items, in-batch conflicts and the ids to look up.
+    """
+    reasons: dict[str, list[str]] = {}
+    items: dict[MemoryId, StoredItem] = {}
+    for item in (*batch.objects, *batch.links, *batch.records):
+        first = items.setdefault(item.id, item)
+        if first is not item and not _same_content(first, item):
+            reasons.setdefault(str(item.id), []).append(
+                "the batch holds this id twice with different content"
+            )
+    references = {ref for item in items.values() for ref in referenced_ids(item)} - items.keys()
+    return PreparedBatch(items, reasons, [*items, *sorted(references, key=ID_ORDER)])
+
+
+def plan_write(
+    prepared: PreparedBatch,
+    stored: Mapping[MemoryId, StoredItem],
+    stored_kinds: Mapping[MemoryId, str],
+    purged: set[MemoryId] | None = None,
+) -> tuple[list[MemoryId], list[MemoryId], list[str]]:
+    """Compare a prepared batch with what is stored and build the triples of the new items.
+
+    Args:
+        prepared: from :func:`prepare_batch`.
+        stored: the stored items among the batch's ids (decoded:
+            :func:`charmem_oxigraph._logic.decode_nodes`).
+        stored_kinds: the stored kind of every id of ``prepared.lookup`` that is stored (ids
+            the batch references resolve to their stored node's IRI).
+        purged: the tombstoned ids among ``prepared.lookup`` (:func:`charmem_oxigraph._logic.read_lookup`).
+
+    Returns:
+        tuple: (inserted ids, ids already stored with equal content, N-Triples lines to write
+        into the collection's graph, :func:`charmem_oxigraph._codec.encode_item`), ids in batch
+        order.
+
+    Raises:
+        PurgedMemoryError: an id of the batch was purged; nothing may be written.
+        IdConflictError: an id is stored (as any kind) or repeated in the batch with different
+            content; nothing may be written.
+    """
+    refused = sorted(str(memory_id) for memory_id in prepared.items if memory_id in (purged or ()))
+    if refused:
+        raise PurgedMemoryError(
+            f"{len(refused)} id(s) of the batch were purged and cannot be written again, e.g. "
+            f"{refused[0]}; nothing was written",
+            ids=refused,
+        )
+    reasons = {key: list(value) for key, value in prepared.reasons.items()}
+    inserted: list[MemoryId] = []
+    existing: list[MemoryId] = []
+    for memory_id, item in prepared.items.items():
+        old = stored.get(memory_id)
+        if old is None:
+            inserted.append(memory_id)
+        elif _same_content(old, item):
+            existing.append(memory_id)
+        elif _kind(old) != _kind(item):
+            reasons.setdefault(str(memory_id), []).append(
+                f"id {memory_id} is already stored as a {_kind(old)}, not a {_kind(item)}; "
+                "ids are unique across objects, links and records"
+            )
+        else:
+            reasons.setdefault(str(memory_id), []).append(
+                f"{_kind(item)} {memory_id} is already stored with different content"
+            )
+    if reasons:
+        raise IdConflictError(
+            f"{len(reasons)} id(s) of the batch are already stored with different content; "
+            "nothing was written. Use new ids, or replay exactly the stored content",
+            ids=sorted(reasons),
+            reasons=reasons,
+        )
+    known = {memory_id: _kind(item) for memory_id, item in prepared.items.items()}
+    resolved: dict[tuple[MemoryId, str | None], str] = {}
+
+    def resolve(memory_id: MemoryId, declared: str | None) -> str:
+        term = resolved.get((memory_id, declared))
+        if term is None:
+            kind = known.get(memory_id) or stored_kinds.get(memory_id) or declared or "object"
+            term = resolved[memory_id, declared] = f"<{v.node_iri(kind, memory_id)}>"
+        return term
+
+    lines = [line for memory_id in inserted for line in encode_item(prepared.items[memory_id], resolve)]
+    return inserted, existing, lines
+
+
+def erase_update(graph: NamedNode, erasure: GraphErasure, already: set[MemoryId]) -> str | None:
+    """The SPARQL update applying ``erasure`` (``None``: nothing to do).
+
+    Args:
+        graph: the collection's named graph.
+        erasure: tombstones, link ids and record ids.
+        already: ids that are tombstones already (skipped: an erasure can be applied again).
+
+    Returns:
+        str | None: one update request (:func:`charmem_oxigraph._queries.erase`).
+    """
+    tombstones = [t for t in erasure.tombstones if t.id not in already]
+    if not (tombstones or erasure.link_ids or erasure.record_ids):
+        return None
+    objects = [v.node_iri(t.object_type.value, t.id) for t in tombstones]
+    tombstone_class, purged_at = f"<{v.TOMBSTONE_CLASS}>", f"<{v.VOCAB}{v.PURGED_AT}>"
+    datetime_type = NamedNode(v.XSD + "dateTime")
+    lines = [
+        line
+        for t, iri in zip(tombstones, objects, strict=True)
+        for line in (
+            f"<{iri}> <{v.RDF_TYPE}> {tombstone_class} .",
+            f"<{iri}> {purged_at} {Literal(t.purged_at.isoformat(), datatype=datetime_type)} .",
+        )
+    ]
+    return q.erase(
+        graph.value,
+        objects,
+        [v.node_iri("link", i) for i in erasure.link_ids],
+        [v.node_iri("record", i) for i in erasure.record_ids],
+        lines,
+    )
+
+
+def check_media_type(media_type: str) -> None:
+    """Refuse a dump format the Oxigraph graph stores do not read.
+
+    Raises:
+        BackupFormatError: ``media_type`` is not :data:`charmem_oxigraph._vocab.DUMP_MEDIA_TYPE`.
+    """
+    if media_type != v.DUMP_MEDIA_TYPE:
+        raise BackupFormatError(
+            f"Oxigraph graph stores read {v.DUMP_MEDIA_TYPE!r} dumps, not {media_type!r}; restore the "
+            "backup into the kind of graph store that made it"
+        )
+
+
+def check_dump(quads: Iterable[Quad], graph: NamedNode) -> Iterator[Quad]:
+    """Pass ``quads`` through, refusing any outside the collection's named graph.
+
+    Raises:
+        BackupFormatError: a quad belongs to another graph (a dump of another collection).
+    """
+    for quad in quads:
+        if quad.graph_name != graph:
+            raise BackupFormatError(
+                f"the dump holds statements of graph {quad.graph_name}, not of this collection's graph "
+                f"{graph.value}; restore a backup into the collection it was made from"
+            )
+        yield quad
