@@ -26,7 +26,7 @@ from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 import attrs
 
 from charmem.clock import SystemClock
-from charmem.composition import load_adapter, load_token_counter
+from charmem.composition import load_factory, load_token_counter
 from charmem.domain.drafts import LinkDraft, RememberDrafts, RememberInput
 from charmem.domain.lifecycle import (
     CorrectMemoryDraft,
@@ -86,15 +86,8 @@ _READ_OPERATIONS: Final = frozenset({"prepare", "validate_plan", "retrieve"})
 
 
 async def _build_adapter(port: str, mode: str, *args: Any, **kwargs: Any) -> Any:
-    """Build an adapter with ``from_settings_async`` if it has one.
-
-    Otherwise ``from_settings`` runs in a worker thread (it may block on files or locks).
-    """
-    factory = load_adapter(port, mode)
-    opener = getattr(factory, "from_settings_async", None)
-    if opener is not None:
-        return await opener(*args, **kwargs)
-    return await asyncio.to_thread(lambda: factory.from_settings(*args, **kwargs))
+    """Open an adapter through the factory its entry point names (from the caller's loop)."""
+    return await load_factory(port, mode).open(*args, **kwargs)
 
 
 def _positive_seconds(value: object, name: str) -> float:
@@ -414,12 +407,7 @@ class CharacterMemory:
             embedder: EmbeddingProvider
             if embedding_provider is None:
                 settings.require_embedding_keys()
-                factory = load_adapter("embedder", settings.embedding_provider)
-                opener = getattr(factory, "from_settings_async", None)
-                if opener is not None:
-                    embedder = await opener(settings)
-                else:
-                    embedder = await asyncio.to_thread(factory.from_settings, settings)
+                embedder = await load_factory("embedder", settings.embedding_provider).open(settings)
             else:
                 embedder = embedding_provider
             opened: list[Any] = []
