@@ -102,14 +102,14 @@ def test_bad_numbers_are_value_errors(kwargs: dict[str, Any]) -> None:
 
 def test_entry_point_and_from_settings() -> None:
     (entry_point,) = entry_points(group="charmem.embedders", name="local")
-    cls = entry_point.load()
-    assert cls is LocalEmbeddingProvider
-    provider = cls.from_settings(Settings.from_mapping({"EMBEDDING_PROVIDER": "local"}))
+    factory = entry_point.load()
+    assert factory.adapter is LocalEmbeddingProvider
+    provider = factory.build(Settings.from_mapping({"EMBEDDING_PROVIDER": "local"}))
     assert provider.model_id == MINILM_ID
     assert provider.vector_size == 384
     bad = Settings.from_mapping({"EMBEDDING_PROVIDER": "local", "LOCAL_EMBEDDING_MODEL": "no-such-model"})
     with pytest.raises(ConfigurationError, match="LOCAL_EMBEDDING_MODEL='no-such-model'"):
-        cls.from_settings(bad, "some-collection")
+        factory.build(bad, "some-collection")
 
 
 # -- the real model, offline ---------------------------------------------------------------------

@@ -81,7 +81,7 @@ def openai_settings(**extra: str) -> Settings:
 
 def test_entry_point_names_the_provider() -> None:
     found = {ep.name: ep for ep in entry_points(group="charmem.embedders")}
-    assert found["openai"].load() is OpenAIEmbeddingProvider
+    assert found["openai"].load().adapter is OpenAIEmbeddingProvider
 
 
 @pytest.mark.parametrize(

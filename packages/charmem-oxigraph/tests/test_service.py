@@ -87,7 +87,7 @@ async def recorded(sparql_server: OxigraphServer) -> AsyncIterator[tuple[SparqlS
 
 def test_entry_point_names_the_service_store() -> None:
     found = {ep.name: ep for ep in entry_points(group="charmem.graph_stores")}
-    assert found["service"].load() is SparqlServiceGraphStore
+    assert found["service"].load().adapter is SparqlServiceGraphStore
 
 
 def test_from_settings_reads_endpoints_and_timeout() -> None:

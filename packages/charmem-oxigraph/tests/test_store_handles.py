@@ -191,11 +191,11 @@ async def test_store_locked_by_another_process_raises_here(tmp_path: Path) -> No
 
 async def test_from_settings_and_entry_points(tmp_path: Path) -> None:
     found = {ep.name: ep for ep in entry_points(group="charmem.graph_stores")}
-    assert found["persistent"].load() is PersistentOxigraphGraphStore
-    assert found["in_memory"].load() is InMemoryOxigraphGraphStore
+    assert found["persistent"].load().adapter is PersistentOxigraphGraphStore
+    assert found["in_memory"].load().adapter is InMemoryOxigraphGraphStore
 
-    persistent = found["persistent"].load().from_settings(_settings("persistent", tmp_path / "p"), "c1")
-    in_memory = found["in_memory"].load().from_settings(_settings("in_memory", tmp_path / "m"), "c1")
+    persistent = found["persistent"].load().build(_settings("persistent", tmp_path / "p"), "c1")
+    in_memory = found["in_memory"].load().build(_settings("in_memory", tmp_path / "m"), "c1")
     try:
         assert persistent.path == (tmp_path / "p").resolve()
         assert in_memory.path is None

@@ -472,7 +472,7 @@ def test_from_settings_rejects_a_malformed_lexical_cue(root: Path) -> None:
 
 def test_entry_point_names_the_embedded_index() -> None:
     found = {ep.name: ep for ep in entry_points(group="charmem.vector_indexes")}
-    assert found["embedded"].load() is EdgeVectorIndex
+    assert found["embedded"].load().adapter is EdgeVectorIndex
 
 
 async def test_index_satisfies_the_port(index: EdgeVectorIndex) -> None:

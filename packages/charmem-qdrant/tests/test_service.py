@@ -444,7 +444,7 @@ def _service_settings(connection: str, **extra: str) -> Settings:
 
 def test_entry_point_names_the_service_index() -> None:
     found = {ep.name: ep for ep in entry_points(group="charmem.vector_indexes")}
-    assert found["service"].load() is QdrantServiceVectorIndex
+    assert found["service"].load().adapter is QdrantServiceVectorIndex
 
 
 @pytest.mark.parametrize(

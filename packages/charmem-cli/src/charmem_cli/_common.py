@@ -141,8 +141,8 @@ def require_graph_store(settings: Settings, collection: str) -> None:
 
     Opening a memory creates its stores, so ``recall``, ``export``, ``purge`` and
     ``rebuild-vectors`` on a mistyped ``--store`` would otherwise leave new, empty stores behind
-    and answer as if the collection were empty. Adapters without the ``exists_from_settings``
-    hook (servers, in-memory stores) are not checked.
+    and answer as if the collection were empty. Stores whose adapter factory cannot tell
+    (``exists`` answers ``None``: servers, in-memory stores) are not checked.
 
     Args:
         settings: the deployment settings.
@@ -152,10 +152,9 @@ def require_graph_store(settings: Settings, collection: str) -> None:
         ConfigurationError: the persistent graph store is missing (``key="OXIGRAPH_PATH"``), or
             the collection name is not allowed.
     """
-    from charmem.composition import load_adapter
+    from charmem.composition import load_factory
 
-    exists = getattr(load_adapter("graph", settings.graph_store_mode), "exists_from_settings", None)
-    if exists is not None and not exists(settings, collection):
+    if load_factory("graph", settings.graph_store_mode).exists(settings, collection) is False:
         raise ConfigurationError(
             f"there is no graph store for GRAPH_STORE_MODE={settings.graph_store_mode!r} at "
             f"{settings.oxigraph_path}; nothing was created (point OXIGRAPH_PATH or --store at an "
@@ -190,14 +189,11 @@ async def _require_graph_collection(settings: Settings, collection: str) -> None
         ConfigurationError: no shard and no statement in the collection's graph
             (``key="collection"``).
     """
-    from charmem.composition import load_adapter
+    from charmem.composition import load_factory
 
-    shard = getattr(load_adapter("vectors", settings.vector_store_mode), "exists_from_settings", None)
-    if shard is None or shard(settings, collection):
+    if load_factory("vectors", settings.vector_store_mode).exists(settings, collection) is not False:
         return
-    graph = await asyncio.to_thread(
-        load_adapter("graph", settings.graph_store_mode).from_settings, settings, collection
-    )
+    graph = await load_factory("graph", settings.graph_store_mode).open(settings, collection)
     try:
         statements = await graph.statement_count()
     finally:

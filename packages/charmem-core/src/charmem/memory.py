@@ -1,32 +1,32 @@
-"""The facades: :class:`CharacterMemory` (async) and :class:`SyncCharacterMemory` (blocking).
+"""The async facade :class:`CharacterMemory`; :class:`SyncCharacterMemory` is its blocking twin.
 
-DESIGN §2::
+::
 
     memory = await CharacterMemory.open(settings, "my-assistant-memory")
     async with CharacterMemory.open(settings, "my-assistant-memory", embedding_provider=p) as memory:
         ...
     with SyncCharacterMemory.open(settings, "my-assistant-memory") as memory:
         ...
+
+How a memory is opened is in :mod:`charmem._opening`, how its operations in flight and its
+close are tracked in :mod:`charmem._flight`, the blocking facade in :mod:`charmem._sync`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import inspect
-import math
-import threading
-import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
-from numbers import Integral
+from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Any, Concatenate, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import attrs
 
+from charmem._checks import check_embedding_provider, positive_seconds
+from charmem._flight import DEFAULT_CLOSE_TIMEOUT_S, InFlight, operation
+from charmem._opening import OpenOptions, opening
+from charmem._sync import SyncCharacterMemory
 from charmem.clock import SystemClock
-from charmem.composition import load_adapter, load_token_counter
 from charmem.domain.drafts import LinkDraft, RememberDrafts, RememberInput
 from charmem.domain.lifecycle import (
     CorrectMemoryDraft,
@@ -43,7 +43,7 @@ from charmem.domain.plan import (
     RememberWritePlan,
 )
 from charmem.domain.retrieval import ContinuityContextPack, RetrievalContext
-from charmem.errors import CharmemError, ConfigurationError, DraftValidationError, MemoryNotOpenedError
+from charmem.errors import ConfigurationError, DraftValidationError
 from charmem.log import get_logger
 from charmem.ports import (
     Clock,
@@ -57,172 +57,25 @@ from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S, Settings, validate_col
 from charmem.tokens import WhitespaceTokenCounter
 from charmem.usecases.commit import commit_plan, rebuild_stats
 from charmem.usecases.lifecycle import LifecycleStores, correct_memory, forget_memory, link_memories
-from charmem.usecases.maintenance import (
-    ProgressCallback,
-    VectorRebuildReport,
-    drop_vector_index,
-    ensure_vectors_match_graph,
-    rebuild_vector_index,
-    refuse_vectors_without_graph,
-    stats_lost_beside_graph,
-)
+from charmem.usecases.maintenance import ProgressCallback, VectorRebuildReport, rebuild_vector_index
 from charmem.usecases.planning import build_plan
 from charmem.usecases.retrieval import retrieve_pack
 from charmem.usecases.validation import validate
 
-__all__ = ["CharacterMemory", "SyncCharacterMemory", "check_embedding_provider"]
+if TYPE_CHECKING:
+    from charmem._opening import _Opening
+
+__all__ = [
+    "DEFAULT_CLOSE_TIMEOUT_S",
+    "CharacterMemory",
+    "MemoryStores",
+    "SyncCharacterMemory",
+    "check_embedding_provider",
+]
 
 log = get_logger("charmem.memory")
 T = TypeVar("T")
 P = ParamSpec("P")
-
-#: Seconds :meth:`CharacterMemory.close` waits for operations in flight before cancelling them:
-#: long enough for a commit whose embedding batches each take up to a few seconds.
-DEFAULT_CLOSE_TIMEOUT_S: Final = 30.0
-#: Seconds close then gives the operations it cancelled to unwind before closing the stores.
-_CANCEL_GRACE_S: Final = 5.0
-#: Facade operations that never write: one cancelled by close wrote nothing.
-_READ_OPERATIONS: Final = frozenset({"prepare", "validate_plan", "retrieve"})
-
-
-async def _build_adapter(port: str, mode: str, *args: Any, **kwargs: Any) -> Any:
-    """Build an adapter with ``from_settings_async`` if it has one.
-
-    Otherwise ``from_settings`` runs in a worker thread (it may block on files or locks).
-    """
-    factory = load_adapter(port, mode)
-    opener = getattr(factory, "from_settings_async", None)
-    if opener is not None:
-        return await opener(*args, **kwargs)
-    return await asyncio.to_thread(lambda: factory.from_settings(*args, **kwargs))
-
-
-def _positive_seconds(value: object, name: str) -> float:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
-        return float(value)
-    raise ConfigurationError(f"{name} must be a positive number of seconds, not {value!r}", key=name)
-
-
-def _is_async_callable(function: object) -> bool:
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
-        getattr(function, "__call__", None)  # noqa: B004 - an object with an async __call__
-    )
-
-
-def check_embedding_provider(provider: object) -> EmbeddingProvider:
-    """Refuse an object that does not implement :class:`~charmem.ports.EmbeddingProvider`.
-
-    Checked before anything is opened, so a wrong object fails at once with what it lacks
-    instead of an ``AttributeError`` or ``TypeError`` in the middle of a write: ``model_id`` a
-    non-empty str, ``vector_size`` an int >= 1, ``embed_documents`` and ``embed_query`` async
-    methods (``async def``). The vectors it answers are checked at each call.
-
-    Args:
-        provider: the object given as ``embedding_provider`` / ``embedder``.
-
-    Returns:
-        EmbeddingProvider: ``provider`` itself.
-
-    Raises:
-        ConfigurationError: something is missing or of the wrong kind; the message names every
-            problem (``key="embedding_provider"``).
-    """
-    problems: list[str] = []
-    for attribute, wanted in (("model_id", "a non-empty str"), ("vector_size", "an int >= 1")):
-        try:
-            value = getattr(provider, attribute)
-        except AttributeError:
-            problems.append(f"it has no {attribute} ({wanted})")
-            continue
-        except Exception as exc:  # noqa: BLE001 - reported as the problem
-            problems.append(f"reading its {attribute} raised {type(exc).__name__}")
-            continue
-        if attribute == "model_id":
-            fits = isinstance(value, str) and bool(value.strip())
-        else:
-            fits = isinstance(value, Integral) and not isinstance(value, bool) and int(value) >= 1
-        if not fits:
-            problems.append(f"its {attribute} is {value!r}, not {wanted}")
-    for method in ("embed_documents", "embed_query"):
-        function = getattr(provider, method, None)
-        if function is None:
-            problems.append(f"it has no {method} method (an async def)")
-        elif not _is_async_callable(function):
-            problems.append(f"its {method} is not an async def")
-    if problems:
-        raise ConfigurationError(
-            f"the embedding provider {type(provider).__name__} is not an EmbeddingProvider: "
-            f"{'; '.join(problems)} (see charmem.ports.EmbeddingProvider)",
-            key="embedding_provider",
-        )
-    return provider  # type: ignore[return-value]
-
-
-class _Opening:
-    """What :meth:`CharacterMemory.open` returns: awaitable and an async context manager.
-
-    It is not the memory: any other use (``CharacterMemory.open(...).remember``) raises
-    :class:`~charmem.errors.MemoryNotOpenedError` saying to ``await`` it, and one never awaited
-    nor entered warns (``RuntimeWarning``) when collected, as a coroutine does.
-    """
-
-    def __init__(self, build: Callable[[], Coroutine[Any, Any, CharacterMemory]]) -> None:
-        self._build = build
-        self._memory: CharacterMemory | None = None
-        self._used = False
-
-    def _factory(self) -> Coroutine[Any, Any, CharacterMemory]:
-        """The opening coroutine (awaited once, by ``await``, ``async with`` or the sync facade)."""
-        self._used = True
-        return self._build()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        self._used = True  # the error says it all; no second warning when collected
-        raise MemoryNotOpenedError(
-            f"CharacterMemory.open(...) returns an opener, not the memory, so it has no {name!r}: "
-            "write `memory = await CharacterMemory.open(...)` or "
-            "`async with CharacterMemory.open(...) as memory:`"
-        )
-
-    def __del__(self) -> None:
-        if not getattr(self, "_used", True):
-            warnings.warn(
-                "CharacterMemory.open(...) was never awaited, so nothing was opened: write "
-                "`memory = await CharacterMemory.open(...)` or `async with CharacterMemory.open(...) "
-                "as memory:`",
-                RuntimeWarning,
-                stacklevel=2,
-                source=self,
-            )
-
-    def __enter__(self) -> None:
-        self._used = True
-        raise MemoryNotOpenedError(
-            "CharacterMemory.open(...) is asynchronous: write `async with CharacterMemory.open(...) "
-            "as memory:` in a coroutine, or use `with SyncCharacterMemory.open(...) as memory:` in "
-            "blocking code"
-        )
-
-    def __exit__(self, *exc_info: object) -> None:
-        """Never reached: :meth:`__enter__` always raises."""
-
-    def __await__(self) -> Generator[Any, None, CharacterMemory]:
-        return self._factory().__await__()
-
-    async def __aenter__(self) -> CharacterMemory:
-        self._memory = await self._factory()
-        return self._memory
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._memory is not None:
-            await self._memory.close()
 
 
 @attrs.frozen
@@ -237,19 +90,6 @@ class MemoryStores:
     graph: GraphStore
     vectors: VectorIndex
     stats: RetrievalStatsStore
-
-
-def _operation(
-    method: Callable[Concatenate[CharacterMemory, P], Awaitable[T]],
-) -> Callable[Concatenate[CharacterMemory, P], Coroutine[Any, Any, T]]:
-    """Count a facade method as an operation in flight, which :meth:`CharacterMemory.close` awaits."""
-
-    @functools.wraps(method)
-    async def run(self: CharacterMemory, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        async with self._in_flight(method.__name__):
-            return await method(self, *args, **kwargs)
-
-    return run
 
 
 class CharacterMemory:
@@ -313,8 +153,8 @@ class CharacterMemory:
     ) -> None:
         self.collection = validate_collection_name(collection)
         check_embedding_provider(embedder)
-        self.embedding_timeout_s = _positive_seconds(embedding_timeout_s, "embedding_timeout_s")
-        self.close_timeout_s = _positive_seconds(close_timeout_s, "close_timeout_s")
+        self.embedding_timeout_s = positive_seconds(embedding_timeout_s, "embedding_timeout_s")
+        self.close_timeout_s = positive_seconds(close_timeout_s, "close_timeout_s")
         if graph.collection != collection:
             raise ConfigurationError(
                 f"the graph store is bound to collection {graph.collection!r}, not {collection!r}",
@@ -328,13 +168,7 @@ class CharacterMemory:
         self.token_counter: TokenCounter = token_counter or WhitespaceTokenCounter()
         self.log_memory_text = bool(log_memory_text)
         self._write_lock = asyncio.Lock()
-        self._closed = False
-        # operations in flight: task -> nesting depth (remember runs prepare and commit)
-        self._running: dict[asyncio.Task[Any], int] = {}
-        self._running_changed = asyncio.Event()
-        self._cancelled_by_close: set[asyncio.Task[Any]] = set()
-        self._close_waited_s = self.close_timeout_s
-        self._closing: asyncio.Task[None] | None = None
+        self._flight = InFlight(self.collection, self.close_timeout_s)
 
     @property
     def _stores(self) -> MemoryStores:
@@ -361,20 +195,21 @@ class CharacterMemory:
         **Another embedder, or moving vector stores.** A collection's vectors are bound to the
         embedder that made them; opening with another one raises ``DimensionMismatchError`` or
         ``EmbedderMismatchError``. ``rebuild_vectors=True`` is the documented way out: it drops the
-        collection's vectors through the vector adapter's ``drop_from_settings`` (the embedded
-        shard's directory, the service collection; nothing for the in-memory index), opens the
-        index with the new provider's fingerprint and runs :meth:`rebuild_vector_index` from the
-        graph before returning. The graph is never touched. The same flag fills a new vector store
+        collection's vectors through the vector adapter's factory (``AdapterFactory.drop``: the
+        embedded shard's directory, the service collection; nothing for the in-memory index),
+        opens the index with the new provider's fingerprint and runs :meth:`rebuild_vector_index`
+        from the graph before returning. The graph is never touched. The same flag fills a new vector store
         (for example after switching ``VECTOR_STORE_MODE`` from ``embedded`` to ``service``). If it
         fails midway, open with ``rebuild_vectors=True`` again.
 
         **Lost derived data.** When the collection's vector index is missing (its adapter's
-        ``exists_from_settings`` says so: a deleted shard) while its graph holds statements, the
-        index is rebuilt from the graph before ``open`` returns, logged (``vector_index_missing``,
-        then ``vector_index_rebuilt`` with counts) and reported through ``rebuild_progress``; with
-        ``VECTOR_REBUILD_ON_OPEN=false`` the open is refused instead. Empty retrieval statistics
-        beside a non-empty graph (a deleted or discarded stats file) are rebuilt with a warning.
-        A missing graph store beside existing vectors is refused, never created empty.
+        factory says so, ``AdapterFactory.exists``: a deleted shard) while its graph holds
+        statements, the index is rebuilt from the graph before ``open`` returns, logged
+        (``vector_index_missing``, then ``vector_index_rebuilt`` with counts) and reported through
+        ``rebuild_progress``; with ``VECTOR_REBUILD_ON_OPEN=false`` the open is refused instead.
+        Empty retrieval statistics beside a non-empty graph (a deleted or discarded stats file)
+        are rebuilt with a warning. A missing graph store beside existing vectors is refused,
+        never created empty.
 
         Args:
             settings: validated settings (:meth:`Settings.from_mapping`).
@@ -405,135 +240,22 @@ class CharacterMemory:
             InsufficientStorageError: too little free disk space to open or create a store.
             BackendError: a store failed to open.
         """
+        options = OpenOptions(
+            embedding_provider=embedding_provider,
+            clock=clock,
+            token_counter=token_counter,
+            rebuild_vectors=rebuild_vectors,
+            rebuild_progress=rebuild_progress,
+        )
+        return opening(cls, settings, collection, options)
 
-        async def build() -> CharacterMemory:
-            validate_collection_name(collection)
-            if embedding_provider is not None:
-                check_embedding_provider(embedding_provider)
-            counter = token_counter if token_counter is not None else load_token_counter(settings)
-            embedder: EmbeddingProvider
-            if embedding_provider is None:
-                settings.require_embedding_keys()
-                factory = load_adapter("embedder", settings.embedding_provider)
-                opener = getattr(factory, "from_settings_async", None)
-                if opener is not None:
-                    embedder = await opener(settings)
-                else:
-                    embedder = await asyncio.to_thread(factory.from_settings, settings)
-            else:
-                embedder = embedding_provider
-            opened: list[Any] = []
-            try:
-                if not rebuild_vectors:
-                    await refuse_vectors_without_graph(settings, collection)
-                graph = await _build_adapter("graph", settings.graph_store_mode, settings, collection)
-                opened.append(graph)
-                stats = await _build_adapter(
-                    "stats", settings.retrieval_stats_store_mode, settings, collection
-                )
-                opened.append(stats)
-                stats_lost = await stats_lost_beside_graph(settings, graph, stats)
-                if rebuild_vectors:
-                    dropped = await drop_vector_index(settings, collection)
-                    log.info("vector_index_dropped", collection=collection, dropped=dropped)
-                rebuild = rebuild_vectors or await ensure_vectors_match_graph(settings, collection, graph)
-                vectors = await _build_adapter(
-                    "vectors",
-                    settings.vector_store_mode,
-                    settings,
-                    collection,
-                    model_id=embedder.model_id,
-                    vector_size=embedder.vector_size,
-                )
-                opened.append(vectors)
-            except BaseException:
-                for adapter in reversed(opened):
-                    try:
-                        await adapter.close()
-                    except Exception:  # noqa: BLE001, S110 - the original error matters more
-                        pass
-                raise
-            log.info(
-                "memory_opened",
-                collection=collection,
-                graph=settings.graph_store_mode,
-                vectors=settings.vector_store_mode,
-                model=embedder.model_id,
-                token_counter=counter.name,
-            )
-            memory = cls(
-                graph=graph,
-                vectors=vectors,
-                embedder=embedder,
-                stats=stats,
-                collection=collection,
-                clock=clock,
-                token_counter=counter,
-                log_memory_text=settings.log_memory_text,
-                embedding_timeout_s=settings.embedding_timeout_s,
-            )
-            try:
-                if stats_lost:
-                    rows = await memory.rebuild_stats()
-                    log.warning("retrieval_stats_rebuilt", collection=collection, rows=rows)
-                if rebuild:
-                    await memory.rebuild_vector_index(on_progress=rebuild_progress)
-            except BaseException:
-                await memory.close()
-                raise
-            return memory
-
-        return _Opening(build)
-
-    def _closed_error(self) -> CharmemError:
-        return CharmemError(f"memory {self.collection!r} is closed; open it again")
-
-    @contextlib.asynccontextmanager
-    async def _in_flight(self, name: str) -> AsyncIterator[None]:
-        """Run an operation that :meth:`close` waits for; refused once close has started.
-
-        An operation nested in one in flight (``remember`` runs ``prepare`` and ``commit``) is
-        part of it and never refused. One that close cancels raises ``CharmemError`` instead of
-        ``CancelledError``, since the caller's task was not cancelled.
-        """
-        task = asyncio.current_task()
-        if task is None:  # not run by an asyncio task; nothing to wait for
-            yield
-            return
-        if self._closed and task not in self._running:
-            raise self._closed_error()
-        self._running[task] = self._running.get(task, 0) + 1
-        try:
-            yield
-        except asyncio.CancelledError:
-            if self._running[task] == 1 and task in self._cancelled_by_close:
-                self._cancelled_by_close.discard(task)
-                task.uncancel()
-                if name in _READ_OPERATIONS:
-                    consequence = "nothing was written"
-                else:
-                    consequence = (
-                        "its graph write may be stored without vectors or stats: open the memory "
-                        "again and run charmem.admin.check(memory) and repair(memory, report), or "
-                        "commit the same plan again (a new remember of the same RememberInput "
-                        "makes new ids)"
-                    )
-                raise CharmemError(
-                    f"memory {self.collection!r} was closed while this {name} ran (close waited "
-                    f"{self._close_waited_s:g} s for it); {consequence}"
-                ) from None
-            raise
-        finally:
-            depth = self._running.pop(task) - 1
-            if depth:
-                self._running[task] = depth
-            else:
-                self._cancelled_by_close.discard(task)
-            self._running_changed.set()
+    @property
+    def _closed(self) -> bool:
+        """Whether close has started (operations are then refused)."""
+        return self._flight.closed
 
     def _check_open(self, argument: object = None, expected: type | tuple[type, ...] | None = None) -> None:
-        if self._closed and asyncio.current_task() not in self._running:
-            raise self._closed_error()
+        self._flight.refuse_if_closed()
         if expected is not None and not isinstance(argument, expected):
             names = " or ".join(
                 "None" if t is type(None) else t.__name__
@@ -541,7 +263,7 @@ class CharacterMemory:
             )
             raise DraftValidationError(f"expected a {names}, not {type(argument).__name__}")
 
-    @_operation
+    @operation
     async def prepare(
         self, item: RememberInput | RememberDrafts, options: PrepareOptions | None = None
     ) -> RememberWritePlan:
@@ -567,7 +289,7 @@ class CharacterMemory:
         options = options or PrepareOptions()
         return build_plan(self.collection, item, options.now or self.clock.now())
 
-    @_operation
+    @operation
     async def validate_plan(self, plan: RememberWritePlan) -> list[CandidateValidation]:
         """Check a plan against the graph; read-only.
 
@@ -580,7 +302,7 @@ class CharacterMemory:
         self._check_open(plan, RememberWritePlan)
         return await validate(plan, self._graph, self.clock.now())
 
-    @_operation
+    @operation
     async def commit(self, plan: RememberWritePlan, options: CommitOptions | None = None) -> RememberOutcome:
         """Re-validate and persist a plan (graph atomically; vectors and stats repairably).
 
@@ -611,7 +333,7 @@ class CharacterMemory:
         )
         return outcome
 
-    @_operation
+    @operation
     async def remember(
         self, item: RememberInput | RememberDrafts, options: RememberOptions | None = None
     ) -> RememberOutcome:
@@ -637,9 +359,9 @@ class CharacterMemory:
             self._graph, self._vectors, self.embedder, self._stats, embed_timeout_s=self.embedding_timeout_s
         )
 
-    @_operation
+    @operation
     async def correct(self, draft: CorrectMemoryDraft) -> LifecycleMutationOutcome:
-        """Correct a memory: a replacement supersedes the target (DESIGN §4.4).
+        """Correct a memory: a replacement supersedes the target.
 
         The target stays stored (and unsuppressed) but is no longer current: it leaves candidate
         recall and is reached through the graph. Without a replacement id one is derived from the
@@ -664,9 +386,9 @@ class CharacterMemory:
         self._log_texts("memory_correction_texts", target=str(draft.target.id), rationale=draft.rationale)
         return outcome
 
-    @_operation
+    @operation
     async def forget(self, draft: ForgetMemoryDraft) -> LifecycleMutationOutcome:
-        """Forget by suppression (DESIGN §4.6): nothing is deleted; influence is removed.
+        """Forget by suppression: nothing is deleted; influence is removed.
 
         Raises:
             LifecycleValidationError: blank rationale, unknown target, notion or link target;
@@ -682,7 +404,7 @@ class CharacterMemory:
         self._log_texts("memory_forget_texts", target=str(draft.target_id), rationale=draft.rationale)
         return outcome
 
-    @_operation
+    @operation
     async def link(self, draft: LinkDraft) -> LinkOutcome:
         """Add a caller-authored link between two stored memories.
 
@@ -704,9 +426,9 @@ class CharacterMemory:
             self._log_texts("memory_link_texts", link=str(outcome.link.id), rationale=draft.rationale)
         return outcome
 
-    @_operation
+    @operation
     async def rebuild_stats(self) -> int:
-        """Recompute the retrieval statistics of the collection from the graph (DESIGN §4.9).
+        """Recompute the retrieval statistics of the collection from the graph.
 
         Returns:
             int: the number of rows written.
@@ -718,11 +440,11 @@ class CharacterMemory:
         async with self._write_lock:
             return await rebuild_stats(self._graph, self._stats)
 
-    @_operation
+    @operation
     async def rebuild_vector_index(
         self, *, batch_size: int = 64, on_progress: ProgressCallback | None = None
     ) -> VectorRebuildReport:
-        """Re-create the collection's vectors from its current graph objects (DESIGN §7).
+        """Re-create the collection's vectors from its current graph objects.
 
         Every current episode (with a summary of its own), observation, derived memory and thread
         is embedded again and upserted; superseded and suppressed memories stay out, and points no
@@ -767,14 +489,14 @@ class CharacterMemory:
         Raises:
             CharmemError: the memory is closed.
         """
-        async with self._in_flight("exclusive block"):
+        async with self._flight.operation("exclusive block"):
             self._check_open()
             async with self._write_lock:
                 yield
 
-    @_operation
+    @operation
     async def retrieve(self, context: RetrievalContext | str) -> ContinuityContextPack:
-        """Recall memories into a continuity context pack (DESIGN §6).
+        """Recall memories into a continuity context pack.
 
         Args:
             context: a :class:`RetrievalContext`, or just the query text.
@@ -831,42 +553,11 @@ class CharacterMemory:
             ConfigurationError: ``timeout_s`` is not a positive number of seconds.
             BackendError: a store failed to close (the others are closed first).
         """
-        wait_s = self.close_timeout_s if timeout_s is None else _positive_seconds(timeout_s, "timeout_s")
-        first = self._closing is None
-        if self._closing is None:
-            self._closed = True
-            self._closing = asyncio.ensure_future(self._close(wait_s, asyncio.current_task()))
-        try:
-            await asyncio.shield(self._closing)
-        except Exception:
-            if first:  # a store's close error is the first caller's; later calls find it closed
-                raise
+        wait_s = self.close_timeout_s if timeout_s is None else positive_seconds(timeout_s, "timeout_s")
+        await self._flight.close(wait_s, self._close_stores)
 
-    async def _wait_for_others(
-        self, timeout_s: float, me: asyncio.Task[Any] | None
-    ) -> list[asyncio.Task[Any]]:
-        """Wait until no operation but ``me``'s runs, at most ``timeout_s``; the ones left."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while others := [task for task in self._running if task is not me]:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return others
-            self._running_changed.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(remaining):
-                    await self._running_changed.wait()
-        return []
-
-    async def _close(self, timeout_s: float, me: asyncio.Task[Any] | None) -> None:
-        self._close_waited_s = timeout_s
-        left = await self._wait_for_others(timeout_s, me)
-        if left:
-            log.warning("close_cancels_operations", collection=self.collection, operations=len(left))
-            self._cancelled_by_close.update(left)
-            for task in left:
-                task.cancel()
-            await self._wait_for_others(_CANCEL_GRACE_S, me)
+    async def _close_stores(self) -> None:
+        """Close vectors, stats and graph; the first error is raised once all were tried."""
         errors: list[BaseException] = []
         for adapter in (self._vectors, self._stats, self._graph):
             try:
@@ -886,153 +577,3 @@ class CharacterMemory:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
-
-
-class _LoopThread:
-    """A private event loop on a daemon thread, so blocking callers work inside running loops."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="charmem-sync", daemon=True)
-        self._thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=5)
-        self.loop.close()
-
-
-class SyncCharacterMemory:
-    """The blocking API: every :class:`CharacterMemory` method without ``await``.
-
-    For scripts and WSGI apps. Built on the same implementation, run on a private event loop.
-    ``with SyncCharacterMemory.open(settings, "name") as memory: ...``
-    """
-
-    def __init__(self, memory: CharacterMemory, runner: _LoopThread) -> None:
-        self._memory = memory
-        self._runner = runner
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._runner.loop.is_closed():
-            coro.close()
-            raise CharmemError(f"memory {self._memory.collection!r} is closed; open it again")
-        return self._runner.run(coro)
-
-    @property
-    def memory(self) -> CharacterMemory:
-        """The underlying async facade."""
-        return self._memory
-
-    @property
-    def collection(self) -> str:
-        """The collection name."""
-        return self._memory.collection
-
-    @classmethod
-    def open(
-        cls,
-        settings: Settings,
-        collection: str,
-        *,
-        embedding_provider: EmbeddingProvider | None = None,
-        clock: Clock | None = None,
-        token_counter: TokenCounter | None = None,
-        rebuild_vectors: bool = False,
-        rebuild_progress: ProgressCallback | None = None,
-    ) -> SyncCharacterMemory:
-        """Open as :meth:`CharacterMemory.open` does; usable directly or as a context manager."""
-        runner = _LoopThread()
-        try:
-            memory: CharacterMemory = runner.run(
-                CharacterMemory.open(
-                    settings,
-                    collection,
-                    embedding_provider=embedding_provider,
-                    clock=clock,
-                    token_counter=token_counter,
-                    rebuild_vectors=rebuild_vectors,
-                    rebuild_progress=rebuild_progress,
-                )._factory()
-            )
-        except BaseException:
-            runner.stop()
-            raise
-        return cls(memory, runner)
-
-    @classmethod
-    def wrap(cls, memory: CharacterMemory) -> SyncCharacterMemory:
-        """Wrap an already built :class:`CharacterMemory`.
-
-        Its adapters must not be in use by another event loop.
-        """
-        return cls(memory, _LoopThread())
-
-    def prepare(
-        self, item: RememberInput | RememberDrafts, options: PrepareOptions | None = None
-    ) -> RememberWritePlan:
-        """See :meth:`CharacterMemory.prepare`."""
-        return self._run(self._memory.prepare(item, options))
-
-    def validate_plan(self, plan: RememberWritePlan) -> list[CandidateValidation]:
-        """See :meth:`CharacterMemory.validate_plan`."""
-        return self._run(self._memory.validate_plan(plan))
-
-    def commit(self, plan: RememberWritePlan, options: CommitOptions | None = None) -> RememberOutcome:
-        """See :meth:`CharacterMemory.commit`."""
-        return self._run(self._memory.commit(plan, options))
-
-    def remember(
-        self, item: RememberInput | RememberDrafts, options: RememberOptions | None = None
-    ) -> RememberOutcome:
-        """See :meth:`CharacterMemory.remember`."""
-        return self._run(self._memory.remember(item, options))
-
-    def retrieve(self, context: RetrievalContext | str) -> ContinuityContextPack:
-        """See :meth:`CharacterMemory.retrieve`."""
-        return self._run(self._memory.retrieve(context))
-
-    def correct(self, draft: CorrectMemoryDraft) -> LifecycleMutationOutcome:
-        """See :meth:`CharacterMemory.correct`."""
-        return self._run(self._memory.correct(draft))
-
-    def forget(self, draft: ForgetMemoryDraft) -> LifecycleMutationOutcome:
-        """See :meth:`CharacterMemory.forget`."""
-        return self._run(self._memory.forget(draft))
-
-    def link(self, draft: LinkDraft) -> LinkOutcome:
-        """See :meth:`CharacterMemory.link`."""
-        return self._run(self._memory.link(draft))
-
-    def rebuild_stats(self) -> int:
-        """See :meth:`CharacterMemory.rebuild_stats`."""
-        return self._run(self._memory.rebuild_stats())
-
-    def rebuild_vector_index(
-        self, *, batch_size: int = 64, on_progress: ProgressCallback | None = None
-    ) -> VectorRebuildReport:
-        """See :meth:`CharacterMemory.rebuild_vector_index`."""
-        return self._run(self._memory.rebuild_vector_index(batch_size=batch_size, on_progress=on_progress))
-
-    def close(self) -> None:
-        """See :meth:`CharacterMemory.close`; also stops the private loop (idempotent)."""
-        try:
-            if not self._memory._closed:
-                self._runner.run(self._memory.close())
-        finally:
-            if not self._runner.loop.is_closed():
-                self._runner.stop()
-
-    def __enter__(self) -> SyncCharacterMemory:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

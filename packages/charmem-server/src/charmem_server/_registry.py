@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from charmem import CharacterMemory, Settings, StoreLockedError
-from charmem.composition import load_adapter, load_token_counter
+from charmem.composition import load_adapter, load_factory, load_token_counter
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider
 from charmem.settings import validate_collection_name
@@ -169,9 +169,9 @@ class MemoryRegistry:
         if collection in self._memories:
             return True
         mode = self.settings.vector_store_mode
-        exists = getattr(load_adapter("vectors", mode), "exists_from_settings", None)
+        exists = load_factory("vectors", mode).exists(self.settings, collection)
         if exists is not None:
-            return bool(exists(self.settings, collection))
+            return exists
         return mode != "in_memory"  # a service: its collections are there to be opened
 
     async def get(self, collection: str, *, create: bool) -> CharacterMemory | None:

@@ -38,14 +38,14 @@ from charmem.admin._rule_breaches import (
     supersession_problems,
     time_order_problems,
 )
-from charmem.composition import load_adapter
+from charmem.composition import load_factory
 from charmem.domain.graph import LifecycleRecord
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.errors import BackendError, ConfigurationError, StoreCorruptedError
 from charmem.log import get_logger
-from charmem.memory import CharacterMemory, _build_adapter
+from charmem.memory import CharacterMemory
 from charmem.ports import (
     EmbeddingProvider,
     GraphStore,
@@ -388,11 +388,11 @@ async def _probe_search(vectors: VectorIndex, collection: str) -> None:
 
 
 async def _open_existing(port: str, mode: str, settings: Settings, collection: str, **kwargs: Any) -> Any:
-    """The adapter, or ``None`` when its ``exists_from_settings`` hook says nothing is stored yet."""
-    exists = getattr(load_adapter(port, mode), "exists_from_settings", None)
-    if exists is not None and not await asyncio.to_thread(exists, settings, collection):
+    """The adapter, or ``None`` when its factory says nothing is stored yet (``exists`` False)."""
+    factory = load_factory(port, mode)
+    if await asyncio.to_thread(factory.exists, settings, collection) is False:
         return None
-    return await _build_adapter(port, mode, settings, collection, **kwargs)
+    return await factory.open(settings, collection, **kwargs)
 
 
 async def check_settings(
@@ -400,7 +400,7 @@ async def check_settings(
 ) -> CheckReport:
     """Open the stores ``settings`` select for ``collection`` without creating any, and :func:`check`.
 
-    A store whose adapter has the ``exists_from_settings(settings, collection)`` hook (the
+    A store whose adapter's factory can tell whether it exists (``AdapterFactory.exists``: the
     persistent Oxigraph store, the Qdrant Edge shard, the SQLite stats file) is opened only when
     it exists: a missing vector shard or stats file is checked as missing (see :func:`check`);
     a missing graph store is an error, since there is nothing to check against.

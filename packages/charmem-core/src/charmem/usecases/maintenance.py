@@ -26,7 +26,7 @@ from typing import Final
 
 import attrs
 
-from charmem.composition import load_adapter
+from charmem.composition import load_factory
 from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import Episode, MemoryLink, MemoryObject, ObjectType, Observation, object_type_of
 from charmem.domain.plan import IndexEntry, RepairMarker, RepairMarkerType, VectorOperation
@@ -447,11 +447,10 @@ async def rebuild_vector_index(
 async def drop_vector_index(settings: Settings, collection: str) -> bool:
     """Drop a collection's vectors, whatever their embedder fingerprint, before a rebuild.
 
-    Uses the optional hook of the vector adapter ``settings.vector_store_mode`` selects:
-    ``drop_from_settings_async(settings, collection)`` or, run in a worker thread,
-    ``drop_from_settings(settings, collection)`` (the embedded shard's directory, the service's
-    collection). An adapter without either persists nothing to drop (the in-memory index). The
-    graph is never touched. Then open the collection with the new embedder and call
+    Asks the factory of the vector adapter ``settings.vector_store_mode`` selects
+    (:meth:`~charmem.composition.AdapterFactory.drop`: the embedded shard's directory, the
+    service's collection; the in-memory index persists nothing to drop). The graph is never
+    touched. Then open the collection with the new embedder and call
     :func:`rebuild_vector_index`; ``CharacterMemory.open(..., rebuild_vectors=True)`` does both.
 
     Args:
@@ -467,22 +466,12 @@ async def drop_vector_index(settings: Settings, collection: str) -> bool:
         BackendError: the store failed.
     """
     validate_collection_name(collection)
-    factory = load_adapter("vectors", settings.vector_store_mode)
-    dropper = getattr(factory, "drop_from_settings_async", None)
-    if dropper is not None:
-        return bool(await dropper(settings, collection))
-    blocking = getattr(factory, "drop_from_settings", None)
-    if blocking is not None:
-        return bool(await asyncio.to_thread(blocking, settings, collection))
-    return False
+    return bool(await load_factory("vectors", settings.vector_store_mode).drop(settings, collection))
 
 
 async def _store_exists(port: str, mode: str, settings: Settings, collection: str) -> bool | None:
-    """The adapter's ``exists_from_settings`` answer, or ``None`` when it has no such hook."""
-    hook = getattr(load_adapter(port, mode), "exists_from_settings", None)
-    if hook is None:
-        return None
-    return bool(await asyncio.to_thread(hook, settings, collection))
+    """The adapter factory's ``exists`` answer (``None``: it cannot tell), from a worker thread."""
+    return await asyncio.to_thread(load_factory(port, mode).exists, settings, collection)
 
 
 async def refuse_vectors_without_graph(settings: Settings, collection: str) -> None:
@@ -512,8 +501,8 @@ async def refuse_vectors_without_graph(settings: Settings, collection: str) -> N
 async def ensure_vectors_match_graph(settings: Settings, collection: str, graph: GraphStore) -> bool:
     """Whether the collection's vector index must be rebuilt on open (a lost shard).
 
-    Only a missing index (the adapter's ``exists_from_settings`` says so) beside a graph that
-    holds statements counts; adapters without the hook are never rebuilt on open.
+    Only a missing index (the adapter factory's ``exists`` says so) beside a graph that holds
+    statements counts; adapters that cannot tell (``None``) are never rebuilt on open.
 
     Returns:
         bool: True when the index is missing and ``VECTOR_REBUILD_ON_OPEN`` is true.
