@@ -16,7 +16,7 @@ Run it on the old version and the new one and compare::
     python benchmarks/pack_parity.py --out after.jsonl --compare before.jsonl
 
 ``--compare`` exits 1 at the first pack that differs and prints where (the byte-identical packs
-of DESIGN §6 "identical stores and queries give identical packs"). Everything is deterministic:
+"identical stores and queries give identical packs"). Everything is deterministic:
 ids are derived, every timestamp is given, the clock is fixed. ``--data`` is the LoCoMo file
 (default ``../shared/datasets/locomo/conv-26.json`` next to the checkout; CC BY-NC, never copied
 into the repository); ``--limit`` caps the questions.

@@ -1,6 +1,6 @@
 """charmem: episodic, graph-authoritative memory for persistent LLM assistants and companions.
 
-The public surface (DESIGN §10); import everything from ``charmem``.
+The public surface; import everything from ``charmem``.
 """
 
 from charmem._version import __version__

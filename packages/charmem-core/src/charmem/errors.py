@@ -1,4 +1,4 @@
-"""The error hierarchy of charmem (DESIGN §8).
+"""The error hierarchy of charmem.
 
 Every error a caller can receive from charmem is a :class:`CharmemError`. Adapters translate their
 driver's exceptions into these, chaining the cause (``raise BackendError(...) from exc``). Each
@@ -170,7 +170,7 @@ class _NamedIdsError(PlanValidationError):
 
 
 class IdConflictError(_NamedIdsError):
-    """An id is already stored with different content (DESIGN §4.3); nothing was written.
+    """An id is already stored with different content; nothing was written.
 
     Attributes:
         ids: the conflicting ids as canonical strings.

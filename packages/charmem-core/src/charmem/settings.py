@@ -1,4 +1,4 @@
-"""Settings from any ``Mapping[str, str]`` (DESIGN §2).
+"""Settings from any ``Mapping[str, str]`` (the keys are tabled in the README and docs/).
 
 Only keys of the selected backends are read; unused ones need no placeholder. A missing or
 malformed value is a :class:`~charmem.errors.ConfigurationError` naming the key.
@@ -86,7 +86,7 @@ _SETTINGS_KEY_SHAPE: Final = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 # OPENAI_API_KEY: 0.71) stay below.
 _NEAR_MISS_RATIO: Final = 0.85
 
-#: Collection names: checked before any directory is touched (DESIGN §2).
+#: Collection names: checked before any directory is touched.
 COLLECTION_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,127}")
 
 _MODES: dict[str, tuple[str, ...]] = {
@@ -105,7 +105,7 @@ RESERVED_COLLECTION_NAMES = frozenset(
 
 
 def validate_collection_name(name: str) -> str:
-    """Check a collection name against ``[a-z0-9][a-z0-9_-]{0,127}`` (DESIGN §2).
+    """Check a collection name against ``[a-z0-9][a-z0-9_-]{0,127}``.
 
     The pattern keeps a name one plain path segment on every file system: no separator, no
     ``.``/``..``, no NUL, no upper case (so two names never differ only by case on a
@@ -270,7 +270,7 @@ def _positive_int(mapping: Mapping[str, str], key: str) -> int | None:
 
 @attrs.frozen(kw_only=True)
 class Settings:
-    """Validated settings of one charmem deployment (DESIGN §2 table).
+    """Validated settings of one charmem deployment (the README's settings table).
 
     Build with :meth:`from_mapping`; fields of unselected backends stay ``None``. The repr hides
     secrets (``QDRANT_API_KEY``, ``OPENAI_API_KEY``) and ``extra`` (which may hold adapters' own
@@ -324,12 +324,12 @@ class Settings:
         """Read settings from ``mapping`` (for example ``os.environ``).
 
         Args:
-            mapping: keys of DESIGN §2; unknown keys are kept in ``extra`` for adapters. A key
-                that looks like a typo of a known one (``EMBEDING_PROVIDER``; see
+            mapping: the settings keys (README's table); unknown keys are kept in ``extra`` for
+                adapters. A key that looks like a typo of a known one (``EMBEDING_PROVIDER``; see
                 :func:`near_miss_key`) is logged as a warning naming the known key.
 
         Returns:
-            Settings: validated values with the DESIGN defaults.
+            Settings: validated values with the documented defaults.
 
         Raises:
             ConfigurationError: a key or value is not a str, a mode is unknown, or a key its

@@ -1,4 +1,4 @@
-"""Fault-injecting wrappers around real adapters (DESIGN §9), crash points, a fuzzing embedder.
+"""Fault-injecting wrappers around real adapters, crash points, a fuzzing embedder.
 
 Each wrapper forwards every call to the adapter it wraps, except that a method can be armed to
 raise :class:`FaultInjected` on its N-th call (1-based) or on every call, or to run an action
@@ -9,9 +9,10 @@ raise :class:`FaultInjected` on its N-th call (1-based) or on every call, or to 
     graph = FaultyGraphStore(real_graph)
     graph.crash("write_batch", after=True)  # the process dies once the next batch is stored
 
-:class:`CrashPoints` names the points of the write path (DESIGN §5) where a crash leaves
-different states behind, so crash trials need no test hook in production code: the facade's use
-cases call the wrapped ports and the process dies between two of those calls.
+:class:`CrashPoints` names the points of the write path (graph batch, then vectors, then
+stats) where a crash leaves different states behind, so crash trials need no test hook in
+production code: the facade's use cases call the wrapped ports and the process dies between two
+of those calls.
 
 :class:`FaultyEmbeddingProvider` answers NaN, infinite, wrong-length, missing or extra rows on
 demand (:class:`EmbeddingFault`), for fuzzing what core accepts from a provider.
@@ -149,7 +150,7 @@ class FaultyStatsStore(_Faulty):
 
 
 class CrashPoint(enum.Enum):
-    """A named moment of a commit or lifecycle operation (DESIGN §5 write path).
+    """A named moment of a commit or lifecycle operation (the write path).
 
     Every operation writes its graph batch, then vectors (upserts, then deletes), then stats.
     """
