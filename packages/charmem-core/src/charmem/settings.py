@@ -360,25 +360,7 @@ class Settings:
             "vector_rebuild_on_open": _flag(mapping, "VECTOR_REBUILD_ON_OPEN", True),
             "extra": dict(mapping),
         }
-        if vector_mode == "embedded":
-            values["vector_store_path"] = _path(mapping, "VECTOR_STORE_PATH", "./data/vectors")
-        elif vector_mode == "service":
-            values["qdrant_connection_string"] = _required(
-                mapping,
-                "QDRANT_CONNECTION_STRING",
-                "when VECTOR_STORE_MODE=service (gRPC endpoint, e.g. http://127.0.0.1:6334)",
-            )
-            values["qdrant_api_key"] = _optional(mapping, "QDRANT_API_KEY")
-        if graph_mode == "persistent":
-            values["oxigraph_path"] = _path(mapping, "OXIGRAPH_PATH", "./data/oxigraph")
-        elif graph_mode == "service":
-            query = _required(mapping, "SPARQL_QUERY_ENDPOINT", "when GRAPH_STORE_MODE=service")
-            values["sparql_query_endpoint"] = query
-            values["sparql_update_endpoint"] = _optional(mapping, "SPARQL_UPDATE_ENDPOINT") or query
-        if stats_mode == "sqlite":
-            values["retrieval_stats_path"] = _path(
-                mapping, "RETRIEVAL_STATS_PATH", "./data/retrieval-stats.sqlite3"
-            )
+        values.update(_store_keys(mapping, vector_mode, graph_mode, stats_mode))
         values["token_counter"] = (
             _mode(mapping, "TOKEN_COUNTER", "whitespace")
             if mapping.get("TOKEN_COUNTER")
@@ -386,15 +368,7 @@ class Settings:
         )
         provider = _mode(mapping, "EMBEDDING_PROVIDER", "openai")
         values["embedding_provider"] = provider
-        if provider == "openai":
-            values["openai_api_key"] = _optional(mapping, "OPENAI_API_KEY")
-            values["embedding_model"] = _optional(mapping, "EMBEDDING_MODEL")
-            values["openai_base_url"] = _optional(mapping, "OPENAI_BASE_URL")
-            values["embedding_dimensions"] = _positive_int(mapping, "EMBEDDING_DIMENSIONS")
-        elif provider == "local":
-            values["local_embedding_model"] = (
-                _optional(mapping, "LOCAL_EMBEDDING_MODEL") or "all-MiniLM-L6-v2"
-            )
+        values.update(_embedding_keys(mapping, provider))
         return cls(**values)  # type: ignore[arg-type]
 
     def require_embedding_keys(self) -> None:
@@ -431,3 +405,44 @@ class Settings:
             oxigraph_path=root / "oxigraph",
             retrieval_stats_path=root / "retrieval-stats.sqlite3",
         )
+
+
+def _store_keys(
+    mapping: Mapping[str, str], vector_mode: str, graph_mode: str, stats_mode: str
+) -> dict[str, object]:
+    """The keys of the selected store modes (only those are read)."""
+    values: dict[str, object] = {}
+    if vector_mode == "embedded":
+        values["vector_store_path"] = _path(mapping, "VECTOR_STORE_PATH", "./data/vectors")
+    elif vector_mode == "service":
+        values["qdrant_connection_string"] = _required(
+            mapping,
+            "QDRANT_CONNECTION_STRING",
+            "when VECTOR_STORE_MODE=service (gRPC endpoint, e.g. http://127.0.0.1:6334)",
+        )
+        values["qdrant_api_key"] = _optional(mapping, "QDRANT_API_KEY")
+    if graph_mode == "persistent":
+        values["oxigraph_path"] = _path(mapping, "OXIGRAPH_PATH", "./data/oxigraph")
+    elif graph_mode == "service":
+        query = _required(mapping, "SPARQL_QUERY_ENDPOINT", "when GRAPH_STORE_MODE=service")
+        values["sparql_query_endpoint"] = query
+        values["sparql_update_endpoint"] = _optional(mapping, "SPARQL_UPDATE_ENDPOINT") or query
+    if stats_mode == "sqlite":
+        values["retrieval_stats_path"] = _path(
+            mapping, "RETRIEVAL_STATS_PATH", "./data/retrieval-stats.sqlite3"
+        )
+    return values
+
+
+def _embedding_keys(mapping: Mapping[str, str], provider: str) -> dict[str, object]:
+    """The keys of the selected ``EMBEDDING_PROVIDER`` (only those are read)."""
+    if provider == "openai":
+        return {
+            "openai_api_key": _optional(mapping, "OPENAI_API_KEY"),
+            "embedding_model": _optional(mapping, "EMBEDDING_MODEL"),
+            "openai_base_url": _optional(mapping, "OPENAI_BASE_URL"),
+            "embedding_dimensions": _positive_int(mapping, "EMBEDDING_DIMENSIONS"),
+        }
+    if provider == "local":
+        return {"local_embedding_model": _optional(mapping, "LOCAL_EMBEDDING_MODEL") or "all-MiniLM-L6-v2"}
+    return {}
