@@ -9,7 +9,7 @@ import pytest
 from shelf_index import ShelfVectorIndex
 
 from charmem.ports import VectorIndex
-from charmem_contract import VectorIndexContract
+from charmem_contract import StoreFactory, VectorIndexContract, opening
 
 
 class TestShelfVectorIndex(VectorIndexContract):
@@ -18,24 +18,11 @@ class TestShelfVectorIndex(VectorIndexContract):
     supports_lexical = False
 
     @pytest.fixture
-    async def vector_index(self, tmp_path: Path) -> AsyncIterator[VectorIndex]:
-        """An empty collection in a fresh Shelf directory, closed afterwards."""
-        self.root = tmp_path / "shelf"
-        index = ShelfVectorIndex(
-            self.root, "contract", model_id=self.contract_model_id, vector_size=self.contract_vector_size
-        )
-        try:
-            yield index
-        finally:
-            await index.close()
+    async def vector_index_factory(self, tmp_path: Path) -> AsyncIterator[StoreFactory[VectorIndex]]:
+        """A Shelf directory per store name under this test's temporary directory."""
 
-    async def reopen(self, index: VectorIndex, *, model_id: str, vector_size: int) -> VectorIndex:
-        """The same directory and collection, with the fingerprint the suite asks for."""
-        return ShelfVectorIndex(self.root, "contract", model_id=model_id, vector_size=vector_size)
+        def open_index(collection: str, *, model_id: str, vector_size: int, store: str) -> VectorIndex:
+            return ShelfVectorIndex(tmp_path / store, collection, model_id=model_id, vector_size=vector_size)
 
-    async def open_competitor(self, index: VectorIndex) -> None:
-        """A second opener of the collection (refused while the first holds the lock)."""
-        other = ShelfVectorIndex(
-            self.root, "contract", model_id=self.contract_model_id, vector_size=self.contract_vector_size
-        )
-        await other.close()
+        async with opening(open_index) as factory:
+            yield factory

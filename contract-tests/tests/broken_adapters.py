@@ -30,13 +30,16 @@ from charmem.testing import HashingEmbeddingProvider, ReferenceGraphStore, Refer
 from charmem_contract import (
     CharacterMemoryContract,
     EmbeddingProviderContract,
+    Factory,
     GraphStoreContract,
     MemoryFactory,
     RetrievalStatsStoreContract,
+    StoreFactory,
     VectorIndexContract,
     data,
     known_failure,
     memory_factory,
+    opening,
 )
 
 # -- broken adapters ---------------------------------------------------------------------------
@@ -110,10 +113,9 @@ class TestTiesInInsertionOrder(VectorIndexContract):
     supports_closed_errors = False
 
     @pytest.fixture
-    def vector_index(self) -> VectorIndex:
-        return InsertionOrderTiesIndex(
-            "broken", model_id=self.contract_model_id, vector_size=self.contract_vector_size
-        )
+    async def vector_index_factory(self) -> AsyncIterator[StoreFactory[VectorIndex]]:
+        async with opening(InsertionOrderTiesIndex) as factory:
+            yield factory
 
 
 class TestHalfBatch(GraphStoreContract):
@@ -124,24 +126,28 @@ class TestHalfBatch(GraphStoreContract):
     supports_restore = False
 
     @pytest.fixture
-    def graph_store(self) -> GraphStore:
-        return HalfBatchGraphStore("broken")
+    async def graph_store_factory(self) -> AsyncIterator[StoreFactory[GraphStore]]:
+        async with opening(HalfBatchGraphStore) as factory:
+            yield factory
 
 
 class TestAppendingStats(RetrievalStatsStoreContract):
     supports_reopen = False
+    supports_lock = False
     supports_sibling_collections = False
     supports_closed_errors = False
 
     @pytest.fixture
-    def stats_store(self) -> RetrievalStatsStore:
-        return AppendingStatsStore("broken")
+    async def stats_store_factory(self) -> AsyncIterator[StoreFactory[RetrievalStatsStore]]:
+        async with opening(AppendingStatsStore) as factory:
+            yield factory
 
 
 class TestShortRows(EmbeddingProviderContract):
     @pytest.fixture
-    def embedding_provider(self) -> EmbeddingProvider:
-        return ShortRowsEmbedder()
+    async def embedding_provider_factory(self) -> AsyncIterator[Factory[EmbeddingProvider]]:
+        async with opening(lambda collection: ShortRowsEmbedder()) as factory:
+            yield factory
 
 
 class TestNotEmpty(GraphStoreContract):
@@ -155,9 +161,13 @@ class TestNotEmpty(GraphStoreContract):
     shared = ReferenceGraphStore("shared")
 
     @pytest.fixture
-    async def graph_store(self) -> GraphStore:
-        await self.shared.write_batch(GraphBatch(objects=[data.entity()]))
-        return self.shared
+    async def graph_store_factory(self) -> AsyncIterator[StoreFactory[GraphStore]]:
+        async def open_shared(collection: str) -> GraphStore:
+            await self.shared.write_batch(GraphBatch(objects=[data.entity()]))
+            return self.shared
+
+        async with opening(open_shared) as factory:
+            yield factory
 
 
 class TestInsertionOrderStack(CharacterMemoryContract):
@@ -196,8 +206,9 @@ class _Reference(GraphStoreContract):
     supports_closed_errors = False
 
     @pytest.fixture
-    def graph_store(self) -> GraphStore:
-        return ReferenceGraphStore("rules")
+    async def graph_store_factory(self) -> AsyncIterator[StoreFactory[GraphStore]]:
+        async with opening(ReferenceGraphStore) as factory:
+            yield factory
 
 
 class TestRuleOverridesWithoutXfail(_Reference):

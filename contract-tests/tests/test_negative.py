@@ -119,7 +119,7 @@ def test_an_embedder_with_short_rows_fails(outcomes: Outcomes) -> None:
 
 def test_a_fixture_that_is_not_empty_fails_the_canary(outcomes: Outcomes) -> None:
     failed = failures(outcomes, "TestNotEmpty")
-    assert "the graph_store fixture is not empty" in failed["test_fixture_starts_empty"]
+    assert "the graph_store_factory's store is not empty" in failed["test_fixture_starts_empty"]
 
 
 def test_the_facade_suite_and_its_state_machine_notice_a_broken_index(outcomes: Outcomes) -> None:
@@ -191,6 +191,8 @@ SUITES = [
     "EmbeddingProviderContract",
     "CharacterMemoryContract",
     "CharacterMemoryBlackBoxContract",
+    "LifecycleContract",
+    "RecallSignalsContract",
 ]
 
 
@@ -214,3 +216,40 @@ def test_each_suite_declares_a_reachable_minimum(name: str) -> None:
         assert last.startswith("If this fails:"), (
             f"{name}.{test_name}: the docstring must end with what to check"
         )
+
+
+def test_a_suite_whose_test_does_not_say_what_to_check_is_refused_at_import() -> None:
+    from charmem_contract import ContractSuite
+
+    with pytest.raises(TypeError, match="must end with a paragraph starting 'If this fails:'"):
+
+        class MuteContract(ContractSuite, suite=True):
+            async def test_fixture_starts_empty(self) -> None:
+                """Starts empty.
+
+                Adapter authors: a wording the suites no longer use.
+                """
+
+
+def test_a_stateful_suite_without_its_empty_canary_is_refused_at_import() -> None:
+    from charmem_contract import ContractSuite
+
+    with pytest.raises(TypeError, match="no empty canary"):
+
+        class CanarylessContract(ContractSuite, suite=True):
+            async def test_something(self) -> None:
+                """Something.
+
+                If this fails: check something.
+                """
+
+
+@pytest.mark.parametrize("name", SUITES)
+def test_every_suite_module_keeps_pytest_assertion_messages(name: str) -> None:
+    """Each module a suite's tests come from was loaded by pytest's assertion rewriter."""
+    import charmem_contract
+
+    suite = getattr(charmem_contract, name)
+    modules = {sys.modules[test.__module__] for test in suite.contract_tests().values()}
+    plain = sorted(m.__name__ for m in modules if "@py_builtins" not in vars(m))
+    assert not plain, f"asserts in {plain} lose pytest's messages: register them for rewriting"

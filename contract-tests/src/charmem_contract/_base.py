@@ -2,8 +2,9 @@
 
 A *suite* is a class such as :class:`~charmem_contract.GraphStoreContract` (never named
 ``Test...``, so pytest does not collect it on its own). An adapter's test module subclasses it as
-``TestSomething`` and overrides the suite's one abstract fixture. What the subclass may change is
-deliberately narrow, and :meth:`ContractSuite.test_contract_guard` enforces it:
+``TestSomething`` and overrides the suite's one abstract fixture, ``<handle>_factory``, which
+yields a factory of handles (see :mod:`charmem_contract.factories`). What the subclass may change
+is deliberately narrow, and :meth:`ContractSuite.test_contract_guard` enforces it:
 
 * switch off a capability flag the suite lists in ``optional_capabilities`` (tests that need it
   are skipped with the flag's reason);
@@ -11,6 +12,10 @@ deliberately narrow, and :meth:`ContractSuite.test_contract_guard` enforces it:
   strict by default, so the day the adapter is fixed the mark has to go);
 * nothing else: overriding or deleting a contract test, switching off a flag the suite does not
   allow, inventing a flag, or passing fewer than ``minimum_passing`` tests fails the guard.
+
+A suite's own definition is checked when its class is created: every contract test's docstring
+ends with a paragraph starting :data:`IF_THIS_FAILS` (what an adapter author checks when it
+fails), and a stateful suite has its empty canary, a test named ``test_fixture_starts_empty...``.
 """
 
 from __future__ import annotations
@@ -22,12 +27,16 @@ from typing import Any, ClassVar, TypeVar
 
 import pytest
 
-__all__ = ["ContractSuite", "known_failure", "requires"]
+__all__ = ["IF_THIS_FAILS", "ContractSuite", "known_failure", "requires"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _REQUIRES = "__contract_requires__"
 _FORBIDDEN_CLASS_MARKS = frozenset({"skip", "skipif", "xfail"})
+#: How the last paragraph of every contract test's docstring starts: what to check when it fails.
+IF_THIS_FAILS = "If this fails:"
+#: The name (a prefix) of the empty canary every stateful suite has.
+CANARY = "test_fixture_starts_empty"
 
 
 def requires(*flags: str) -> Callable[[F], F]:
@@ -93,6 +102,11 @@ def known_failure(test: F, *, reason: str, strict: bool = True) -> F:
     return marked
 
 
+def _last_paragraph(test: Callable[..., Any]) -> str:
+    """The last paragraph of ``test``'s docstring (``""`` without one)."""
+    return inspect.cleandoc(test.__doc__ or "").split("\n\n")[-1].strip()
+
+
 def _xfail_reason(obj: object) -> str | None:
     for mark in getattr(obj, "pytestmark", ()):
         if getattr(mark, "name", None) == "xfail":
@@ -111,11 +125,14 @@ class ContractSuite:
         optional_capabilities: the only flags an adapter may switch off.
         minimum_passing: how many contract tests an adapter must run (not skipped by a flag,
             not a known failure) for the guard to pass.
+        stateful: ``False`` only for a suite of stateless handles (no empty canary then).
     """
 
     capabilities: ClassVar[Mapping[str, str]] = {}
     optional_capabilities: ClassVar[frozenset[str]] = frozenset()
     minimum_passing: ClassVar[int] = 0
+    #: Whether the handles keep state between calls (then the suite has an empty canary).
+    stateful: ClassVar[bool] = True
     _is_suite: ClassVar[bool] = True
 
     def __init_subclass__(cls, *, suite: bool = False, **kwargs: Any) -> None:
@@ -141,10 +158,18 @@ class ContractSuite:
         unknown = cls.optional_capabilities - set(cls.capabilities)
         if unknown:
             raise TypeError(f"{cls.__name__}.optional_capabilities names undeclared flags {sorted(unknown)}")
-        for name, test in cls.contract_tests().items():
+        tests = cls.contract_tests()
+        for name, test in tests.items():
             for flag in getattr(test, _REQUIRES, ()):
                 if flag not in cls.capabilities:
                     raise TypeError(f"{cls.__name__}.{name} requires undeclared flag {flag!r}")
+            if not _last_paragraph(test).startswith(IF_THIS_FAILS):
+                raise TypeError(
+                    f"{cls.__name__}.{name}: the docstring must end with a paragraph starting "
+                    f"{IF_THIS_FAILS!r} that says what an adapter author checks"
+                )
+        if cls.stateful and not any(name.startswith(CANARY) for name in tests):
+            raise TypeError(f"{cls.__name__} is stateful but has no empty canary ({CANARY}...)")
         for flag in cls.capabilities:
             if flag not in cls.__dict__ and not hasattr(cls, flag):
                 setattr(cls, flag, True)
@@ -177,6 +202,11 @@ class ContractSuite:
     @classmethod
     def guard_violations(cls) -> list[str]:
         """Every way this adapter class departs from what its suite allows (empty when fine)."""
+        return [*cls._flag_problems(), *cls._test_problems()]
+
+    @classmethod
+    def _flag_problems(cls) -> list[str]:
+        """Flags that are not booleans, switched off without leave, or unknown (typos)."""
         suite = cls.suite_class()
         problems: list[str] = []
         for flag in sorted(suite.capabilities):
@@ -189,19 +219,25 @@ class ContractSuite:
                     f"{flag} = False, but {suite.__name__} does not let adapters switch it off "
                     f"(it may switch off only: {allowed}); make the adapter {suite.capabilities[flag]}"
                 )
-        for name in sorted(dir(cls)):
-            if name.startswith("supports_") and name not in suite.capabilities:
-                known = ", ".join(sorted(suite.capabilities)) or "none"
-                problems.append(f"{name} is not a capability of {suite.__name__} (known flags: {known})")
+        known = ", ".join(sorted(suite.capabilities)) or "none"
+        problems.extend(
+            f"{name} is not a capability of {suite.__name__} (known flags: {known})"
+            for name in sorted(dir(cls))
+            if name.startswith("supports_") and name not in suite.capabilities
+        )
+        return problems
+
+    @classmethod
+    def _test_problems(cls) -> list[str]:
+        """Contract tests overridden or deleted without a known-failure mark; too few left to run."""
+        suite = cls.suite_class()
+        problems: list[str] = []
         runnable = 0
         for name, original in cls.contract_tests().items():
             current = getattr(cls, name, None)
             if current is original:
-                needed = getattr(original, _REQUIRES, ())
-                if all(getattr(cls, flag, True) for flag in needed):
-                    runnable += 1
-                continue
-            if current is None or not callable(current):
+                runnable += all(getattr(cls, flag, True) for flag in getattr(original, _REQUIRES, ()))
+            elif current is None or not callable(current):
                 problems.append(
                     f"{name} is deleted (set to {current!r}); keep it and mark it with "
                     f"charmem_contract.known_failure({suite.__name__}.{name}, reason=...) if the adapter "

@@ -101,7 +101,7 @@ class LifecycleRulesTests:
         """Drafts of one plan that supersede each other in a ring are invalid, naming the cycle;
         nothing is written (before the rule both were stored and vanished from every view).
 
-        Adapter authors: nothing adapter-specific (core validation reads ``links_of``).
+        If this fails: nothing adapter-specific (core validation reads ``links_of``).
         """
         source = await _observation(memory, "We argued about the ring of beliefs.")
         ids = [MemoryId.new() for _ in range(length)]
@@ -128,7 +128,7 @@ class LifecycleRulesTests:
         successor); replaying the plan that superseded it stays accepted, also half-replayed
         plans that add a sibling are refused.
 
-        Adapter authors: ``links_of`` with ``relations=[SUPERSEDES]`` must return incoming links.
+        If this fails: ``links_of`` with ``relations=[SUPERSEDES]`` must return incoming links.
         """
         old = await _stored_claim(memory, "The bakery opens at seven.")
         source = await _observation(memory, "The bakery changed its hours.")
@@ -156,7 +156,7 @@ class LifecycleRulesTests:
         memories (a merge) are accepted and replayable; afterwards neither a later plan nor
         ``correct`` may add a successor to the split memory.
 
-        Adapter authors: ``currency`` must count every incoming ``supersedes`` link.
+        If this fails: ``currency`` must count every incoming ``supersedes`` link.
         """
         split = await _stored_claim(memory, "Mina and Jun share the garden.")
         left = await _stored_claim(memory, "Mina waters on Mondays.")
@@ -194,7 +194,7 @@ class LifecycleRulesTests:
         successor; a plan cannot supersede a corrected memory (naming the replacement); replaying
         the correction stays accepted.
 
-        Adapter authors: nothing may be written by the refused operations.
+        If this fails: check that the refused operations wrote nothing.
         """
         planned = await _stored_claim(memory, "Oma lives in Busan.")
         source = await _observation(memory, "Oma moved to Seoul.")
@@ -230,7 +230,7 @@ class LifecycleRulesTests:
         endpoint) raises RECORDED_BEFORE_TARGET and writes nothing; at the creation instant
         itself it is accepted.
 
-        Adapter authors: objects must keep their ``created_at`` exactly (timezone included).
+        If this fails: objects must keep their ``created_at`` exactly (timezone included).
         """
         created = T0 + DAY
         target = await _stored_claim(memory, "Jun walks the dog at noon.", created_at=created)
@@ -269,7 +269,7 @@ class LifecycleRulesTests:
         """A correct, forget or link recorded later than the clock's now plus RECORDED_AT_SKEW
         raises RECORDED_IN_FUTURE; within the skew it is accepted and recorded at the clock's now.
 
-        Adapter authors: nothing adapter-specific (the facade's clock decides).
+        If this fails: nothing adapter-specific (the facade's clock decides).
         """
         first = await _stored_claim(memory, "Mina likes green tea.")
         second = await _stored_claim(memory, "Mina likes black tea.")
@@ -298,7 +298,7 @@ class LifecycleRulesTests:
         of the clock), ``retrieve()`` and ``retrieve(as_of=now)`` give the same items, statuses
         and omissions.
 
-        Adapter authors: ``currency(as_of=...)`` must count records and ``supersedes`` links
+        If this fails: ``currency(as_of=...)`` must count records and ``supersedes`` links
         recorded at or before ``as_of``.
         """
         texts = ["Jun studies law.", "Jun lives in Incheon.", "Jun drives a van.", "Jun drinks coffee."]
@@ -332,7 +332,7 @@ class LifecycleRulesTests:
         it supersedes, is grounded on or joins; nothing is written. At equal instants it is stored,
         and the default view and ``as_of=now`` agree on it.
 
-        Adapter authors: nothing adapter-specific (validation reads stored objects' ``created_at``).
+        If this fails: nothing adapter-specific (validation reads stored objects' ``created_at``).
         """
         future = memory.clock.now() + RECORDED_AT_SKEW + DAY
         with pytest.raises(PlanValidationError, match="time order") as info:

@@ -1,4 +1,4 @@
-"""The differential state machine of the facade suite (DESIGN §9).
+"""The differential state machine of the facade suite: the stack under test against the reference.
 
 Random sequences of operations run on the stack under test and on the reference stack (core's
 reference adapters and the same embedder) side by side. After every operation both must agree:

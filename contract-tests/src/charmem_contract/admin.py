@@ -1,21 +1,21 @@
 """``AdminToolsContract``: backup, restore and purge (``charmem.admin``) over any stack of adapters.
 
-Subclass it as ``TestXxx`` and implement :meth:`AdminToolsContract.open_memory`, which opens a
-collection on *named* backing stores: each distinct name is a separate, initially empty set of
+Subclass it as ``TestXxx`` and override the one fixture ``memory_factory`` (a
+:class:`~charmem_contract.factories.MemoryFactory`), whose ``open(collection, store=name)`` opens
+a collection on *named* backing stores: each distinct name is a separate, initially empty set of
 stores (a directory, a server), the same name again reaches the same stores. A backup made on
-stores ``"a"`` is restored into stores ``"b"``. The hook may give the collection another actual
-name (a suffix that keeps tests apart on a shared server), as long as the same requested name
-gets the same actual name on every store within one test.
+stores ``"a"`` is restored into stores ``"b"``. The factory may give the collection another
+actual name (a suffix that keeps tests apart on a shared server), as long as the same requested
+name gets the same actual name on every store within one test.
 """
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pytest
 
@@ -35,6 +35,7 @@ from charmem import (
     LifecycleValidationError,
     LinkDraft,
     MemoryId,
+    ObjectType,
     ObservationDraft,
     Relation,
     RememberDrafts,
@@ -45,6 +46,7 @@ from charmem import (
     ThreadDraft,
 )
 from charmem.admin import MANIFEST_NAME, export_collection, import_collection, purge, read_manifest
+from charmem.domain.model import DerivedMemory
 from charmem.errors import (
     BackupFormatError,
     CollectionNotEmptyError,
@@ -53,6 +55,7 @@ from charmem.errors import (
 )
 from charmem.testing import stores_of
 from charmem_contract._base import ContractSuite
+from charmem_contract.factories import MemoryFactory
 
 __all__ = ["PERSONAL_TEXT", "PERSONAL_WORD", "PURGED_AT", "AdminToolsContract", "AdminWorld"]
 
@@ -86,6 +89,14 @@ class AdminWorld:
         """Every write path: drafts with notions, names and a thread; remember with a persisted plan;
         a correction; a forget; a caller link.
         """
+        await self._name_ana(memory)
+        await self._plan_the_visit(memory)
+        await self._plant_tomatoes(memory)
+        await self._correct_forget_and_link(memory)
+        return self
+
+    async def _name_ana(self, memory: CharacterMemory) -> None:
+        """A notion (Ana) with a given name belief, and a thread (the allotment)."""
         ana, garden, name = MemoryId.new(), MemoryId.new(), MemoryId.new()
         await memory.remember(
             RememberDrafts(
@@ -104,6 +115,11 @@ class AdminWorld:
                 ],
             )
         )
+        self.ids.update(ana=ana, garden=garden, name=name)
+
+    async def _plan_the_visit(self, memory: CharacterMemory) -> None:
+        """:data:`PERSONAL_TEXT` and a claim about it, through a persisted plan."""
+        ana = self.ids["ana"]
         plan = await memory.prepare(
             RememberInput(
                 PERSONAL_TEXT, occurred_at=_hour(1), participant_entity_ids=[ana], created_at=_hour(1)
@@ -115,8 +131,11 @@ class AdminWorld:
         )
         self.plan_json = plan.to_json()
         visit = await memory.commit(plan)
-        self.ids.update(ana=ana, garden=garden, name=name)
         self.ids["episode"], self.ids["observation"], self.ids["claim"] = visit.object_ids
+
+    async def _plant_tomatoes(self, memory: CharacterMemory) -> None:
+        """An afternoon at the allotment, a turn said by Ana, and a preference grounded on it."""
+        ana, garden = self.ids["ana"], self.ids["garden"]
         allotment, turn, likes = MemoryId.new(), MemoryId.new(), MemoryId.new()
         await memory.remember(
             RememberDrafts(
@@ -152,6 +171,9 @@ class AdminWorld:
             )
         )
         self.ids.update(allotment=allotment, turn=turn, likes=likes)
+
+    async def _correct_forget_and_link(self, memory: CharacterMemory) -> None:
+        """The claim corrected, a walk remembered and its observation forgotten, a caller link."""
         self.correction = CorrectMemoryDraft(
             CorrectionTarget.derived_memory(self.ids["claim"]), "She moved the date.", recorded_at=_hour(3)
         ).with_replacement(ReplacementDerivedMemoryDraft(DerivedType.CLAIM, "Ana visits in two weeks."))
@@ -166,8 +188,9 @@ class AdminWorld:
                 self.ids["walk_observation"], "not worth keeping", recorded_at=_hour(5)
             )
         )
-        await memory.link(LinkDraft(likes, Relation.SUPPORTS, self.ids["replacement"], recorded_at=_hour(6)))
-        return self
+        await memory.link(
+            LinkDraft(self.ids["likes"], Relation.SUPPORTS, self.ids["replacement"], recorded_at=_hour(6))
+        )
 
 
 def _contexts(world: AdminWorld) -> list[RetrievalContext]:
@@ -207,42 +230,46 @@ async def _counts(memory: CharacterMemory) -> tuple[int, int, int, int]:
 class AdminToolsContract(ContractSuite, suite=True):
     """Backup, restore and purge over one stack; no capability may be switched off.
 
-    Override :meth:`open_memory`. Use a fixed clock and the lexical cue as the stack's users do:
-    restored packs are compared byte for byte with the original's, on the same stack.
+    Override the one fixture ``memory_factory``: its ``open(collection, store=name)`` opens the
+    collection on the stores named ``name``. Use a fixed clock and the lexical cue as the stack's
+    users do: restored packs are compared byte for byte with the original's, on the same stack.
     """
 
     minimum_passing: ClassVar[int] = 9
 
-    async def open_memory(self, store: str, collection: str) -> CharacterMemory:
-        """Open ``collection`` on the backing stores named ``store`` (the suite closes it).
-
-        Distinct names are distinct, initially empty stores (a temporary directory each, another
-        server); the same name reaches the same stores.
+    @pytest.fixture
+    def memory_factory(self) -> MemoryFactory:
+        """Override: yield a MemoryFactory whose ``open(collection, store=name)`` opens the collection
+        on the stores named ``name`` (each name its own, initially empty stores).
         """
         raise NotImplementedError(
-            f"{type(self).__name__} must implement open_memory(store, collection): open the collection "
-            "on the stores named `store` (a separate directory or server per name)"
+            f"{type(self).__name__} must override the memory_factory fixture to yield a "
+            "charmem_contract.MemoryFactory whose open(collection, store=name) opens the collection on "
+            "the stores named `name` (a separate directory or server per name; see "
+            "charmem_contract.memory_factory)"
         )
 
-    @pytest.fixture
-    async def opened(self) -> AsyncIterator[list[CharacterMemory]]:
-        """The memories a test opened, closed at the end."""
-        memories: list[CharacterMemory] = []
-        try:
-            yield memories
-        finally:
-            for memory in reversed(memories):
-                await memory.close()
+    async def _open(self, memory_factory: MemoryFactory, store: str, collection: str = "admin") -> Any:
+        return await memory_factory.open(collection, store=store)
 
-    async def _open(self, opened: list[CharacterMemory], store: str, collection: str = "admin") -> Any:
-        memory = await self.open_memory(store, collection)
-        opened.append(memory)
-        return memory
+    # -- the canary ------------------------------------------------------------------------
+
+    async def test_fixture_starts_empty(self, memory_factory: MemoryFactory) -> None:
+        """Two store names open two empty memories: no statement, tombstone, point or stats row.
+
+        If this fails: the ``memory_factory`` fixture must open fresh stores for every test and
+        a separate set of stores for each store name.
+        """
+        for store in ("a", "b"):
+            memory = await self._open(memory_factory, store)
+            assert await _counts(memory) == (0, 0, 0, 0), (
+                f"the memory_factory's stores {store!r} are not empty"
+            )
 
     # -- backup and restore ----------------------------------------------------------------
 
     async def test_round_trip_gives_byte_identical_packs(
-        self, opened: list[CharacterMemory], tmp_path: Path
+        self, memory_factory: MemoryFactory, tmp_path: Path
     ) -> None:
         """Export, import into empty stores: every pack (superseded, suppressed, as_of) is identical.
 
@@ -252,7 +279,7 @@ class AdminToolsContract(ContractSuite, suite=True):
         If this fails: compare the two exports (every statement must survive the dump), then
         the vector rebuild (``current_index_entries``) with what commit indexes.
         """
-        source = await self._open(opened, "a")
+        source = await self._open(memory_factory, "a")
         world = await AdminWorld().build(source)
         expected = await _packs(source, world)
         manifest = await export_collection(source, tmp_path / "backup")
@@ -260,11 +287,11 @@ class AdminToolsContract(ContractSuite, suite=True):
         assert manifest.graph.statements == await stores_of(source).graph.statement_count()
         assert manifest.counts.vector_points == await stores_of(source).vectors.count()
         assert manifest.counts.objects["derived"] == len(
-            await stores_of(source).graph.object_ids(["derived"])
+            await stores_of(source).graph.object_ids([ObjectType.DERIVED])
         )
         assert (tmp_path / "backup" / MANIFEST_NAME).is_file()
         assert read_manifest(tmp_path / "backup") == manifest
-        target = await self._open(opened, "b")
+        target = await self._open(memory_factory, "b")
         report = await import_collection(target, tmp_path / "backup")
         assert report.statements == manifest.graph.statements
         assert not report.embedder_changed
@@ -276,17 +303,17 @@ class AdminToolsContract(ContractSuite, suite=True):
             assert have == want, f"pack {n} ({_contexts(world)[n]}) differs after the restore"
 
     async def test_restored_collection_keeps_working(
-        self, opened: list[CharacterMemory], tmp_path: Path
+        self, memory_factory: MemoryFactory, tmp_path: Path
     ) -> None:
         """After a restore, replaying the original plan is idempotent and new writes work.
 
         If this fails: the restore lost statements a replay compares against (content equality),
         or the rebuilt stats and vectors differ from what commits maintain.
         """
-        source = await self._open(opened, "a")
+        source = await self._open(memory_factory, "a")
         world = await AdminWorld().build(source)
         await export_collection(source, tmp_path / "backup")
-        target = await self._open(opened, "b")
+        target = await self._open(memory_factory, "b")
         await import_collection(target, tmp_path / "backup")
         before = await stores_of(target).graph.statement_count()
         outcome = await target.commit(RememberWritePlan.from_json(world.plan_json))
@@ -297,14 +324,14 @@ class AdminToolsContract(ContractSuite, suite=True):
         assert pack.items and pack.items[0].text == "A new day after the restore."
 
     async def test_import_refuses_what_it_cannot_restore(
-        self, opened: list[CharacterMemory], tmp_path: Path
+        self, memory_factory: MemoryFactory, tmp_path: Path
     ) -> None:
         """Non-empty target, damaged file, missing manifest, another collection: typed, nothing written.
 
         If this fails: check the manifest and the graph file's SHA-256 before writing, and that
         the graph, the vectors and the statistics are all empty.
         """
-        source = await self._open(opened, "a")
+        source = await self._open(memory_factory, "a")
         await AdminWorld().build(source)
         backup = tmp_path / "backup"
         await export_collection(source, backup)
@@ -315,8 +342,8 @@ class AdminToolsContract(ContractSuite, suite=True):
         assert await _counts(source) == before
         with pytest.raises(BackupFormatError):
             await export_collection(source, backup)  # never overwrites a backup
-        target = await self._open(opened, "b")
-        other = await self._open(opened, "c", "another")
+        target = await self._open(memory_factory, "b")
+        other = await self._open(memory_factory, "c", "another")
         graph_file = backup / read_manifest(backup).graph.file
         intact = graph_file.read_bytes()
         refusals: list[tuple[str, Any, Any]] = [("another collection", other, backup)]
@@ -344,7 +371,7 @@ class AdminToolsContract(ContractSuite, suite=True):
     # -- purge -----------------------------------------------------------------------------
 
     async def test_purge_erases_the_memory_from_every_store(
-        self, opened: list[CharacterMemory], tmp_path: Path
+        self, memory_factory: MemoryFactory, tmp_path: Path
     ) -> None:
         """Purging an episode and its observation removes their text from graph, vectors and export.
 
@@ -355,7 +382,7 @@ class AdminToolsContract(ContractSuite, suite=True):
         If this fails: see which store still has it: the export (graph statements), the vector
         point ids, or the check report (statistics, dangling references).
         """
-        memory = await self._open(opened, "a")
+        memory = await self._open(memory_factory, "a")
         world = await AdminWorld().build(memory)
         episode, observation = world.ids["episode"], world.ids["observation"]
         assert PERSONAL_WORD.encode() in await _dump(memory)
@@ -364,35 +391,10 @@ class AdminToolsContract(ContractSuite, suite=True):
         assert report.already_purged_ids == ()
         assert {world.ids["claim"], world.ids["replacement"], world.ids["ana"]} <= set(report.linked_ids)
         assert report.check.consistent, "\n".join(report.check.describe())
-        assert await stores_of(memory).graph.get_objects([episode, observation]) == {}
-        assert await stores_of(memory).graph.links_of([episode, observation]) == [], "links to them remain"
-        assert await stores_of(memory).graph.get_records([episode, observation]) == []
-        tombstones = await stores_of(memory).graph.tombstones([episode, observation])
-        assert sorted(tombstones) == sorted([episode, observation])
-        assert all(t.purged_at == PURGED_AT for t in tombstones.values())
-        dump = await _dump(memory)
-        assert PERSONAL_WORD.encode() not in dump, "the purged text is still in the graph"
-        assert str(episode).encode() in dump, "the tombstones must be in the graph (and its backups)"
-        points = await stores_of(memory).vectors.point_ids()
-        assert not points & {episode, observation}, "the purged memories still have vectors"
-        claim = (await stores_of(memory).graph.get_objects([world.ids["claim"]]))[world.ids["claim"]]
-        assert claim.episode_ids == (episode,) and claim.observation_ids == (observation,), (
-            "a survivor's provenance must keep the purged ids (now tombstones)"
-        )
-        assert await stores_of(memory).graph.currency([world.ids["claim"]]) == {
-            world.ids["claim"]: CurrencyStatus.SUPERSEDED
-        }
-        query = PERSONAL_TEXT.replace(PERSONAL_WORD, "")  # the pack repeats its query
-        pack = await memory.retrieve(
-            RetrievalContext(query=query, include_superseded=True, include_suppressed=True)
-        )
-        assert not {item.id for item in pack.items} & {episode, observation}
-        assert PERSONAL_WORD not in json.dumps(pack.to_dict(), ensure_ascii=False)
-        await export_collection(memory, tmp_path / "after")
-        files = [p for p in (tmp_path / "after").iterdir() if p.name != MANIFEST_NAME]
-        assert all(PERSONAL_WORD.encode() not in p.read_bytes() for p in files)
+        await _assert_purged_from_the_stores(memory, world)
+        await _assert_purged_from_recall_and_backups(memory, world, tmp_path)
 
-    async def test_purged_memories_never_come_back(self, opened: list[CharacterMemory]) -> None:
+    async def test_purged_memories_never_come_back(self, memory_factory: MemoryFactory) -> None:
         """A replayed plan, link, forget, correction or new draft naming a purged memory is refused.
 
         Each raises :class:`~charmem.errors.PurgedMemoryError` and writes nothing; a correction of
@@ -401,7 +403,7 @@ class AdminToolsContract(ContractSuite, suite=True):
         If this fails: validation must ask the graph for tombstones of every id a plan names
         (``GraphStore.tombstones``), and ``write_batch`` must refuse tombstoned ids.
         """
-        memory = await self._open(opened, "a")
+        memory = await self._open(memory_factory, "a")
         world = await AdminWorld().build(memory)
         episode, observation = world.ids["episode"], world.ids["observation"]
         await purge(memory, [episode, observation], purged_at=PURGED_AT)
@@ -445,14 +447,14 @@ class AdminToolsContract(ContractSuite, suite=True):
         assert await _counts(memory) == before
 
     async def test_purging_a_correction_keeps_the_old_belief_superseded(
-        self, opened: list[CharacterMemory]
+        self, memory_factory: MemoryFactory
     ) -> None:
         """Purging a replacement leaves its predecessor superseded; replaying the correction is refused.
 
         If this fails: keep ``supersedes`` links from a purged memory to a surviving one (they
         hold no text), so currency of survivors never changes, and refuse the replacement's id.
         """
-        memory = await self._open(opened, "a")
+        memory = await self._open(memory_factory, "a")
         world = await AdminWorld().build(memory)
         claim, replacement = world.ids["claim"], world.ids["replacement"]
         report = await purge(memory, [replacement], purged_at=PURGED_AT)
@@ -466,13 +468,13 @@ class AdminToolsContract(ContractSuite, suite=True):
             await memory.correct(world.correction)
         assert await _counts(memory) == before
 
-    async def test_purge_again_is_harmless(self, opened: list[CharacterMemory]) -> None:
+    async def test_purge_again_is_harmless(self, memory_factory: MemoryFactory) -> None:
         """Purging the same ids again changes nothing and reports them as already purged.
 
         If this fails: accept tombstoned ids as already purged (re-deleting their vectors,
         rebuilding the statistics) and keep the first tombstone.
         """
-        memory = await self._open(opened, "a")
+        memory = await self._open(memory_factory, "a")
         world = await AdminWorld().build(memory)
         ids = [world.ids["walk"], world.ids["walk_observation"]]
         await purge(memory, ids, purged_at=PURGED_AT)
@@ -485,13 +487,13 @@ class AdminToolsContract(ContractSuite, suite=True):
         assert {t.purged_at for t in (await stores_of(memory).graph.tombstones(ids)).values()} == {PURGED_AT}
 
     async def test_purge_of_an_unknown_id_is_refused_and_writes_nothing(
-        self, opened: list[CharacterMemory]
+        self, memory_factory: MemoryFactory
     ) -> None:
         """Unknown ids and link ids raise PurgeTargetError naming each; nothing is written.
 
         If this fails: look every id up (objects, tombstones, links) before erasing anything.
         """
-        memory = await self._open(opened, "a")
+        memory = await self._open(memory_factory, "a")
         world = await AdminWorld().build(memory)
         before = await _counts(memory)
         dump = await _dump(memory)
@@ -507,21 +509,63 @@ class AdminToolsContract(ContractSuite, suite=True):
         assert await _dump(memory) == dump
 
     async def test_backup_after_a_purge_keeps_the_tombstones(
-        self, opened: list[CharacterMemory], tmp_path: Path
+        self, memory_factory: MemoryFactory, tmp_path: Path
     ) -> None:
         """A restore of a post-purge backup still refuses the purged ids and recalls alike.
 
         If this fails: export tombstones with the rest of the graph.
         """
-        source = await self._open(opened, "a")
+        source = await self._open(memory_factory, "a")
         world = await AdminWorld().build(source)
         await purge(source, [world.ids["episode"], world.ids["observation"]], purged_at=PURGED_AT)
         expected = await _packs(source, world)
         await export_collection(source, tmp_path / "backup")
-        target = await self._open(opened, "b")
+        target = await self._open(memory_factory, "b")
         report = await import_collection(target, tmp_path / "backup")
         assert report.check.consistent, "\n".join(report.check.describe())
         assert await stores_of(target).graph.tombstones() == await stores_of(source).graph.tombstones()
         assert await _packs(target, world) == expected
         with pytest.raises(PurgedMemoryError):
             await target.commit(RememberWritePlan.from_json(world.plan_json))
+
+
+async def _assert_purged_from_the_stores(memory: CharacterMemory, world: AdminWorld) -> None:
+    """The purged episode and observation are tombstones in the graph, gone from the vectors; the
+    claim grounded on them keeps their ids and stays superseded.
+    """
+    episode, observation = world.ids["episode"], world.ids["observation"]
+    assert await stores_of(memory).graph.get_objects([episode, observation]) == {}
+    assert await stores_of(memory).graph.links_of([episode, observation]) == [], "links to them remain"
+    assert await stores_of(memory).graph.get_records([episode, observation]) == []
+    tombstones = await stores_of(memory).graph.tombstones([episode, observation])
+    assert sorted(tombstones) == sorted([episode, observation])
+    assert all(t.purged_at == PURGED_AT for t in tombstones.values())
+    dump = await _dump(memory)
+    assert PERSONAL_WORD.encode() not in dump, "the purged text is still in the graph"
+    assert str(episode).encode() in dump, "the tombstones must be in the graph (and its backups)"
+    points = await stores_of(memory).vectors.point_ids()
+    assert not points & {episode, observation}, "the purged memories still have vectors"
+    claim = (await stores_of(memory).graph.get_objects([world.ids["claim"]]))[world.ids["claim"]]
+    claim = cast(DerivedMemory, claim)
+    assert claim.episode_ids == (episode,) and claim.observation_ids == (observation,), (
+        "a survivor's provenance must keep the purged ids (now tombstones)"
+    )
+    assert await stores_of(memory).graph.currency([world.ids["claim"]]) == {
+        world.ids["claim"]: CurrencyStatus.SUPERSEDED
+    }
+
+
+async def _assert_purged_from_recall_and_backups(
+    memory: CharacterMemory, world: AdminWorld, tmp_path: Path
+) -> None:
+    """Recall of the purged text finds neither it nor the purged ids; a new backup holds no trace."""
+    episode, observation = world.ids["episode"], world.ids["observation"]
+    query = PERSONAL_TEXT.replace(PERSONAL_WORD, "")  # the pack repeats its query
+    pack = await memory.retrieve(
+        RetrievalContext(query=query, include_superseded=True, include_suppressed=True)
+    )
+    assert not {item.id for item in pack.items} & {episode, observation}
+    assert PERSONAL_WORD not in json.dumps(pack.to_dict(), ensure_ascii=False)
+    await export_collection(memory, tmp_path / "after")
+    files = [p for p in (tmp_path / "after").iterdir() if p.name != MANIFEST_NAME]
+    assert all(PERSONAL_WORD.encode() not in p.read_bytes() for p in files)

@@ -11,6 +11,7 @@ import pytest
 from charmem.ports import EmbeddingProvider
 from charmem_contract import data
 from charmem_contract._base import ContractSuite
+from charmem_contract.factories import CONTRACT_COLLECTION, Factory
 
 __all__ = ["EmbeddingProviderContract"]
 
@@ -31,9 +32,12 @@ def _close(left: Sequence[float], right: Sequence[float], tolerance: float) -> b
 class EmbeddingProviderContract(ContractSuite, suite=True):
     """Contract suite of :class:`charmem.ports.EmbeddingProvider`.
 
-    Subclass it as ``TestMyEmbedder`` and override the fixture ``embedding_provider`` to yield a
-    ready provider. A provider is stateless from the suite's point of view, so a slow model may be
-    loaded once per session by a session-scoped fixture the override depends on.
+    Subclass it as ``TestMyEmbedder`` and override the one fixture ``embedding_provider_factory``:
+    it yields a :class:`~charmem_contract.factories.Factory` whose ``open(collection)`` gives a
+    ready provider (an embedder has no collection or store: it ignores them), for example
+    ``opening(lambda collection: MyEmbedder())``. A provider is stateless from the suite's point
+    of view (no empty canary), so a slow model may be loaded once per session by a session-scoped
+    fixture the factory's opener returns.
 
     :attr:`tolerance` is the largest difference allowed between two embeddings of the same text
     (batching may change float rounding); keep it at 1e-6 or below.
@@ -42,17 +46,25 @@ class EmbeddingProviderContract(ContractSuite, suite=True):
     capabilities: ClassVar[dict[str, str]] = {}
     optional_capabilities: ClassVar[frozenset[str]] = frozenset()
     minimum_passing: ClassVar[int] = 7
+    stateful: ClassVar[bool] = False
 
     #: Largest per-component difference between two embeddings of one text.
     tolerance: ClassVar[float] = 1e-6
 
     @pytest.fixture
-    def embedding_provider(self) -> EmbeddingProvider:
-        """Override: yield a ready embedding provider."""
+    def embedding_provider_factory(self) -> Factory[EmbeddingProvider]:
+        """Override: yield a factory of ready embedding providers (collection and store ignored)."""
         raise NotImplementedError(
-            f"{type(self).__name__} must override the embedding_provider fixture to yield an "
-            "EmbeddingProvider"
+            f"{type(self).__name__} must override the embedding_provider_factory fixture to yield a "
+            "Factory of EmbeddingProvider (see charmem_contract.opening)"
         )
+
+    @pytest.fixture
+    async def embedding_provider(
+        self, embedding_provider_factory: Factory[EmbeddingProvider]
+    ) -> EmbeddingProvider:
+        """The provider the suite checks (the factory closes it if it has ``close``)."""
+        return await embedding_provider_factory.open(CONTRACT_COLLECTION)
 
     async def test_fixture_is_an_embedding_provider(self, embedding_provider: EmbeddingProvider) -> None:
         """The fixture yields an object with the port's attributes and coroutines.

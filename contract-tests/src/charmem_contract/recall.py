@@ -1,4 +1,4 @@
-"""``RecallSignalsContract``: each recall signal of DESIGN §6 on a small hand-built store.
+"""``RecallSignalsContract``: each signal retrieval ranks by, on a small hand-built store.
 
 Hub selectivity, currency along a correction chain, meaning over recency, event-time windows,
 the recency preference, thread continuity and canonical order under two insertion orders. The
@@ -6,13 +6,13 @@ stores are built so each signal decides the outcome whatever the embedder: texts
 with the query exactly where the test needs similarity (the hashing embedder and BM25 both see
 it; a semantic model does too).
 
-Subclass it as ``TestXxx`` and implement :meth:`RecallSignalsContract.make_memory`.
+Subclass it as ``TestXxx`` and override the one fixture ``memory_factory`` (a
+:class:`~charmem_contract.factories.MemoryFactory`, as for the facade suite).
 """
 
 from __future__ import annotations
 
-import abc
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
@@ -40,6 +40,7 @@ from charmem import (
     ThreadDraft,
 )
 from charmem_contract._base import ContractSuite
+from charmem_contract.factories import MemoryFactory
 
 __all__ = ["RecallSignalsContract"]
 
@@ -50,20 +51,39 @@ def _ids(namespace: str, count: int) -> list[MemoryId]:
     return [MemoryId.deterministic("charmem-recall-contract", namespace, n) for n in range(count)]
 
 
-class RecallSignalsContract(ContractSuite, abc.ABC, suite=True):
-    """Recall signals every composition of adapters must show (DESIGN §6)."""
+class RecallSignalsContract(ContractSuite, suite=True):
+    """Recall signals every composition of adapters must show: hubs narrowed by a named notion,
+    currency along a correction chain, meaning over recency, time windows and cues, the recency
+    preference, thread continuity and canonical order.
+
+    No capability may be switched off: every stack must run all of it (the guard checks).
+    """
 
     minimum_passing: ClassVar[int] = 8
 
-    @abc.abstractmethod
-    def make_memory(self, collection: str) -> AsyncIterator[CharacterMemory]:
-        """Yield an open, empty memory for ``collection`` and close it afterwards (async generator)."""
+    @pytest.fixture
+    def memory_factory(self) -> MemoryFactory:
+        """Override: yield a MemoryFactory over the test's own stores; close what it opened afterwards."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must override the memory_factory fixture to yield a "
+            "charmem_contract.MemoryFactory (see charmem_contract.memory_factory)"
+        )
 
     @pytest.fixture
-    async def memory(self) -> AsyncIterator[CharacterMemory]:
-        """The memory under test, empty."""
-        async for memory in self.make_memory("recall"):
-            yield memory
+    async def memory(self, memory_factory: MemoryFactory) -> CharacterMemory:
+        """The memory of collection ``recall``, empty (closed by the factory)."""
+        return await memory_factory.open("recall")
+
+    # -- the canary ------------------------------------------------------------------------
+
+    async def test_fixture_starts_empty(self, memory: CharacterMemory) -> None:
+        """A fresh memory recalls nothing and omits nothing.
+
+        If this fails: the ``memory_factory`` fixture must open every test's collection on fresh
+        stores (a fresh temporary directory, or a fresh server).
+        """
+        pack = await memory.retrieve(RetrievalContext(query="anything at all about the dog Rex"))
+        assert pack.items == () and pack.omissions == (), "the memory_factory's memories are not empty"
 
     # ------------------------------------------------------------------ helpers
 
@@ -158,6 +178,9 @@ class RecallSignalsContract(ContractSuite, abc.ABC, suite=True):
     ) -> None:
         """A belief corrected twice: only the newest is an item by default; the older two are
         omitted as superseded, and come back with that status under ``include_superseded``.
+
+        If this fails: ``currency`` must count every incoming ``supersedes`` link, and ``delete``
+        must take a superseded memory out of candidate recall.
         """
         outcome = await memory.remember(
             RememberInput("Mara plays the violin at the school concert.", occurred_at=T0).with_derived_memory(
@@ -191,6 +214,9 @@ class RecallSignalsContract(ContractSuite, abc.ABC, suite=True):
     async def test_an_old_memory_beats_a_recent_distractor_on_meaning(self, memory: CharacterMemory) -> None:
         """Meaning outranks age: a year-old memory that answers the query ranks above a memory
         from yesterday that only shares a word with it, with or without a recency preference.
+
+        If this fails: the vector index's scores are not similarities (higher is closer), or the
+        lexical cue outweighs them.
         """
         old = await self._episode(memory, "Mara won the regional chess tournament final.", T0)
         recent = await self._episode(memory, "Bought a new tournament backpack.", T0 + timedelta(days=365))
@@ -206,6 +232,9 @@ class RecallSignalsContract(ContractSuite, abc.ABC, suite=True):
         """Two memories of almost the same meaning: without a preference the closer one comes
         first; with a 30-day half-life the one from yesterday does (ages count from the memory's
         clock).
+
+        If this fails: the graph store must keep ``occurred_at`` exactly (timezone included), and
+        the stack must pass the memory's clock through.
         """
         now = memory.clock.now()
         older = await self._episode(memory, "Dinner with Ana at the harbour.", now - timedelta(days=300))
@@ -221,6 +250,9 @@ class RecallSignalsContract(ContractSuite, abc.ABC, suite=True):
     async def test_a_time_window_keeps_only_what_happened_inside_it(self, memory: CharacterMemory) -> None:
         """``occurred_between`` admits only memories whose event time lies inside the window,
         closed or open on either side.
+
+        If this fails: the graph store must keep ``occurred_at`` of episodes and ``observed_at`` of
+        observations exactly (timezone included).
         """
         days = (0, 10, 20)
         hikes = [
@@ -248,6 +280,9 @@ class RecallSignalsContract(ContractSuite, abc.ABC, suite=True):
         same text, the one that happened that day ranks first, so it is the one kept (the other
         only repeats its line: a ``duplicate_text`` omission), and it carries the ``time_cue``
         signal; with ``time_cues=False`` the newer one does (canonical ties).
+
+        If this fails: equal texts must get equal scores (a deterministic embedder, ties by id in
+        the vector index), and ``occurred_at`` must be kept exactly.
         """
         then = await self._episode(
             memory, "We cooked coconut ice cream.", datetime(2022, 11, 9, 18, tzinfo=UTC)
@@ -267,7 +302,11 @@ class RecallSignalsContract(ContractSuite, abc.ABC, suite=True):
         assert later in plain and then not in plain
 
     async def test_an_active_thread_brings_its_most_recent_members(self, memory: CharacterMemory) -> None:
-        """Recalling an active thread brings its newest members (three), not its older ones."""
+        """Recalling an active thread brings its newest members (three), not its older ones.
+
+        If this fails: ``links_of`` with PART_OF_THREAD must find a thread's members, and the
+        graph store must keep their ``occurred_at``.
+        """
         thread = _ids("thread", 1)[0]
         await memory.remember(RememberDrafts(threads=[ThreadDraft(id=thread, title="Moving to Lisbon")]))
         members = [
@@ -283,16 +322,18 @@ class RecallSignalsContract(ContractSuite, abc.ABC, suite=True):
         assert continued == set(members[-3:])
         assert not set(members[:3]) & set(by_id)
 
-    async def test_identical_packs_whatever_the_insertion_order(self) -> None:
+    async def test_identical_packs_whatever_the_insertion_order(self, memory_factory: MemoryFactory) -> None:
         """The same memories inserted in two orders give identical items, scores, signals and
         entities (canonical ties: score, newer, type, id).
+
+        If this fails: the vector index orders or cuts ties by insertion order; sort hits by
+        (score descending, id ascending) and cut the limit after sorting.
         """
         texts = [f"Rehearsal of the spring play, scene {n % 3}." for n in range(9)]
         ids = _ids("order", len(texts))
 
         async def pack_of(collection: str, order: Sequence[int]) -> dict[str, Any]:
-            opened = self.make_memory(collection)
-            memory = await anext(opened)
+            memory = await memory_factory.open(collection)
             try:
                 for n in order:
                     when = T0 + timedelta(hours=n % 2)
@@ -303,7 +344,7 @@ class RecallSignalsContract(ContractSuite, abc.ABC, suite=True):
                     await memory.retrieve(RetrievalContext(query="spring play rehearsal scene"))
                 ).to_dict()
             finally:
-                await opened.aclose()
+                await memory.close()
             return {key: pack[key] for key in ("items", "sections", "entities", "omissions")}
 
         forward = await pack_of("order-a", range(len(texts)))

@@ -1,11 +1,13 @@
-"""Opening memories for the facade suite: the :class:`MemoryFactory` protocol and helpers.
+"""Opening memories for the memory suites: :func:`memory_factory` and the reference stack.
 
-The facade suite needs more than one memory per test (two collections to compare insertion
-orders, one fresh memory per state-machine example, a reopen), so its abstract fixture yields a
-*factory*: ``await factory.open(collection)`` opens a memory of that collection on the test's own,
-isolated stores. Opening a collection again after closing it reaches the same stored data (when
-the stack supports reopening). :func:`memory_factory` turns any opener into such a factory that
-closes whatever is still open at the end.
+The memory suites (facade, lifecycle, recall signals, admin tools) need more than one memory per
+test (two collections to compare insertion orders, one fresh memory per state-machine example, a
+reopen, a restore into other stores), so their one fixture, ``memory_factory``, yields a
+:class:`~charmem_contract.factories.MemoryFactory`: ``await factory.open(collection)`` opens a
+memory of that collection on the test's own, isolated stores, ``store="b"`` on other stores of the
+test. Opening a collection again after closing it reaches the same stored data (when the stack
+supports reopening). :func:`memory_factory` turns any opener into such a factory that closes
+whatever is still open at the end.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
-from typing import Protocol
 
 from charmem import CharacterMemory
 from charmem.ports import Clock, EmbeddingProvider
 from charmem.stats import InMemoryRetrievalStatsStore
 from charmem.testing import ReferenceGraphStore, ReferenceVectorIndex
 from charmem_contract.data import T0
+from charmem_contract.factories import MemoryFactory, Opening
 
 __all__ = ["FixedClock", "MemoryFactory", "memory_factory", "reference_memory"]
 
@@ -35,39 +37,10 @@ class FixedClock:
         return self.instant
 
 
-class MemoryFactory(Protocol):
-    """Opens memories on one test's isolated stores."""
-
-    async def open(self, collection: str) -> CharacterMemory:
-        """Open ``collection`` (empty the first time; the same data when opened again after close)."""
-        ...
-
-
-class _TrackingFactory:
-    def __init__(self, opener: Callable[[str], Awaitable[CharacterMemory]]) -> None:
-        self._opener = opener
-        self.opened: list[CharacterMemory] = []
-
-    async def open(self, collection: str) -> CharacterMemory:
-        memory = await self._opener(collection)
-        self.opened.append(memory)
-        return memory
-
-    async def close_all(self) -> None:
-        errors: list[BaseException] = []
-        for memory in reversed(self.opened):
-            try:
-                await memory.close()
-            except Exception as exc:  # noqa: BLE001 - close the others first
-                errors.append(exc)
-        self.opened.clear()
-        if errors:
-            raise errors[0]
-
-
 @contextlib.asynccontextmanager
-async def memory_factory(opener: Callable[[str], Awaitable[CharacterMemory]]) -> AsyncIterator[MemoryFactory]:
-    """A :class:`MemoryFactory` over ``opener`` that closes every memory it opened on exit.
+async def memory_factory(opener: Callable[..., Awaitable[CharacterMemory]]) -> AsyncIterator[MemoryFactory]:
+    """A :class:`~charmem_contract.factories.MemoryFactory` over ``opener`` that closes every memory
+    it opened on exit.
 
     Example (the embedded stores under a temporary directory)::
 
@@ -81,12 +54,14 @@ async def memory_factory(opener: Callable[[str], Awaitable[CharacterMemory]]) ->
                 yield factory
 
     Args:
-        opener: opens the memory of a collection (a coroutine function).
+        opener: opens the memory of a collection (a coroutine function): ``opener(collection)``,
+            or ``opener(collection, store=name)`` when it takes a ``store`` parameter (each store
+            name its own stores, as the admin suite needs).
 
     Yields:
         MemoryFactory: the factory.
     """
-    factory = _TrackingFactory(opener)
+    factory: Opening[CharacterMemory] = Opening(opener)
     try:
         yield factory
     finally:

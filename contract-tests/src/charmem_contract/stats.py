@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import Relation
-from charmem.errors import BackendError
 from charmem.ports import RetrievalStatsStore, StatsEntry, StatsSummary
 from charmem_contract import data
 from charmem_contract._base import ContractSuite, requires
+from charmem_contract._store_lifecycle import StoreLifecycleTests
+from charmem_contract.factories import CONTRACT_COLLECTION, StoreFactory
 
 __all__ = ["RetrievalStatsStoreContract"]
 
@@ -28,20 +29,23 @@ def _plain(summary: StatsSummary) -> tuple[dict[str, int], dict[str, int], dict[
     return dict(summary.objects), dict(summary.current_objects), dict(summary.links)
 
 
-class RetrievalStatsStoreContract(ContractSuite, suite=True):
+class RetrievalStatsStoreContract(StoreLifecycleTests[RetrievalStatsStore], ContractSuite, suite=True):
     """Contract suite of :class:`charmem.ports.RetrievalStatsStore`.
 
-    Subclass it as ``TestMyStatsStore`` and override the fixture ``stats_store`` to yield an
-    empty, open store of a fresh collection, closed in ``finally``.
-
-    Hooks (needed only when their flag is on): :meth:`reopen`, :meth:`open_sibling`.
+    Subclass it as ``TestMyStatsStore`` and override the one fixture ``stats_store_factory``: it
+    yields a :class:`~charmem_contract.factories.StoreFactory` whose ``open(collection, *,
+    store="main")`` opens a stats store on the test's own backing stores, and closes what it
+    opened at the end (:func:`charmem_contract.opening`).
     """
 
     capabilities: ClassVar[dict[str, str]] = {
-        "supports_reopen": "keeps its rows across close() and a new opener (implement reopen())",
+        "supports_reopen": "keeps its rows across close() and a new open of the same store and collection",
+        "supports_lock": (
+            "refuses a second opener of the same store with StoreLockedError while it is open "
+            "(the factory's open_competitor)"
+        ),
         "supports_sibling_collections": (
-            "holds other collections' rows in the same backing store, isolated from this one "
-            "(implement open_sibling())"
+            "holds other collections' rows in the same backing store, isolated from this one"
         ),
         "supports_closed_errors": "raises BackendError when used after close()",
     }
@@ -49,30 +53,32 @@ class RetrievalStatsStoreContract(ContractSuite, suite=True):
     minimum_passing: ClassVar[int] = 6
 
     supports_reopen: ClassVar[bool] = True
+    supports_lock: ClassVar[bool] = True
     supports_sibling_collections: ClassVar[bool] = True
     supports_closed_errors: ClassVar[bool] = True
 
     @pytest.fixture
-    def stats_store(self) -> RetrievalStatsStore:
-        """Override: yield an empty, open stats store of a fresh collection; close it afterwards."""
+    def stats_store_factory(self) -> StoreFactory[RetrievalStatsStore]:
+        """Override: yield a factory of stats stores on this test's own backing stores."""
         raise NotImplementedError(
-            f"{type(self).__name__} must override the stats_store fixture to yield an empty, open "
-            "RetrievalStatsStore (and close it in finally)"
+            f"{type(self).__name__} must override the stats_store_factory fixture to yield a "
+            "StoreFactory of RetrievalStatsStore on the test's own backing stores "
+            "(see charmem_contract.opening)"
         )
 
-    async def reopen(self, store: RetrievalStatsStore) -> RetrievalStatsStore:
-        """Open the collection behind ``store`` (closed) again; the suite closes the result."""
-        raise NotImplementedError(
-            f"{type(self).__name__} sets supports_reopen = True but does not implement reopen(); "
-            "implement it or set supports_reopen = False"
-        )
+    @pytest.fixture
+    async def stats_store(
+        self, stats_store_factory: StoreFactory[RetrievalStatsStore]
+    ) -> RetrievalStatsStore:
+        """The collection ``"contract"`` of store ``"main"``, open (the factory closes it)."""
+        return await stats_store_factory.open(CONTRACT_COLLECTION)
 
-    async def open_sibling(self, store: RetrievalStatsStore, collection: str) -> RetrievalStatsStore:
-        """Open ``collection`` on the backing store of ``store``; the suite closes the result."""
-        raise NotImplementedError(
-            f"{type(self).__name__} sets supports_sibling_collections = True but does not implement "
-            "open_sibling(); implement it or set supports_sibling_collections = False"
-        )
+    @pytest.fixture
+    def store_factory(
+        self, stats_store_factory: StoreFactory[RetrievalStatsStore]
+    ) -> StoreFactory[RetrievalStatsStore]:
+        """The factory under the name the store lifecycle tests use."""
+        return stats_store_factory
 
     def _rows(self) -> tuple[list[StatsEntry], dict[str, MemoryId]]:
         e, o, d1, d2, n, t = data.ids("stats-objects", 6)
@@ -95,10 +101,10 @@ class RetrievalStatsStoreContract(ContractSuite, suite=True):
     async def test_fixture_starts_empty(self, stats_store: RetrievalStatsStore) -> None:
         """The fixture yields a store with no rows.
 
-        If this fails: the ``stats_store`` fixture must give every test a fresh collection (a new
-        file or a new collection name).
+        If this fails: the ``stats_store_factory`` fixture must give every test fresh backing stores
+        (a new file or a new collection name).
         """
-        assert await stats_store.row_count() == 0, "the stats_store fixture is not empty"
+        assert await stats_store.row_count() == 0, "the stats_store_factory's store is not empty"
         assert _plain(await stats_store.summary()) == ({}, {}, {})
 
     async def test_summary_counts_objects_current_objects_and_links(
@@ -183,27 +189,10 @@ class RetrievalStatsStoreContract(ContractSuite, suite=True):
         assert await stats_store.row_count() == 3000
         assert (await stats_store.degrees([hub], relation=Relation.MENTIONS))[hub] == 3000
 
-    @requires("supports_reopen")
-    async def test_reopen_keeps_rows(self, stats_store: RetrievalStatsStore) -> None:
-        """After ``close()``, a new opener of the collection sees the same rows and counters.
-
-        If this fails: commit every ``record`` before returning, and open the same file and
-        collection in :meth:`reopen`.
-        """
-        rows, named = self._rows()
-        await stats_store.record(rows)
-        summary = _plain(await stats_store.summary())
-        await stats_store.close()
-        reopened = await self.reopen(stats_store)
-        try:
-            assert await reopened.row_count() == len(rows)
-            assert _plain(await reopened.summary()) == summary
-            assert (await reopened.degrees([named["entity"]]))[named["entity"]] == 3
-        finally:
-            await reopened.close()
-
     @requires("supports_sibling_collections")
-    async def test_collections_are_isolated(self, stats_store: RetrievalStatsStore) -> None:
+    async def test_collections_are_isolated(
+        self, stats_store: RetrievalStatsStore, stats_store_factory: StoreFactory[RetrievalStatsStore]
+    ) -> None:
         """Another collection on the same backing store has its own rows; clearing one keeps the other.
 
         If this fails: key every row by (collection, id) and scope every query and ``clear`` to the
@@ -211,29 +200,31 @@ class RetrievalStatsStoreContract(ContractSuite, suite=True):
         """
         rows, named = self._rows()
         await stats_store.record(rows)
-        sibling = await self.open_sibling(stats_store, "contract-stats-sibling")
-        try:
-            assert await sibling.row_count() == 0
-            assert (await sibling.degrees([named["entity"]]))[named["entity"]] == 0
-            await sibling.record(rows[:2])
-            await sibling.clear()
-            assert await stats_store.row_count() == len(rows)
-            await sibling.record(rows[:2])
-            await stats_store.clear()
-            assert await sibling.row_count() == 2
-        finally:
-            await sibling.close()
+        sibling = await stats_store_factory.open("contract-stats-sibling")
+        assert await sibling.row_count() == 0
+        assert (await sibling.degrees([named["entity"]]))[named["entity"]] == 0
+        await sibling.record(rows[:2])
+        await sibling.clear()
+        assert await stats_store.row_count() == len(rows)
+        await sibling.record(rows[:2])
+        await stats_store.clear()
+        assert await sibling.row_count() == 2
 
-    @requires("supports_closed_errors")
-    async def test_use_after_close_raises_backend_error(self, stats_store: RetrievalStatsStore) -> None:
-        """After ``close()``, reads and writes raise BackendError; close is idempotent.
+    # -- the store lifecycle (reopen, lock, closed handle) for a stats store ----------------
 
-        If this fails: check for a closed connection before each call and raise
-        :class:`~charmem.errors.BackendError`.
-        """
-        await stats_store.close()
-        await stats_store.close()
-        with pytest.raises(BackendError):
-            await stats_store.record([_obj(MemoryId.new(), "episode")])
-        with pytest.raises(BackendError):
-            await stats_store.row_count()
+    async def _fill(self, handle: RetrievalStatsStore) -> Any:
+        rows, named = self._rows()
+        await handle.record(rows)
+        return rows, named, _plain(await handle.summary())
+
+    async def _check_reopened(self, handle: RetrievalStatsStore, filled: Any) -> None:
+        rows, named, summary = filled
+        assert await handle.row_count() == len(rows)
+        assert _plain(await handle.summary()) == summary
+        assert (await handle.degrees([named["entity"]]))[named["entity"]] == 3
+
+    async def _write_one(self, handle: RetrievalStatsStore) -> None:
+        await handle.record([_obj(MemoryId.new(), "episode")])
+
+    async def _read_one(self, handle: RetrievalStatsStore) -> None:
+        await handle.row_count()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 from collections.abc import Sequence
@@ -13,15 +12,12 @@ import pytest
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import ObjectType
 from charmem.domain.retrieval import SCORE_RESOLUTION, CompletenessKind
-from charmem.errors import (
-    BackendError,
-    DimensionMismatchError,
-    EmbedderMismatchError,
-    StoreLockedError,
-)
+from charmem.errors import BackendError, DimensionMismatchError, EmbedderMismatchError
 from charmem.ports import VectorIndex, VectorPoint, VectorQuery, VectorSearchResult
 from charmem_contract import data
 from charmem_contract._base import ContractSuite, requires
+from charmem_contract._store_lifecycle import StoreLifecycleTests
+from charmem_contract.factories import CONTRACT_COLLECTION, StoreFactory
 
 __all__ = ["VectorIndexContract"]
 
@@ -42,27 +38,29 @@ def _order(result: VectorSearchResult) -> list[MemoryId]:
     return [hit.id for hit in result.hits]
 
 
-class VectorIndexContract(ContractSuite, suite=True):
+class VectorIndexContract(StoreLifecycleTests[VectorIndex], ContractSuite, suite=True):
     """Contract suite of :class:`charmem.ports.VectorIndex`.
 
-    Subclass it as ``TestMyVectorIndex`` and override the fixture ``vector_index`` to yield an
-    empty, open index of a fresh collection bound to the fingerprint
-    (:attr:`contract_model_id`, :attr:`contract_vector_size`), closed in ``finally``.
+    Subclass it as ``TestMyVectorIndex`` and override the one fixture ``vector_index_factory``: it
+    yields a :class:`~charmem_contract.factories.StoreFactory` whose ``open(collection, *,
+    model_id, vector_size, store="main")`` opens an index with that embedder fingerprint on the
+    test's own backing stores, and closes what it opened at the end
+    (:func:`charmem_contract.opening`). The suite asks for the fingerprint
+    (:attr:`contract_model_id`, :attr:`contract_vector_size`), and for another one to check that a
+    reopen refuses it.
 
     Tests that compare exact order pass no cue text (``VectorQuery.text=None``), so an index with
     a lexical cue may keep it on here.
-
-    Hooks (needed only when their flag is on): :meth:`reopen`, :meth:`open_competitor`.
     """
 
     capabilities: ClassVar[dict[str, str]] = {
         "supports_reopen": (
-            "keeps its points and its embedder fingerprint across close() and a new opener "
-            "(implement reopen())"
+            "keeps its points and its embedder fingerprint across close() and a new open of the "
+            "same store and collection"
         ),
         "supports_lock": (
             "refuses a second opener of the same collection with StoreLockedError while it is open "
-            "(implement open_competitor())"
+            "(the factory's open_competitor)"
         ),
         "supports_lexical": "lifts points whose text matches VectorQuery.text (a lexical cue)",
         "supports_exhaustive": "scans exhaustively and reports the count scanned",
@@ -77,41 +75,32 @@ class VectorIndexContract(ContractSuite, suite=True):
     supports_exhaustive: ClassVar[bool] = True
     supports_closed_errors: ClassVar[bool] = True
 
-    #: The embedder fingerprint the ``vector_index`` fixture must open the index with.
+    #: The embedder fingerprint the suite opens its indexes with.
     contract_model_id: ClassVar[str] = "charmem-contract-model"
     contract_vector_size: ClassVar[int] = 4
 
     # -- what an adapter provides ----------------------------------------------------------
 
     @pytest.fixture
-    def vector_index(self) -> VectorIndex:
-        """Override: yield an empty, open index with the contract fingerprint; close it afterwards."""
+    def vector_index_factory(self) -> StoreFactory[VectorIndex]:
+        """Override: yield a factory of vector indexes on this test's own backing stores."""
         raise NotImplementedError(
-            f"{type(self).__name__} must override the vector_index fixture to yield an empty, open "
-            "VectorIndex opened with model_id=self.contract_model_id and "
-            "vector_size=self.contract_vector_size (and close it in finally)"
+            f"{type(self).__name__} must override the vector_index_factory fixture to yield a "
+            "StoreFactory of VectorIndex whose open(collection, *, model_id, vector_size, store) opens "
+            "an index on the test's own backing stores (see charmem_contract.opening)"
         )
 
-    async def reopen(self, index: VectorIndex, *, model_id: str, vector_size: int) -> VectorIndex:
-        """Open the collection behind ``index`` (closed) again with this fingerprint.
+    # -- what the suite derives from it ----------------------------------------------------
 
-        Needed when ``supports_reopen`` is on; let the open raise what it raises. The suite closes
-        the returned index.
-        """
-        raise NotImplementedError(
-            f"{type(self).__name__} sets supports_reopen = True but does not implement reopen(); "
-            "implement it or set supports_reopen = False"
-        )
+    @pytest.fixture
+    async def vector_index(self, vector_index_factory: StoreFactory[VectorIndex]) -> VectorIndex:
+        """The collection ``"contract"`` of store ``"main"`` with the contract fingerprint."""
+        return await self._open_store(vector_index_factory)
 
-    async def open_competitor(self, index: VectorIndex) -> None:
-        """Open the collection behind ``index`` as an independent opener would, then close it.
-
-        Needed when ``supports_lock`` is on; raise whatever that opener raises.
-        """
-        raise NotImplementedError(
-            f"{type(self).__name__} sets supports_lock = True but does not implement "
-            "open_competitor(); implement it or set supports_lock = False"
-        )
+    @pytest.fixture
+    def store_factory(self, vector_index_factory: StoreFactory[VectorIndex]) -> StoreFactory[VectorIndex]:
+        """The factory under the name the store lifecycle tests use."""
+        return vector_index_factory
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -142,13 +131,13 @@ class VectorIndexContract(ContractSuite, suite=True):
     async def test_fixture_starts_empty(self, vector_index: VectorIndex) -> None:
         """The fixture yields an empty index with the contract fingerprint.
 
-        If this fails: the ``vector_index`` fixture must give every test a fresh collection (a new
-        temporary directory) opened with ``model_id=self.contract_model_id`` and
-        ``vector_size=self.contract_vector_size``.
+        If this fails: the ``vector_index_factory`` fixture must give every test fresh backing
+        stores (a new temporary directory, a new collection) and open the index with the
+        ``model_id`` and ``vector_size`` the suite passes.
         """
         assert vector_index.vector_size == self.contract_vector_size
         assert vector_index.model_id == self.contract_model_id
-        assert await vector_index.count() == 0, "the vector_index fixture is not empty"
+        assert await vector_index.count() == 0, "the vector_index_factory's index is not empty"
         assert await vector_index.point_ids() == set()
         assert (await self._search(vector_index, 1.0)).hits == ()
 
@@ -507,62 +496,54 @@ class VectorIndexContract(ContractSuite, suite=True):
         assert match in order and miss in order
         assert order.index(match) < order.index(miss), "the cue word did not lift the matching point"
 
-    # -- capabilities ----------------------------------------------------------------------
+    # -- the embedder fingerprint ----------------------------------------------------------
 
     @requires("supports_reopen")
-    async def test_reopen_keeps_points_and_checks_the_fingerprint(self, vector_index: VectorIndex) -> None:
-        """A reopened index holds the same points; another size or model is refused.
-
-        Another ``vector_size`` raises DimensionMismatchError, the same size with another
-        ``model_id`` EmbedderMismatchError; then the right fingerprint opens again.
+    async def test_reopen_refuses_another_fingerprint(
+        self, vector_index_factory: StoreFactory[VectorIndex]
+    ) -> None:
+        """Reopened with another ``vector_size`` the index raises DimensionMismatchError, with the
+        same size and another ``model_id`` EmbedderMismatchError; then the right fingerprint opens.
 
         If this fails: record the fingerprint with the collection (a marker file, metadata) when it
         is created and check it on every open before touching points.
         """
-        ids = data.ids("reopen", 5)
-        await vector_index.upsert([self._point(i, 1.0, n) for n, i in enumerate(ids)])
-        before = _order(await self._search(vector_index, 1.0, 0.5, limit=5))
-        await vector_index.close()
+        first = await self._open_store(vector_index_factory)
+        ids, _ = await self._fill(first)
+        await first.close()
         size, model = self.contract_vector_size, self.contract_model_id
         with pytest.raises(DimensionMismatchError):
-            await self.reopen(vector_index, model_id=model, vector_size=size + 1)
+            await vector_index_factory.open(CONTRACT_COLLECTION, model_id=model, vector_size=size + 1)
         with pytest.raises(EmbedderMismatchError):
-            await self.reopen(vector_index, model_id=f"{model}-other", vector_size=size)
-        reopened = await self.reopen(vector_index, model_id=model, vector_size=size)
-        try:
-            assert (reopened.model_id, reopened.vector_size) == (model, size)
-            assert await reopened.point_ids() == set(ids)
-            assert _order(await self._search(reopened, 1.0, 0.5, limit=5)) == before
-        finally:
-            await reopened.close()
+            await vector_index_factory.open(CONTRACT_COLLECTION, model_id=f"{model}-other", vector_size=size)
+        reopened = await self._open_store(vector_index_factory)
+        assert await reopened.point_ids() == set(ids)
 
-    @requires("supports_lock")
-    async def test_second_opener_gets_store_locked_error(self, vector_index: VectorIndex) -> None:
-        """While the index is open, another opener gets StoreLockedError (quickly); after close it opens.
+    # -- the store lifecycle (reopen, lock, closed handle) for a vector index ---------------
 
-        If this fails: translate the driver's lock error into
-        :class:`~charmem.errors.StoreLockedError` with a bounded retry, and release the lock in
-        ``close()``.
-        """
-        await vector_index.upsert([self._point(MemoryId.new(), 1.0)])
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        with pytest.raises(StoreLockedError):
-            await self.open_competitor(vector_index)
-        assert loop.time() - started < 30, "the lock error took more than 30 s"
-        await vector_index.close()
-        await self.open_competitor(vector_index)
+    def _fingerprint(self) -> dict[str, Any]:
+        return {"model_id": self.contract_model_id, "vector_size": self.contract_vector_size}
 
-    @requires("supports_closed_errors")
-    async def test_use_after_close_raises_backend_error(self, vector_index: VectorIndex) -> None:
-        """After ``close()``, upsert and search raise BackendError; close is idempotent.
+    async def _open_store(self, factory: StoreFactory[VectorIndex], *, store: str = "main") -> VectorIndex:
+        return await factory.open(CONTRACT_COLLECTION, store=store, **self._fingerprint())
 
-        If this fails: check for a closed handle before each call and raise
-        :class:`~charmem.errors.BackendError` saying the index is closed.
-        """
-        await vector_index.close()
-        await vector_index.close()
-        with pytest.raises(BackendError):
-            await vector_index.upsert([self._point(MemoryId.new(), 1.0)])
-        with pytest.raises(BackendError):
-            await self._search(vector_index, 1.0)
+    async def _open_competitor(self, factory: StoreFactory[VectorIndex]) -> None:
+        await factory.open_competitor(CONTRACT_COLLECTION, **self._fingerprint())
+
+    async def _fill(self, handle: VectorIndex) -> Any:
+        ids = data.ids("reopen", 5)
+        await handle.upsert([self._point(i, 1.0, n) for n, i in enumerate(ids)])
+        return ids, _order(await self._search(handle, 1.0, 0.5, limit=5))
+
+    async def _check_reopened(self, handle: VectorIndex, filled: Any) -> None:
+        ids, before = filled
+        size, model = self.contract_vector_size, self.contract_model_id
+        assert (handle.model_id, handle.vector_size) == (model, size)
+        assert await handle.point_ids() == set(ids)
+        assert _order(await self._search(handle, 1.0, 0.5, limit=5)) == before
+
+    async def _write_one(self, handle: VectorIndex) -> None:
+        await handle.upsert([self._point(MemoryId.new(), 1.0)])
+
+    async def _read_one(self, handle: VectorIndex) -> None:
+        await self._search(handle, 1.0)

@@ -4,7 +4,7 @@ graph (whose erase, export and import the graph-store contract covers on its own
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,7 +14,7 @@ from pyoxigraph import Literal, Store
 from charmem import CharacterMemory, PurgedMemoryError, RememberWritePlan, Settings
 from charmem.admin import export_collection, import_collection, purge
 from charmem.testing import stores_of
-from charmem_contract import AdminToolsContract
+from charmem_contract import AdminToolsContract, MemoryFactory, memory_factory
 from charmem_contract.admin import PERSONAL_WORD, PURGED_AT, AdminWorld
 from charmem_oxigraph.testing import OxigraphServer
 
@@ -29,14 +29,16 @@ class FixedClock:
 
 
 class TestEmbeddedAdminTools(AdminToolsContract):
-    @pytest.fixture(autouse=True)
-    def _root(self, tmp_path: Path, env_for: EnvFor) -> None:
-        self.root = tmp_path / "stores"
-        self.env_for = env_for
+    @pytest.fixture
+    async def memory_factory(self, tmp_path: Path, env_for: EnvFor) -> AsyncIterator[MemoryFactory]:
+        """The stores named ``store`` under ``<tmp>/stores/<store>``."""
 
-    async def open_memory(self, store: str, collection: str) -> CharacterMemory:
-        settings = Settings.from_mapping(self.env_for(self.root / store))
-        return await CharacterMemory.open(settings, collection, clock=FixedClock())
+        async def open_embedded(collection: str, *, store: str) -> CharacterMemory:
+            settings = Settings.from_mapping(env_for(tmp_path / "stores" / store))
+            return await CharacterMemory.open(settings, collection, clock=FixedClock())
+
+        async with memory_factory(open_embedded) as factory:
+            yield factory
 
 
 def _literals_containing(path: Path, word: str) -> list[str]:

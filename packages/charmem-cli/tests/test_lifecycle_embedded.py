@@ -22,30 +22,32 @@ from charmem import (
     ReplacementDerivedMemoryDraft,
     Settings,
 )
+from charmem_contract import MemoryFactory, memory_factory
 from charmem_contract.lifecycle import LifecycleContract
 
 
 class TestEmbeddedLifecycle(LifecycleContract):
-    shares_stores = True
-
-    @pytest.fixture(autouse=True)
-    def _root(self, tmp_path: Path) -> None:
-        self.root = tmp_path / "store"
-
-    async def make_memory(self, collection: str) -> AsyncIterator[CharacterMemory]:
+    @pytest.fixture
+    async def memory_factory(self, tmp_path: Path) -> AsyncIterator[MemoryFactory]:
+        """Every collection of a test in the same stores, under its temporary directory."""
+        root = tmp_path / "store"
         settings = Settings.from_mapping(
             {
                 "GRAPH_STORE_MODE": "persistent",
-                "OXIGRAPH_PATH": str(self.root / "oxigraph"),
+                "OXIGRAPH_PATH": str(root / "oxigraph"),
                 "VECTOR_STORE_MODE": "embedded",
-                "VECTOR_STORE_PATH": str(self.root / "vectors"),
+                "VECTOR_STORE_PATH": str(root / "vectors"),
                 "RETRIEVAL_STATS_STORE_MODE": "sqlite",
-                "RETRIEVAL_STATS_PATH": str(self.root / "retrieval-stats.sqlite3"),
+                "RETRIEVAL_STATS_PATH": str(root / "retrieval-stats.sqlite3"),
                 "EMBEDDING_PROVIDER": "hashing",
             }
         )
-        async with CharacterMemory.open(settings, collection) as memory:
-            yield memory
+
+        async def open_embedded(collection: str) -> CharacterMemory:
+            return await CharacterMemory.open(settings, collection)
+
+        async with memory_factory(open_embedded) as factory:
+            yield factory
 
 
 async def test_warm_retrieval_sees_corrections_and_forgetting(embedded_settings: Settings) -> None:

@@ -9,14 +9,18 @@ from pathlib import Path
 import pytest
 
 from charmem import CharacterMemory, Settings
-from charmem_contract import RecallSignalsContract
+from charmem_contract import MemoryFactory, RecallSignalsContract, memory_factory
 
 
 class TestEmbeddedRecallSignals(RecallSignalsContract):
-    @pytest.fixture(autouse=True)
-    def _root(self, tmp_path: Path, env_for: Callable[[Path], dict[str, str]]) -> None:
-        self.env = env_for(tmp_path / "store")
+    @pytest.fixture
+    async def memory_factory(
+        self, tmp_path: Path, env_for: Callable[[Path], dict[str, str]]
+    ) -> AsyncIterator[MemoryFactory]:
+        settings = Settings.from_mapping(env_for(tmp_path / "store"))
 
-    async def make_memory(self, collection: str) -> AsyncIterator[CharacterMemory]:
-        async with CharacterMemory.open(Settings.from_mapping(self.env), collection) as memory:
-            yield memory
+        async def open_embedded(collection: str) -> CharacterMemory:
+            return await CharacterMemory.open(settings, collection)
+
+        async with memory_factory(open_embedded) as factory:
+            yield factory

@@ -168,22 +168,20 @@ async def test_a_dropped_server_fails_fast_and_the_memory_recovers(
 class TestSparqlServiceLifecycle(LifecycleContract):
     """The lifecycle contract with the graph on a real SPARQL server (one per test)."""
 
-    shares_stores = True
-
-    @pytest.fixture(autouse=True)
-    def _server(self, tmp_path: Path) -> Iterator[None]:
-        self.root = tmp_path
-        self.server = OxigraphServer(tmp_path / "sparql-server")
-        self.server.start()
+    @pytest.fixture
+    async def memory_factory(self, tmp_path: Path) -> AsyncIterator[MemoryFactory]:
+        server = OxigraphServer(tmp_path / "sparql-server")
+        server.start()
         try:
-            yield
-        finally:
-            self.server.stop()
+            settings = Settings.from_mapping(service_env(tmp_path, server))
 
-    async def make_memory(self, collection: str) -> AsyncIterator[CharacterMemory]:
-        settings = Settings.from_mapping(service_env(self.root, self.server))
-        async with CharacterMemory.open(settings, collection) as memory:
-            yield memory
+            async def open_on_service(collection: str) -> CharacterMemory:
+                return await CharacterMemory.open(settings, collection)
+
+            async with memory_factory(open_on_service) as factory:
+                yield factory
+        finally:
+            server.stop()
 
 
 class TestSparqlServiceStack(CharacterMemoryContract):

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import pytest
+
 from charmem import CharacterMemory
 from charmem.testing import HashingEmbeddingProvider
-from charmem_contract import AdminToolsContract, reference_memory
+from charmem_contract import AdminToolsContract, MemoryFactory, memory_factory, reference_memory
 
 
 class TestReferenceAdminTools(AdminToolsContract):
-    async def open_memory(self, store: str, collection: str) -> CharacterMemory:
+    @pytest.fixture
+    async def memory_factory(self) -> AsyncIterator[MemoryFactory]:
         # Each reference memory is its own set of stores; tests open each (store, collection) once.
-        return reference_memory(collection, HashingEmbeddingProvider())
+        async def open_reference(collection: str) -> CharacterMemory:
+            return reference_memory(collection, HashingEmbeddingProvider())
+
+        async with memory_factory(open_reference) as factory:
+            yield factory

@@ -19,11 +19,14 @@ from charmem.testing import HashingEmbeddingProvider, ReferenceGraphStore, Refer
 from charmem_contract import (
     CharacterMemoryContract,
     EmbeddingProviderContract,
+    Factory,
     GraphStoreContract,
     MemoryFactory,
     RetrievalStatsStoreContract,
+    StoreFactory,
     VectorIndexContract,
     memory_factory,
+    opening,
     reference_memory,
 )
 
@@ -37,15 +40,9 @@ class TestReferenceGraphStore(GraphStoreContract):
     supports_closed_errors = False
 
     @pytest.fixture
-    async def graph_store(self) -> AsyncIterator[GraphStore]:
-        store = ReferenceGraphStore("contract")
-        try:
-            yield store
-        finally:
-            await store.close()
-
-    async def open_twin(self, store: GraphStore, collection: str) -> GraphStore:
-        return ReferenceGraphStore(collection)
+    async def graph_store_factory(self) -> AsyncIterator[StoreFactory[GraphStore]]:
+        async with opening(ReferenceGraphStore) as factory:  # a new graph per open
+            yield factory
 
 
 class TestReferenceVectorIndex(VectorIndexContract):
@@ -56,57 +53,42 @@ class TestReferenceVectorIndex(VectorIndexContract):
     supports_closed_errors = False
 
     @pytest.fixture
-    async def vector_index(self) -> AsyncIterator[VectorIndex]:
-        index = ReferenceVectorIndex(
-            "contract", model_id=self.contract_model_id, vector_size=self.contract_vector_size
-        )
-        try:
-            yield index
-        finally:
-            await index.close()
+    async def vector_index_factory(self) -> AsyncIterator[StoreFactory[VectorIndex]]:
+        async with opening(ReferenceVectorIndex) as factory:
+            yield factory
 
 
 class TestHashingEmbeddingProvider(EmbeddingProviderContract):
     @pytest.fixture
-    def embedding_provider(self) -> EmbeddingProvider:
-        return HashingEmbeddingProvider()
+    async def embedding_provider_factory(self) -> AsyncIterator[Factory[EmbeddingProvider]]:
+        async with opening(lambda collection: HashingEmbeddingProvider()) as factory:
+            yield factory
 
 
 class TestInMemoryStatsStore(RetrievalStatsStoreContract):
     # Rows live in one Python object.
     supports_reopen = False
+    supports_lock = False
     supports_sibling_collections = False
     supports_closed_errors = False
 
     @pytest.fixture
-    async def stats_store(self) -> AsyncIterator[RetrievalStatsStore]:
-        store = InMemoryRetrievalStatsStore("contract")
-        try:
-            yield store
-        finally:
-            await store.close()
+    async def stats_store_factory(self) -> AsyncIterator[StoreFactory[RetrievalStatsStore]]:
+        async with opening(InMemoryRetrievalStatsStore) as factory:
+            yield factory
 
 
 class TestSQLiteStatsStore(RetrievalStatsStoreContract):
-    @pytest.fixture
-    def stats_path(self, tmp_path: Path) -> Path:
-        return tmp_path / "stats" / "retrieval-stats.sqlite3"
+    # SQLite admits several connections to one file: there is no opener lock.
+    supports_lock = False
 
     @pytest.fixture
-    async def stats_store(self, stats_path: Path) -> AsyncIterator[RetrievalStatsStore]:
-        store = SQLiteRetrievalStatsStore(stats_path, "contract")
-        try:
-            yield store
-        finally:
-            await store.close()  # idempotent: some tests close it themselves
+    async def stats_store_factory(self, tmp_path: Path) -> AsyncIterator[StoreFactory[RetrievalStatsStore]]:
+        def open_stats(collection: str, *, store: str) -> SQLiteRetrievalStatsStore:
+            return SQLiteRetrievalStatsStore(tmp_path / store / "retrieval-stats.sqlite3", collection)
 
-    async def reopen(self, store: RetrievalStatsStore) -> RetrievalStatsStore:
-        assert isinstance(store, SQLiteRetrievalStatsStore)
-        return SQLiteRetrievalStatsStore(store.path, store.collection)
-
-    async def open_sibling(self, store: RetrievalStatsStore, collection: str) -> RetrievalStatsStore:
-        assert isinstance(store, SQLiteRetrievalStatsStore)
-        return SQLiteRetrievalStatsStore(store.path, collection)
+        async with opening(open_stats) as factory:
+            yield factory
 
 
 class TestReferenceStack(CharacterMemoryContract):

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import pytest
+
 from charmem import CharacterMemory
 from charmem.testing import HashingEmbeddingProvider
-from charmem_contract import RecallSignalsContract, reference_memory
+from charmem_contract import MemoryFactory, RecallSignalsContract, memory_factory, reference_memory
 
 
 class TestReferenceRecallSignals(RecallSignalsContract):
-    async def make_memory(self, collection: str) -> AsyncIterator[CharacterMemory]:
-        memory = reference_memory(collection, HashingEmbeddingProvider())
-        try:
-            yield memory
-        finally:
-            await memory.close()
+    @pytest.fixture
+    async def memory_factory(self) -> AsyncIterator[MemoryFactory]:
+        async def open_reference(collection: str) -> CharacterMemory:
+            return reference_memory(collection, HashingEmbeddingProvider())
+
+        async with memory_factory(open_reference) as factory:
+            yield factory

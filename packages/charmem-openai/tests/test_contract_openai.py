@@ -6,12 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
 from charmem.ports import EmbeddingProvider
-from charmem_contract import EmbeddingProviderContract
+from charmem_contract import EmbeddingProviderContract, Factory, opening
 from charmem_openai import OpenAIEmbeddingProvider
 
 SIZE = 16
@@ -32,12 +33,16 @@ def _recorded(request: httpx.Request) -> httpx.Response:
 
 class TestOpenAIEmbeddingProvider(EmbeddingProviderContract):
     @pytest.fixture
-    def embedding_provider(self) -> EmbeddingProvider:
-        return OpenAIEmbeddingProvider(
-            model="text-embedding-3-small",
-            dimensions=SIZE,
-            api_key="sk-contract-test",
-            max_retries=0,
-            max_batch_inputs=7,  # several requests per call: the order must survive batching
-            http_client=httpx.AsyncClient(transport=httpx.MockTransport(_recorded)),
-        )
+    async def embedding_provider_factory(self) -> AsyncIterator[Factory[EmbeddingProvider]]:
+        def open_provider(collection: str) -> EmbeddingProvider:
+            return OpenAIEmbeddingProvider(
+                model="text-embedding-3-small",
+                dimensions=SIZE,
+                api_key="sk-contract-test",
+                max_retries=0,
+                max_batch_inputs=7,  # several requests per call: the order must survive batching
+                http_client=httpx.AsyncClient(transport=httpx.MockTransport(_recorded)),
+            )
+
+        async with opening(open_provider) as factory:
+            yield factory

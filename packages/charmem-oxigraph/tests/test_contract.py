@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from charmem.errors import StoreLockedError
 from charmem.ports import GraphStore
-from charmem_contract import GraphStoreContract
+from charmem_contract import GraphStoreContract, StoreFactory, opening
 
 from charmem_oxigraph import OxigraphGraphStore
 
@@ -37,44 +37,36 @@ COMPETITOR = textwrap.dedent(
 )
 
 
-def _as_oxigraph(store: GraphStore) -> OxigraphGraphStore:
-    assert isinstance(store, OxigraphGraphStore)
-    return store
+async def _competing_process(path: Path) -> None:
+    """Open the store at ``path`` from a child process; raise its StoreLockedError here."""
+    child = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", COMPETITOR, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    lines = [line for line in child.stdout.splitlines() if line.startswith(("locked:", "opened"))]
+    assert child.returncode == 0, f"the competing process failed: {child.stderr}"
+    assert lines, f"the competing process said nothing: {child.stdout}"
+    if lines[-1].startswith("locked:"):
+        raise StoreLockedError(lines[-1].removeprefix("locked:").strip())
 
 
 class TestOxigraphPersistent(GraphStoreContract):
     @pytest.fixture
-    async def graph_store(self, tmp_path: Path) -> AsyncIterator[GraphStore]:
-        self.path = tmp_path / "oxigraph"
-        store = await OxigraphGraphStore.open_async("contract", path=self.path)
-        try:
-            yield store
-        finally:
-            await store.close()
+    async def graph_store_factory(self, tmp_path: Path) -> AsyncIterator[StoreFactory[GraphStore]]:
+        """One store directory per store name; the lock competitor is another process."""
 
-    async def reopen(self, store: GraphStore) -> GraphStore:
-        return await OxigraphGraphStore.open_async(store.collection, path=self.path)
+        async def open_store(collection: str, *, store: str) -> GraphStore:
+            return await OxigraphGraphStore.open_async(collection, path=tmp_path / store)
 
-    async def open_twin(self, store: GraphStore, collection: str) -> GraphStore:
-        return await OxigraphGraphStore.open_async(collection, path=self.path.with_name(f"twin-{collection}"))
+        async def competitor(collection: str, *, store: str) -> None:
+            await _competing_process(tmp_path / store)
 
-    async def open_competitor(self, store: GraphStore) -> None:
-        child = await asyncio.to_thread(
-            subprocess.run,
-            [sys.executable, "-c", COMPETITOR, str(self.path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        lines = [line for line in child.stdout.splitlines() if line.startswith(("locked:", "opened"))]
-        assert child.returncode == 0, f"the competing process failed: {child.stderr}"
-        assert lines, f"the competing process said nothing: {child.stdout}"
-        if lines[-1].startswith("locked:"):
-            raise StoreLockedError(lines[-1].removeprefix("locked:").strip())
-
-    async def open_sibling(self, store: GraphStore, collection: str) -> GraphStore:
-        return _as_oxigraph(store).for_collection(collection)
+        async with opening(open_store, competitor=competitor) as factory:
+            yield factory
 
 
 class TestOxigraphInMemory(GraphStoreContract):
@@ -83,15 +75,15 @@ class TestOxigraphInMemory(GraphStoreContract):
     supports_lock = False
 
     @pytest.fixture
-    async def graph_store(self) -> AsyncIterator[GraphStore]:
-        store = await OxigraphGraphStore.open_async("contract")
-        try:
-            yield store
-        finally:
-            await store.close()
+    async def graph_store_factory(self) -> AsyncIterator[StoreFactory[GraphStore]]:
+        """One in-process ``Store()`` per store name; its collections share it."""
+        first: dict[str, OxigraphGraphStore] = {}
 
-    async def open_twin(self, store: GraphStore, collection: str) -> GraphStore:
-        return await OxigraphGraphStore.open_async(collection)  # a new Store() each time
+        async def open_store(collection: str, *, store: str) -> GraphStore:
+            if store not in first:
+                first[store] = await OxigraphGraphStore.open_async(collection)
+                return first[store]
+            return first[store].for_collection(collection)
 
-    async def open_sibling(self, store: GraphStore, collection: str) -> GraphStore:
-        return _as_oxigraph(store).for_collection(collection)
+        async with opening(open_store) as factory:
+            yield factory

@@ -1,7 +1,7 @@
 """The graph-store contract suite on SparqlServiceGraphStore against a real ``oxigraph serve``.
 
-One server per session (conftest's ``sparql_server``); each test gets a new collection on it, so
-it starts empty. A server has no opener lock, so ``supports_lock`` is off.
+One server per session (conftest's ``sparql_server``); each test's collections get a suffix of
+their own on it, so they start empty. A server has no opener lock, so ``supports_lock`` is off.
 """
 
 from __future__ import annotations
@@ -11,17 +11,12 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from charmem.ports import GraphStore
-from charmem_contract import GraphStoreContract
+from charmem_contract import GraphStoreContract, StoreFactory, opening
 
 from charmem_oxigraph import SparqlServiceGraphStore
 from charmem_oxigraph.testing import OxigraphServer
 
 _names = itertools.count()
-
-
-def _as_service(store: GraphStore) -> SparqlServiceGraphStore:
-    assert isinstance(store, SparqlServiceGraphStore)
-    return store
 
 
 @pytest.fixture(scope="module")
@@ -39,32 +34,21 @@ class TestSparqlServiceGraphStore(GraphStoreContract):
     supports_lock = False  # a SPARQL server serves many clients; writers are serialised per process
 
     @pytest.fixture
-    async def graph_store(
+    async def graph_store_factory(
         self, sparql_server: OxigraphServer, twin_server: OxigraphServer
-    ) -> AsyncIterator[GraphStore]:
-        self.server = sparql_server
-        self.twin = twin_server
-        store = SparqlServiceGraphStore(
-            f"contract-{next(_names)}",
-            query_endpoint=sparql_server.query_endpoint,
-            update_endpoint=sparql_server.update_endpoint,
-        )
-        try:
-            yield store
-        finally:
-            await store.close()
+    ) -> AsyncIterator[StoreFactory[GraphStore]]:
+        """Store ``main`` is the session's server, ``twin`` the module's second one; the collection
+        gets this test's suffix, so every test starts empty on the shared servers."""
+        servers = {"main": sparql_server, "twin": twin_server}
+        suffix = next(_names)
 
-    async def reopen(self, store: GraphStore) -> GraphStore:
-        return SparqlServiceGraphStore(
-            store.collection,
-            query_endpoint=self.server.query_endpoint,
-            update_endpoint=self.server.update_endpoint,
-        )
+        def open_store(collection: str, *, store: str) -> GraphStore:
+            server = servers[store]
+            return SparqlServiceGraphStore(
+                f"{collection}-{suffix}",
+                query_endpoint=server.query_endpoint,
+                update_endpoint=server.update_endpoint,
+            )
 
-    async def open_sibling(self, store: GraphStore, collection: str) -> GraphStore:
-        return _as_service(store).for_collection(collection)
-
-    async def open_twin(self, store: GraphStore, collection: str) -> GraphStore:
-        return SparqlServiceGraphStore(
-            collection, query_endpoint=self.twin.query_endpoint, update_endpoint=self.twin.update_endpoint
-        )
+        async with opening(open_store) as factory:
+            yield factory

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from charmem_contract import VectorIndexContract
+from charmem_contract import StoreFactory, VectorIndexContract, opening
 
 from charmem.ports import VectorIndex
 from charmem_qdrant import EdgeVectorIndex
@@ -20,34 +20,37 @@ class TestEdgeVectorIndex(VectorIndexContract):
     """``EdgeVectorIndex`` with the lexical cue on; every capability claimed."""
 
     @pytest.fixture
-    async def vector_index(self, tmp_path: Path) -> AsyncIterator[VectorIndex]:
-        """A new shard under this test's temporary directory."""
-        self.root = tmp_path / "vectors"
-        index = EdgeVectorIndex(
-            self.root,
-            "contract",
-            model_id=self.contract_model_id,
-            vector_size=self.contract_vector_size,
-            lexical=True,
-        )
-        try:
-            yield index
-        finally:
+    async def vector_index_factory(
+        self, tmp_path: Path
+    ) -> AsyncIterator[StoreFactory[VectorIndex]]:
+        """A shard directory per store name under this test's temporary directory.
+
+        The lock competitor is a second index object on the shard (its WAL lock admits one opener
+        per shard), refused after a short lock timeout.
+        """
+
+        def open_index(
+            collection: str, *, model_id: str, vector_size: int, store: str
+        ) -> VectorIndex:
+            return EdgeVectorIndex(
+                tmp_path / store,
+                collection,
+                model_id=model_id,
+                vector_size=vector_size,
+                lexical=True,
+            )
+
+        async def competitor(
+            collection: str, *, model_id: str, vector_size: int, store: str
+        ) -> None:
+            index = EdgeVectorIndex(
+                tmp_path / store,
+                collection,
+                model_id=model_id,
+                vector_size=vector_size,
+                lock_timeout=0.3,
+            )
             await index.close()
 
-    async def reopen(self, index: VectorIndex, *, model_id: str, vector_size: int) -> VectorIndex:
-        """The same shard directory, opened with the given fingerprint."""
-        return EdgeVectorIndex(
-            self.root, "contract", model_id=model_id, vector_size=vector_size, lexical=True
-        )
-
-    async def open_competitor(self, index: VectorIndex) -> None:
-        """A second index object on the shard: its WAL lock admits one opener per shard."""
-        competitor = EdgeVectorIndex(
-            self.root,
-            "contract",
-            model_id=self.contract_model_id,
-            vector_size=self.contract_vector_size,
-            lock_timeout=0.3,
-        )
-        await competitor.close()
+        async with opening(open_index, competitor=competitor) as factory:
+            yield factory

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from charmem_contract import VectorIndexContract
+from charmem_contract import StoreFactory, VectorIndexContract, opening
 from qdrant_client import AsyncQdrantClient
 
 from charmem.ports import VectorIndex
@@ -24,24 +24,21 @@ class TestQdrantServiceLocalMode(VectorIndexContract):
     supports_lock = False
 
     @pytest.fixture
-    async def vector_index(self) -> AsyncIterator[VectorIndex]:
-        """A new in-process Qdrant per test, closed afterwards."""
-        self.client = AsyncQdrantClient(location=":memory:")
-        index = await QdrantServiceVectorIndex.open(
-            self.client,
-            "contract",
-            model_id=self.contract_model_id,
-            vector_size=self.contract_vector_size,
-            lexical=True,
-        )
-        try:
-            yield index
-        finally:
-            await index.close()
-            await self.client.close()
+    async def vector_index_factory(self) -> AsyncIterator[StoreFactory[VectorIndex]]:
+        """A new in-process Qdrant per store name and test, closed afterwards."""
+        clients: dict[str, AsyncQdrantClient] = {}
 
-    async def reopen(self, index: VectorIndex, *, model_id: str, vector_size: int) -> VectorIndex:
-        """The same collection on the same client, opened with the given fingerprint."""
-        return await QdrantServiceVectorIndex.open(
-            self.client, "contract", model_id=model_id, vector_size=vector_size, lexical=True
-        )
+        async def open_index(
+            collection: str, *, model_id: str, vector_size: int, store: str
+        ) -> VectorIndex:
+            client = clients.setdefault(store, AsyncQdrantClient(location=":memory:"))
+            return await QdrantServiceVectorIndex.open(
+                client, collection, model_id=model_id, vector_size=vector_size, lexical=True
+            )
+
+        try:
+            async with opening(open_index) as factory:
+                yield factory
+        finally:
+            for client in clients.values():
+                await client.close()
