@@ -3,7 +3,10 @@
 ``serve(...)`` runs the application in a uvicorn server on a thread of this process (its own
 event loop, a real socket); ``charmem_process(...)`` starts ``charmem serve`` or ``charmem mcp``
 as a subprocess. Every store is a real embedded one (Oxigraph, Qdrant Edge, SQLite) under the
-test's temporary directory; embeddings come from the hashing embedder.
+test's temporary directory; embeddings come from the hashing embedder. A :class:`Gate` makes an
+operation slow on demand: the :class:`GatedEmbeddingProvider` holds every text naming
+:data:`SLOW_WORD` until the test opens the gate (in this process, or in a server subprocess
+started with ``command=gated_command``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,75 @@ from charmem.testing import HashingEmbeddingProvider
 from charmem_server import MemoryRegistry, ServerConfig, create_app
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+TESTS_DIR = Path(__file__).resolve().parent
+
+#: A text holding this word waits at the gate before it is embedded.
+SLOW_WORD = "slowly"
+
+
+@attrs.frozen
+class Gate:
+    """Two marker files: ``entered`` once an embedding waits, ``open`` to let it through.
+
+    Files, not events, so that a server subprocess and the test share the gate.
+    """
+
+    directory: Path
+
+    @property
+    def entered(self) -> Path:
+        return self.directory / "entered"
+
+    @property
+    def opened(self) -> Path:
+        return self.directory / "open"
+
+    def open(self) -> None:
+        self.opened.touch()
+
+    def wait_entered(self, timeout_s: float = 30) -> None:
+        """Return once an operation waits at the gate (a failure after ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.entered.exists():
+            assert time.monotonic() < deadline, "no operation reached the gate"
+            time.sleep(0.01)
+
+
+class GatedEmbeddingProvider(HashingEmbeddingProvider):
+    """The hashing embedder, holding every text naming :data:`SLOW_WORD` at ``gate``."""
+
+    def __init__(self, gate: Gate) -> None:
+        super().__init__()
+        self.gate = gate
+
+    async def _pass(self, texts: Sequence[str]) -> None:
+        if not any(SLOW_WORD in text for text in texts):
+            return
+        self.gate.entered.touch()
+        while not self.gate.opened.exists():
+            await asyncio.sleep(0.01)
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        await self._pass(texts)
+        return await super().embed_documents(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        await self._pass([text])
+        return await super().embed_query(text)
+
+
+@pytest.fixture
+def gate(tmp_path: Path) -> Gate:
+    """A closed gate under the test's temporary directory."""
+    directory = tmp_path / "gate"
+    directory.mkdir()
+    return Gate(directory)
+
+
+@pytest.fixture
+def gated_embedder(gate: Gate) -> GatedEmbeddingProvider:
+    """The hashing embedder holding texts that name :data:`SLOW_WORD` at ``gate``."""
+    return GatedEmbeddingProvider(gate)
 
 
 def store_env(root: Path) -> dict[str, str]:
@@ -63,10 +135,12 @@ class RunningServer:
         assert not self.thread.is_alive(), "the server did not stop"
 
 
-def start_server(root: Path, config: ServerConfig | None = None) -> RunningServer:
+def start_server(
+    root: Path, config: ServerConfig | None = None, embedder: HashingEmbeddingProvider | None = None
+) -> RunningServer:
     """Serve the embedded stores under ``root`` on 127.0.0.1 and an ephemeral port."""
     settings = Settings.from_mapping(store_env(root))
-    registry = MemoryRegistry(settings, embedder=HashingEmbeddingProvider(), store_root=root)
+    registry = MemoryRegistry(settings, embedder=embedder or HashingEmbeddingProvider(), store_root=root)
     sock = socket.socket(socket.AF_INET)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
@@ -95,11 +169,15 @@ def start_server(root: Path, config: ServerConfig | None = None) -> RunningServe
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Callable[..., RunningServer]]:
-    """``serve(config=None, root=None)``: start a server (stopped after the test)."""
+    """``serve(config=None, root=None, embedder=None)``: start a server (stopped after the test)."""
     started: list[RunningServer] = []
 
-    def start(config: ServerConfig | None = None, root: Path | None = None) -> RunningServer:
-        running = start_server(root or tmp_path / f"store{len(started)}", config)
+    def start(
+        config: ServerConfig | None = None,
+        root: Path | None = None,
+        embedder: HashingEmbeddingProvider | None = None,
+    ) -> RunningServer:
+        running = start_server(root or tmp_path / f"store{len(started)}", config, embedder)
         started.append(running)
         return running
 
@@ -139,11 +217,18 @@ def charmem_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "charmem_cli", *args]
 
 
+def gated_command(*args: str) -> list[str]:
+    """The charmem CLI whose embedder is a :class:`GatedEmbeddingProvider` at ``$TEST_GATE_DIR``."""
+    return [sys.executable, str(TESTS_DIR / "gated_charmem.py"), *args]
+
+
 @contextlib.contextmanager
-def charmem_process(root: Path, *args: str, **extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def charmem_process(
+    root: Path, *args: str, command: Callable[..., list[str]] = charmem_command, **extra: str
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """Start ``charmem serve --port 0 ...`` and wait for its URL (read from its stderr log)."""
     process = subprocess.Popen(
-        charmem_command(*args),
+        command(*args),
         env=cli_env(root, **extra),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -189,9 +274,14 @@ def json_of(response: httpx.Response) -> Any:
 
 @pytest.fixture
 def cli() -> Any:
-    """The subprocess helpers: ``cli.command``, ``cli.process``, ``cli.env``, ``cli.read_rest``."""
+    """The subprocess helpers: ``cli.command``, ``cli.gated_command``, ``cli.process``, ``cli.env``,
+    ``cli.read_rest``."""
     import types
 
     return types.SimpleNamespace(
-        command=charmem_command, process=charmem_process, env=cli_env, read_rest=read_rest
+        command=charmem_command,
+        gated_command=gated_command,
+        process=charmem_process,
+        env=cli_env,
+        read_rest=read_rest,
     )
