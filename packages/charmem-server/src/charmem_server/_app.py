@@ -1,9 +1,11 @@
 """The ASGI application of ``charmem serve``: the HTTP API under ``/v1`` and MCP at ``/mcp``.
 
-Every request passes the :class:`~charmem_server._guard.Guard` (Host, Origin, bearer token),
-then its route checks the token's scope and collection, reads at most ``max_body_bytes`` of body,
-waits for one of ``max_concurrency`` slots and runs the operation under ``request_timeout_s``.
-Errors are problem+json; nothing answers a traceback.
+Every request passes the :class:`~charmem_server._guard.Guard` (Host, Origin, bearer token).
+A ``/v1`` route then checks the token's scope and collection, reads at most ``max_body_bytes`` of
+body, waits for one of ``max_concurrency`` slots and runs the operation under
+``request_timeout_s``; the SIGTERM drain waits for those operations. The MCP tools at ``/mcp`` are
+not under the slots, the timeout or the drain yet (each tool call is one facade operation, which
+``close`` still waits for). Errors are problem+json; nothing answers a traceback.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ class ServerConfig:
         max_body_bytes: largest request body (bytes); a larger one gets 413.
         request_timeout_s: seconds one operation may take before the answer is 504 (a write
             keeps running to its end, so nothing is left half-written).
-        max_concurrency: operations running at once; more wait for a slot (within the timeout).
+        max_concurrency: ``/v1`` operations running at once; more wait for a slot (within the
+            timeout). MCP tool calls are not counted.
         extra_hosts: further ``Host`` names to accept (``name`` or ``name:port``), e.g. the
             public name of a server bound to ``0.0.0.0``.
         mcp_collection: the collection the ``/mcp`` endpoint's tools use, or ``None`` for no MCP.
