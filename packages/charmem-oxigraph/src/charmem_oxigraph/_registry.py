@@ -240,9 +240,10 @@ def _drop_spent_logs(path: Path) -> None:
 
     Every memtable was flushed, so these logs hold nothing a recovery needs; RocksDB itself deletes
     them while it opens the store (charmem deletes no log itself). Best effort, and only
-    when :func:`charmem_oxigraph._disk.holds_spent_logs`: the open costs tens of milliseconds
-    (RocksDB reads its manifest, not the tables). If it fails (another process took the store in
-    between, or the handle is still alive in another thread), the logs stay until the next open.
+    when :func:`charmem_oxigraph._disk.holds_spent_logs`: the open cost 0.07 s at 5,000 memories
+    and 0.18 s at 50,000 (the flush before it about 0.3 s and 3 s). If it fails (another process
+    took the store in between, or the handle is still alive in another thread), the logs stay
+    until the next open.
     """
     if not _disk.holds_spent_logs(path):
         return
