@@ -17,7 +17,15 @@ from typing import Final
 
 from charmem.errors import BackendError, InsufficientStorageError, StoreCorruptedError
 
-__all__ = ["WAY_BACK", "check_store_directory", "is_corruption_error", "is_no_space_error", "translate_error"]
+__all__ = [
+    "WAL_SLACK",
+    "WAY_BACK",
+    "check_store_directory",
+    "holds_spent_logs",
+    "is_corruption_error",
+    "is_no_space_error",
+    "translate_error",
+]
 
 #: What to do about a damaged graph store; every ``StoreCorruptedError`` of this package ends so.
 WAY_BACK: Final = (
@@ -28,6 +36,11 @@ WAY_BACK: Final = (
 # Files RocksDB writes while it creates a database, before any memory is stored in it.
 _SCAFFOLDING = re.compile(r"LOCK|LOG|LOG\.old\.\d+|IDENTITY|CURRENT|(MANIFEST|OPTIONS)-\d+|\d+\.(dbtmp|log)")
 _CURRENT = re.compile(r"MANIFEST-\d+\n")
+_WAL = re.compile(r"\d+\.log")
+
+#: Bytes of write-ahead log a closed store may keep: RocksDB's one live log after a flush is empty
+#: (0 to a few dozen bytes); more means logs kept for reuse (see :func:`holds_spent_logs`).
+WAL_SLACK: Final = 64 * 1024
 
 
 def _is_complete(path: Path) -> bool:
@@ -97,6 +110,27 @@ def check_store_directory(path: Path) -> None:
         "wrong directory, correct it",
         path=str(path),
     )
+
+
+def holds_spent_logs(path: Path) -> bool:
+    """Whether a flushed, closed store at ``path`` still holds write-ahead logs beyond the minimum.
+
+    pyoxigraph sets RocksDB's ``recycle_log_file_num`` to 10: a log whose memtables were flushed is
+    kept (at its full size) for reuse instead of deleted, and the flush of a close may even make
+    such a reused log the live one. RocksDB deletes them all when it next opens the store. The
+    minimum is one live log of at most :data:`WAL_SLACK` bytes.
+
+    Args:
+        path: the store directory, closed after a successful ``Store.flush``.
+
+    Returns:
+        bool: more than one ``NNNNNN.log`` file, or one larger than :data:`WAL_SLACK`.
+    """
+    try:
+        sizes = [entry.stat().st_size for entry in path.iterdir() if _WAL.fullmatch(entry.name)]
+    except OSError:
+        return False
+    return len(sizes) > 1 or any(size > WAL_SLACK for size in sizes)
 
 
 def is_no_space_error(exc: BaseException) -> bool:

@@ -8,6 +8,10 @@ A directory is checked before it is opened (:func:`charmem_oxigraph._disk.check_
 After a "no space left on device" error RocksDB refuses every later write until the database is
 opened again, so such an error marks the handle stale (:meth:`SharedStore.mark_stale`) and the
 next use reopens it: once space is freed, the same graph stores work again.
+
+The last release flushes the store and closes it; when RocksDB left flushed write-ahead logs
+behind (kept for reuse, see :func:`charmem_oxigraph._disk.holds_spent_logs`), it opens and closes
+the store once more so RocksDB deletes them, and a closed store holds one empty log.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Final
 
 import tenacity
 from charmem.errors import BackendError, ConfigurationError, StoreLockedError
+from charmem.log import get_logger
 from pyoxigraph import Store
 
 from charmem_oxigraph import _disk
@@ -30,6 +35,8 @@ DEFAULT_LOCK_TIMEOUT: Final = 1.0
 
 _REGISTRY: dict[Path, SharedStore] = {}
 _REGISTRY_LOCK = threading.Lock()
+
+_log = get_logger("charmem_oxigraph.registry")
 
 
 class SharedStore:
@@ -203,6 +210,9 @@ def share(shared: SharedStore) -> SharedStore:
 def release(shared: SharedStore) -> None:
     """Drop one user; the last one flushes (persistent stores) and releases the store and its lock.
 
+    After a successful flush, spent write-ahead logs are removed by one more open and close
+    (:func:`_drop_spent_logs`); writing nothing leaves none, so a read-only session skips it.
+
     Raises:
         BackendError: the final flush failed (the handle is released anyway).
     """
@@ -222,3 +232,24 @@ def release(shared: SharedStore) -> None:
             raise BackendError(f"could not flush the Oxigraph store at {shared.path}: {exc}") from exc
         finally:
             del store  # the last reference: pyoxigraph closes RocksDB and frees its LOCK
+        _drop_spent_logs(shared.path)
+
+
+def _drop_spent_logs(path: Path) -> None:
+    """Open and close the flushed store at ``path`` once more if spent write-ahead logs remain.
+
+    Every memtable was flushed, so these logs hold nothing a recovery needs; RocksDB itself deletes
+    them while it opens the store (charmem deletes no log itself). Best effort, and only
+    when :func:`charmem_oxigraph._disk.holds_spent_logs`: the open cost 0.07 s at 5,000 memories
+    and 0.18 s at 50,000 (the flush before it about 0.3 s and 3 s). If it fails (another process
+    took the store in between, or the handle is still alive in another thread), the logs stay
+    until the next open.
+    """
+    if not _disk.holds_spent_logs(path):
+        return
+    try:
+        store = Store(str(path))  # nothing is written through it: closing it needs no flush
+    except (OSError, RuntimeError) as exc:
+        _log.info("oxigraph_spent_logs_kept", path=str(path), error=str(exc))
+        return
+    del store
