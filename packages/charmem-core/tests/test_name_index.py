@@ -67,3 +67,13 @@ def test_sharp_s_case_width_spacing() -> None:
     assert index.occurring_in("the STRASSE") == []
     assert index.occurring_in("the straße, with bob smith!") == sorted([street, bob])
     assert index.occurring_in("bob smithy") == []
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), texts), max_size=10), st.sets(st.integers(0, 4)))
+def test_naming_lists_every_assertion_about_the_subjects(
+    named: list[tuple[int, str]], asked: set[int]
+) -> None:
+    notions = [MemoryId.new() for _ in range(5)]
+    assertions = [(MemoryId.new(), notions[i], name) for i, name in named]
+    wanted = {notions[i] for i in asked}
+    assert NameIndex.of(assertions).naming(wanted) == sorted(a for a in assertions if a[1] in wanted)
