@@ -222,3 +222,4 @@ async def _assert_twin_reads_alike(
         assert await twin.currency(every, as_of=as_of) == await graph_store.currency(every, as_of=as_of)
     assert await twin.tombstones() == await graph_store.tombstones()
     assert await twin.name_assertions() == await graph_store.name_assertions()
+    assert await twin.name_index() == await graph_store.name_index()

@@ -10,6 +10,7 @@ import pytest
 from charmem.domain.graph import GraphBatch, LifecycleAction
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryObject, ObjectType, Observation, Relation, object_type_of
+from charmem.domain.names import NameIndex
 from charmem.ports import GraphStore, ObjectTypeHints
 from charmem.usecases.retrieval import episode_turns
 from charmem_contract import data
@@ -230,6 +231,27 @@ class GraphReadTests:
             [other.id, *(o.id for o in objects if o.object_type is ObjectType.EPISODE)]
         )
         assert await graph_store.object_ids([]) == []
+
+    async def test_name_index_follows_the_names_written(self, graph_store: GraphStore) -> None:
+        """``name_index`` is the index of ``name_assertions``, before and after names are written.
+
+        An empty collection has an empty index; one asked, then written to (a new name, a second
+        belief with a known name), answers with the new assertions too.
+
+        If this fails: return ``NameIndex.of(await self.name_assertions())``, and when it is kept
+        between calls, extend or drop it on every write that stores a ``KnownAs`` assertion.
+        """
+        assert await graph_store.name_index() == NameIndex()
+        ada, bob = data.entity(), data.entity()
+        first = data.derived(names=[(ada.id, "Ada  Lovelace")])
+        await graph_store.write_batch(GraphBatch(objects=[ada, bob, first]))
+        assert await graph_store.name_index() == NameIndex.of(await graph_store.name_assertions())
+        later = [data.derived(names=[(bob.id, "ＢＯＢ")]), data.derived(names=[(ada.id, "ada lovelace")])]
+        await graph_store.write_batch(GraphBatch(objects=later))
+        index = await graph_store.name_index()
+        assert index == NameIndex.of(await graph_store.name_assertions())
+        found = index.occurring_in("did bob meet ADA lovelace?")
+        assert sorted(subject for _belief, subject, _name in found) == sorted([ada.id, ada.id, bob.id])
 
     async def test_statement_count_grows_with_new_items_only(self, graph_store: GraphStore) -> None:
         """``statement_count`` grows with every new item and is unchanged by replays.

@@ -48,6 +48,7 @@ import attrs
 from charmem.domain.graph import LifecycleAction, LifecycleRecord
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedMemory, MemoryLink, Observation, Relation
+from charmem.domain.names import NameIndex
 from charmem.ports import EpisodeTurn
 
 from charmem_oxigraph import _vocab as v
@@ -101,6 +102,7 @@ class GraphCache:
         self._facts: BoundedMap[MemoryId, CurrencyFacts] = BoundedMap(max_entries)
         self._turns: BoundedMap[MemoryId, tuple[EpisodeTurn, ...]] = BoundedMap(max_entries)
         self._names: tuple[tuple[MemoryId, MemoryId, str], ...] | None = None
+        self._name_index: NameIndex | None = None  # None, or the index of _names
         self._max_entries = max_entries
         self._lifecycle: LifecycleIndex | None = None
         self._lifecycle_refused = False  # more than max_entries: stays so until clear()
@@ -452,6 +454,17 @@ class GraphCache:
             if self._current(generation):
                 self._names = tuple(names)
 
+    def name_index(self) -> NameIndex | None:
+        """The index of the ``KnownAs`` assertions, if cached."""
+        with self._lock:
+            return self._name_index if self.coherent else None
+
+    def remember_name_index(self, generation: int, index: NameIndex) -> None:
+        """Keep the index built from the assertions read at ``generation`` (if no write since)."""
+        with self._lock:
+            if self._current(generation):
+                self._name_index = index
+
     # -- the writer ---------------------------------------------------------------------------
 
     def apply_write(self, inserted: Sequence[StoredItem]) -> None:
@@ -510,6 +523,8 @@ class GraphCache:
                 named.extend((item.id, a.subject, a.predicate.name) for a in item.assertions)
         if named and self._names is not None:  # the stored assertions plus this write's
             self._names = tuple(sorted((*self._names, *named)))  # as names_from_rows sorts
+        if named and self._name_index is not None:  # normalises only this write's names
+            self._name_index = self._name_index.with_added(named)
 
     def _note_link(self, link: MemoryLink, census: dict[int, str] | None) -> None:
         # The endpoints' adjacency is read again on next use: only decoded links are cached.
@@ -568,6 +583,6 @@ class GraphCache:
                 self._turns,
             ):
                 lru.clear()
-            self._names = None
+            self._names, self._name_index = None, None
             self._lifecycle, self._lifecycle_refused = None, False
             self._census, self._early, self._census_floor = None, set(), 0

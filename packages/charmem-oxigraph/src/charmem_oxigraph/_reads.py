@@ -24,6 +24,7 @@ import attrs
 from charmem.domain.graph import GraphErasure, LifecycleRecord, Tombstone
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
+from charmem.domain.names import NameIndex
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.ports import EpisodeTurn
 from pyoxigraph import NamedNode
@@ -63,6 +64,10 @@ WritePlan: TypeAlias = tuple[list[MemoryId], list[MemoryId], list[str]]
 #: the writer keeps it, so a small collection (a new one, or one written in sessions) gets it on
 #: its first such read and then answers every later check from memory.
 CENSUS_MIN_PROBES: Final = 64
+
+#: The size a name index build is reported with: it covers every name, so the embedded store
+#: builds it in a worker thread, never on the event loop (``size`` above its on-loop bound).
+_EVERY_NAME: Final = 1 << 62
 
 
 @attrs.frozen
@@ -247,6 +252,16 @@ class GraphReader:
             cache.remember_names(generation, names)
         return names
 
+    def name_index(self) -> Plan[NameIndex]:
+        """The :class:`~charmem.domain.names.NameIndex` of every ``KnownAs`` assertion."""
+        cache = self.cache
+        index = cache.name_index()
+        if index is None:
+            generation = cache.generation()
+            index = NameIndex.of((yield from self.names()))
+            cache.remember_name_index(generation, index)
+        return index
+
     def tombstones(self, wanted: Sequence[MemoryId] | None) -> Plan[dict[MemoryId, Tombstone]]:
         """Tombstones among ``wanted`` (unique ids; ``None``: all), in request order (all: by id).
 
@@ -421,6 +436,18 @@ class CachedGraphStore(abc.ABC):
     async def name_assertions(self) -> list[tuple[MemoryId, MemoryId, str]]:
         """See :meth:`charmem.ports.GraphStore.name_assertions`; a coherent cache keeps them."""
         return await self._read("read names", self._reader().names(), 0)
+
+    async def name_index(self) -> NameIndex:
+        """See :meth:`charmem.ports.GraphStore.name_index`; a coherent cache keeps it.
+
+        Kept, it is answered at once; built (work in the number of names), it is built off the
+        event loop by the embedded store (``_EVERY_NAME`` ids) and kept.
+        """
+        reader = self._reader()
+        index = reader.cache.name_index()
+        if index is not None:
+            return index
+        return await self._read("index names", reader.name_index(), _EVERY_NAME)
 
     async def tombstones(self, ids: Sequence[MemoryId] | None = None) -> dict[MemoryId, Tombstone]:
         """See :meth:`charmem.ports.GraphStore.tombstones`.

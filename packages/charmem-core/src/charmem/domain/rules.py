@@ -35,6 +35,7 @@ __all__ = [
     "derived_link_id",
     "is_current",
     "name_occurs_in",
+    "name_spans",
     "normalise_name",
     "recorded_in_order",
     "supersession_cycles",
@@ -48,6 +49,7 @@ __all__ = [
 RECORDED_AT_SKEW: Final = timedelta(minutes=5)
 
 _WHITESPACE = re.compile(r"\s+")
+_WORD_CHAR = re.compile(r"\w")
 
 
 class BeliefBreachKind(enum.Enum):
@@ -368,13 +370,42 @@ def normalise_name(name: str) -> str:
 
 
 def name_occurs_in(name: str, text: str) -> bool:
-    """Whether ``name``'s normalised form occurs in ``text`` on word boundaries."""
+    r"""Whether ``name``'s normalised form occurs in ``text``'s normalised form on word boundaries.
+
+    The occurrence neither follows nor precedes a word character (``\w``, Unicode): the names a
+    query mentions are the normalised names among :func:`name_spans` of its normalised form.
+    """
     needle = normalise_name(name)
-    if not needle:
-        return False
-    haystack = normalise_name(text)
-    pattern = r"(?<!\w)" + re.escape(needle) + r"(?!\w)"
-    return re.search(pattern, haystack) is not None
+    return bool(needle) and needle in name_spans(normalise_name(text), (len(needle),))
+
+
+def name_spans(haystack: str, lengths: Iterable[int]) -> set[str]:
+    r"""The substrings of ``haystack`` of one of ``lengths`` characters that lie on word boundaries.
+
+    A substring lies on word boundaries when no word character (``\w``, Unicode, as :mod:`re`
+    defines it) comes right before it or right after it; its own first and last characters may be
+    of any kind. The work is in ``len(haystack)`` times the number of distinct lengths, whatever
+    the number of names looked for.
+
+    Args:
+        haystack: a text normalised with :func:`normalise_name`.
+        lengths: substring lengths in characters (positive).
+
+    Returns:
+        set[str]: the substrings, each once.
+    """
+    size = len(haystack)
+    edge = [True] + [_WORD_CHAR.match(c) is None for c in haystack] + [True]
+    # edge[k] is True when position k (0..size) has no word character on the relevant side:
+    # a start k needs haystack[k - 1] not a word character, an end k needs haystack[k] not one.
+    wanted = sorted({n for n in lengths if n > 0})
+    return {
+        haystack[start : start + n]
+        for start in range(size)
+        if edge[start]
+        for n in wanted
+        if start + n <= size and edge[start + n + 1]
+    }
 
 
 def voiced_text(text: str, speaker_names: Sequence[str]) -> str:

@@ -25,6 +25,7 @@ from charmem.domain.graph import (
 )
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
+from charmem.domain.names import NameIndex
 from charmem.domain.retrieval import CurrencyStatus
 
 __all__ = [
@@ -106,6 +107,15 @@ class MemoryGraphStore(Protocol):
         """Every stored ``KnownAs`` assertion as ``(belief_id, subject_id, name)``, sorted.
 
         Includes beliefs that are no longer current; callers filter with :meth:`currency`.
+        """
+        ...
+
+    async def name_index(self) -> NameIndex:
+        """The :class:`~charmem.domain.names.NameIndex` of :meth:`name_assertions`.
+
+        Retrieval asks it on every query for the names the query mentions: a store keeps it
+        between calls and in step with its writes, so that asking it does not cost work in the
+        number of names (building it does, once).
         """
         ...
 

@@ -21,6 +21,7 @@ from charmem.domain.graph import (
 )
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, ObjectType, Relation
+from charmem.domain.names import NameIndex
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import content_equal
 from charmem.domain.serde import converter, structure_item, unstructure_item
@@ -188,6 +189,10 @@ class ReferenceGraphStore:
             for assertion in item.assertions
         ]
         return sorted(found)
+
+    async def name_index(self) -> NameIndex:
+        """The index of :meth:`name_assertions`, built on each call (a reference, not a cache)."""
+        return NameIndex.of(await self.name_assertions())
 
     async def object_ids(self, object_types: Sequence[ObjectType] | None = None) -> list[MemoryId]:
         """Ids of stored objects (optionally of some types), sorted."""

@@ -61,11 +61,12 @@ async def current_names(
 async def _naming_beliefs(graph: GraphStore, wanted: set[MemoryId]) -> list[MemoryId]:
     """The beliefs about ``wanted`` notions that assert a name of one of them, sorted.
 
-    Only those can contribute: start from the store's name index and check their ``about``
-    links, rather than reading every belief about the notions (hundreds for a person); the
-    beliefs kept are the same.
+    Only those can contribute: start from the store's name index (its assertions by subject, so
+    the work does not grow with the names of other notions) and check their ``about`` links,
+    rather than reading every belief about the notions (hundreds for a person); the beliefs kept
+    are the same.
     """
-    named = {belief for belief, subject, _name in await graph.name_assertions() if subject in wanted}
+    named = {belief for belief, _subject, _name in (await graph.name_index()).naming(wanted)}
     if not named:
         return []
     about = await graph.links_of(sorted(named), relations=[Relation.ABOUT])

@@ -16,7 +16,6 @@ from charmem.domain.ids import MemoryId
 from charmem.domain.model import Entity, object_type_of
 from charmem.domain.pack import event_time
 from charmem.domain.retrieval import CurrencyStatus, RetrievalContext
-from charmem.domain.rules import name_occurs_in
 from charmem.domain.scoring import rank_key
 from charmem.domain.timecues import time_cues
 from charmem.log import get_logger
@@ -153,13 +152,12 @@ def _notion_reach(recall: Recall, degree: int, top: float) -> tuple[int, float]:
 async def _named_notions(graph: GraphStore, context: RetrievalContext) -> list[MemoryId]:
     """Notions whose current ``KnownAs`` name occurs in the query.
 
-    A name occurs when :func:`~charmem.domain.rules.name_occurs_in` says so; the belief asserting
-    it must be current and recorded as of the context.
+    A name occurs when :func:`~charmem.domain.rules.name_occurs_in` says so, which the store's
+    :class:`~charmem.domain.names.NameIndex` answers in work that does not grow with the number
+    of names; the belief asserting it must be current and recorded as of the context.
     """
-    assertions = await graph.name_assertions()
-    matching = [
-        (belief, subject) for belief, subject, name in assertions if name_occurs_in(name, context.query)
-    ]
+    index = await graph.name_index()
+    matching = [(belief, subject) for belief, subject, _name in index.occurring_in(context.query)]
     if not matching:
         return []
     beliefs = sorted({belief for belief, _subject in matching})
