@@ -238,7 +238,9 @@ async def test_one_update_request_per_write_batch(
     updates = [r for r in recorder.requests if r.url.path == "/update"]
     queries = [r for r in recorder.requests if r.url.path == "/query"]
     assert len(updates) == 1
-    assert len(queries) == 2  # the stored items (then cached) and the purged ids among them
+    # the stored items (then cached), the purged ids among them, and (a first write into an empty
+    # collection) whether the layout version is recorded
+    assert len(queries) == 3
     body = updates[0].content.decode("utf-8")
     assert body.startswith("INSERT DATA { GRAPH <urn:charmem:collection:")
     assert updates[0].headers["Content-Type"] == "application/sparql-update"
