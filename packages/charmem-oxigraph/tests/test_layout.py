@@ -21,9 +21,13 @@ from charmem.errors import BackupFormatError, StoreLayoutError
 from charmem.settings import Settings
 from pyoxigraph import NamedNode, Quad, RdfFormat, Store, parse
 
-from charmem_oxigraph import OxigraphGraphStore, PersistentOxigraphGraphStore, SparqlServiceGraphStore
+from charmem_oxigraph import (
+    OxigraphGraphStore,
+    PersistentOxigraphGraphStore,
+    SparqlServiceGraphStore,
+    _legacy,
+)
 from charmem_oxigraph import _layout as lay
-from charmem_oxigraph import _legacy
 from charmem_oxigraph._codec import NodeTriples
 from charmem_oxigraph.testing import OxigraphServer
 
@@ -46,9 +50,15 @@ def _fixture_items() -> tuple[list[Any], list[Tombstone]]:
         if quad.object == NamedNode("urn:charmem:vocab#Tombstone"):
             kind, _, uuid = subject.removeprefix("urn:charmem:").partition(":")
             purged = next(
-                q.object.value for q in _fixture_quads() if q.subject == quad.subject and q.object != quad.object
+                q.object.value
+                for q in _fixture_quads()
+                if q.subject == quad.subject and q.object != quad.object
             )
-            tombstones.append(Tombstone(id=MemoryId(uuid), object_type=ObjectType(kind), purged_at=datetime.fromisoformat(purged)))
+            tombstones.append(
+                Tombstone(
+                    id=MemoryId(uuid), object_type=ObjectType(kind), purged_at=datetime.fromisoformat(purged)
+                )
+            )
             continue
         root, _, position = subject.partition("/assertion/")
         node = nodes.setdefault(root, NodeTriples(root))
@@ -75,13 +85,13 @@ def _settings(path: Path) -> Settings:
     return Settings.from_mapping({"GRAPH_STORE_MODE": "persistent", "OXIGRAPH_PATH": str(path)})
 
 
-async def _dump(store: Any) -> set[str]:  # noqa: ANN401 - either graph store
+async def _dump(store: Any) -> set[str]:
     out = io.BytesIO()
     await store.export_graph(out)
     return {line for line in out.getvalue().decode().splitlines() if line}
 
 
-async def _reads(store: Any, items: list[Any]) -> dict[str, Any]:  # noqa: ANN401 - either graph store
+async def _reads(store: Any, items: list[Any]) -> dict[str, Any]:
     """What the port answers about every item of the fixture."""
     objects = [i.id for i in items if not isinstance(i, MemoryLink | LifecycleRecord)]
     links = [i.id for i in items if isinstance(i, MemoryLink)]
@@ -120,12 +130,16 @@ async def test_a_layout_1_store_is_refused_then_migrated(tmp_path: Path) -> None
     _load_raw(path, _fixture_quads())
     with pytest.raises(StoreLayoutError, match="charmem migrate") as refused:
         OxigraphGraphStore.open(COLLECTION, path=path)
-    assert refused.value.found is None and refused.value.expected == lay.CURRENT_LAYOUT
-    assert str(path) in str(refused.value) and "layout 1" in str(refused.value)
+    assert refused.value.found is None
+    assert refused.value.expected == lay.CURRENT_LAYOUT
+    assert str(path) in str(refused.value)
+    assert "layout 1" in str(refused.value)
 
     report = await migrate(_settings(path), COLLECTION)
     items, tombstones = _fixture_items()
-    assert report is not None and report.found is None and report.layout == lay.CURRENT_LAYOUT
+    assert report is not None
+    assert report.found is None
+    assert report.layout == lay.CURRENT_LAYOUT
     assert report.objects == len(items)
 
     store = await OxigraphGraphStore.open_async(COLLECTION, path=path)
@@ -133,17 +147,22 @@ async def test_a_layout_1_store_is_refused_then_migrated(tmp_path: Path) -> None
     try:
         expected = await _reads(fresh, items)
         assert await _reads(store, items) == expected
-        assert len(expected["currency"]) == len(expected["objects"]) == sum(
-            1 for i in items if not isinstance(i, MemoryLink | LifecycleRecord)
+        assert (
+            len(expected["currency"])
+            == len(expected["objects"])
+            == sum(1 for i in items if not isinstance(i, MemoryLink | LifecycleRecord))
         )
-        assert len(expected["names"]) == 3 and len(expected["tombstones"]) == 1
+        assert len(expected["names"]) == 3
+        assert len(expected["tombstones"]) == 1
         # the migrated graph holds exactly what the current code writes for the same items
         assert await _dump(store) == await _dump(fresh)
     finally:
         await store.close()
         await fresh.close()
     again = await migrate(_settings(path), COLLECTION)
-    assert again is not None and again.objects == 0 and again.found == lay.CURRENT_LAYOUT
+    assert again is not None
+    assert again.objects == 0
+    assert again.found == lay.CURRENT_LAYOUT
 
 
 async def test_an_interrupted_migration_resumes(tmp_path: Path) -> None:
@@ -155,7 +174,8 @@ async def test_an_interrupted_migration_resumes(tmp_path: Path) -> None:
     shared = _registry.acquire(path)
     partial = OxigraphGraphStore(shared, COLLECTION, check_layout=False)
     step = partial._drive(lay.migration_step(GRAPH, batch=5))
-    assert step is not None and step[1] == 5
+    assert step is not None
+    assert step[1] == 5
     shared.store.update(step[0])
     await partial.close()  # "killed" after one batch
 
@@ -192,13 +212,17 @@ async def test_a_new_store_records_its_layout_and_migrating_it_is_a_no_op(tmp_pa
     items, _tombstones = _fixture_items()
     try:
         assert await store.statement_count() == 0  # an empty collection holds nothing
-        await store.write_batch(GraphBatch(objects=[items[0]] if not isinstance(items[0], MemoryLink) else []))
+        await store.write_batch(
+            GraphBatch(objects=[items[0]] if not isinstance(items[0], MemoryLink) else [])
+        )
         dump = await _dump(store)
         assert any("layoutVersion" in line for line in dump)
     finally:
         await store.close()
     report = await migrate(_settings(path), COLLECTION)
-    assert report is not None and report.objects == 0 and report.found == lay.CURRENT_LAYOUT
+    assert report is not None
+    assert report.objects == 0
+    assert report.found == lay.CURRENT_LAYOUT
 
 
 async def test_export_import_round_trip_and_a_layout_1_dump_is_migrated_on_import() -> None:
@@ -249,7 +273,8 @@ async def test_the_service_store_refuses_then_migrates(sparql_server: OxigraphSe
         await SparqlServiceGraphStore.from_settings_async(settings, COLLECTION)
     report = await migrate(settings, COLLECTION)
     items, tombstones = _fixture_items()
-    assert report is not None and report.objects == len(items)
+    assert report is not None
+    assert report.objects == len(items)
     store = await SparqlServiceGraphStore.from_settings_async(settings, COLLECTION)
     fresh = await _fresh_copy(items, tombstones)
     try:

@@ -194,8 +194,10 @@ def test_record_literal_is_canonical_json_data() -> None:
         given = derived(text=text, given_by_application=True, entity_ids=[person.id])
         triples = list(parse("\n".join(encode_item(given, resolve)), RdfFormat.N_TRIPLES))
         records = [t.object for t in triples if t.predicate.value.endswith("#record")]
-        assert len(records) == 1 and records[0].datatype.value == RDF_JSON  # type: ignore[union-attr]
+        assert len(records) == 1
+        assert records[0].datatype.value == RDF_JSON
         data = json.loads(records[0].value)
-        assert data["text"] == text and data["given_by_application"] is True
+        assert data["text"] == text
+        assert data["given_by_application"] is True
         assert list(data) == sorted(data)
         assert json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False) == records[0].value

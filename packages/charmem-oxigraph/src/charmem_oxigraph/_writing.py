@@ -209,8 +209,8 @@ def check_media_type(media_type: str) -> None:
         )
 
 
-def _known_layout(value: str) -> bool:
-    return value.isdigit() and int(value) <= CURRENT_LAYOUT
+def _known_layout(term: object) -> bool:
+    return isinstance(term, Literal) and term.value.isdigit() and int(term.value) <= CURRENT_LAYOUT
 
 
 def check_dump(quads: Iterable[Quad], graph: NamedNode) -> Iterator[Quad]:
@@ -223,9 +223,9 @@ def check_dump(quads: Iterable[Quad], graph: NamedNode) -> Iterator[Quad]:
     """
     version = NamedNode(v.VOCAB + v.LAYOUT_VERSION)
     for quad in quads:
-        if quad.predicate == version and not _known_layout(quad.object.value):
+        if quad.predicate == version and not _known_layout(quad.object):
             raise BackupFormatError(
-                f"the dump records graph layout {quad.object.value}, which this charmem does not know: "
+                f"the dump records graph layout {quad.object}, which this charmem does not know: "
                 "it was written by a newer charmem; upgrade charmem to restore it"
             )
         if quad.graph_name != graph:
