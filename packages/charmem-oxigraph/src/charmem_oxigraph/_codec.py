@@ -287,23 +287,43 @@ def _endpoint_kinds(item: StoredItem) -> tuple[str | None, str | None]:
     return (None, None)
 
 
-def _json_value(kind: Kind, value: Any) -> Any:  # noqa: ANN401 - any field value
-    """A field value as the record literal holds it (JSON types; ids as canonical UUID text)."""
-    if value is None:
-        return None
-    if kind is Kind.INSTANT:
-        return value.isoformat()
-    if kind is Kind.DOUBLE:
-        return float(value)
-    if kind is Kind.REFS:
-        return [str(ref) for ref in value]
-    if kind is Kind.TEXTS:
-        return list(value)
-    if kind is Kind.REF or kind is Kind.OPT_REF:
-        return str(value)
-    if kind is Kind.ENUM or kind is Kind.RELATION:
-        return value.value
-    return value  # TEXT, OPT_TEXT, INT, BOOL
+def _instant_text(value: datetime) -> str:
+    return value.isoformat()
+
+
+def _id_text(value: MemoryId) -> str:
+    return str(value.value)
+
+
+def _ids_text(values: Iterable[MemoryId]) -> list[str]:
+    return [str(ref.value) for ref in values]
+
+
+def _enum_value(value: enum.Enum) -> Any:  # noqa: ANN401 - an enum's value
+    return value.value
+
+
+#: How each kind of field value becomes JSON (``None``: it is a JSON value already).
+_TO_JSON: Final[dict[Kind, Callable[[Any], Any] | None]] = {
+    Kind.TEXT: None,
+    Kind.OPT_TEXT: None,
+    Kind.INSTANT: _instant_text,
+    Kind.DOUBLE: float,
+    Kind.INT: None,
+    Kind.BOOL: None,
+    Kind.ENUM: _enum_value,
+    Kind.REF: _id_text,
+    Kind.OPT_REF: _id_text,
+    Kind.REFS: _ids_text,
+    Kind.TEXTS: list,
+    Kind.RELATION: _enum_value,
+}
+#: Per stored type: (attribute, converter to JSON) of every field.
+_TO_RECORD: Final[dict[type, tuple[tuple[str, Callable[[Any], Any] | None], ...]]] = {
+    cls: tuple((attr, _TO_JSON[kind]) for attr, kind in fields) for cls, fields in _RECORD_FIELDS.items()
+}
+#: One encoder for every record (``json.dumps`` with options builds a new one per call).
+_ENCODER: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def record_json(item: StoredItem) -> str:
@@ -314,12 +334,15 @@ def record_json(item: StoredItem) -> str:
     a derived memory adds ``assertions``: ``[{"known_as": name, "subject": id}, ...]`` in order.
     Equal content gives equal text.
     """
-    data = {attr: _json_value(kind, getattr(item, attr)) for attr, kind in _RECORD_FIELDS[type(item)]}
+    data: dict[str, Any] = {}
+    for attr, convert in _TO_RECORD[type(item)]:
+        value = getattr(item, attr)
+        data[attr] = value if convert is None or value is None else convert(value)
     if isinstance(item, DerivedMemory):
         data["assertions"] = [
             {"known_as": a.predicate.name, "subject": str(a.subject)} for a in item.assertions
         ]
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(data)
 
 
 def record_line(item: StoredItem) -> str:
