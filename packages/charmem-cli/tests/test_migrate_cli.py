@@ -28,6 +28,7 @@ def test_a_layout_1_store_is_refused_until_migrated(
     assert main([*base, "recall", "tomatoes"]) == 2
     err = capsys.readouterr().err
     assert "StoreLayoutError" in err and "charmem migrate" in err and "layout 1" in err
+    assert sorted(p.name for p in store.iterdir()) == ["oxigraph"]  # no vectors or stats created
 
     assert main([*base, "migrate"]) == 0
     assert "from layout 1 to 2" in capsys.readouterr().out
