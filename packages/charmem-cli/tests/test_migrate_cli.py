@@ -24,13 +24,15 @@ def test_a_layout_1_store_is_refused_until_migrated(
     raw.flush()
     del raw
     base = ["--store", str(store), "--collection", "fixture"]
+    by_hint = ["migrate", "--store", str(store), "--collection", "fixture"]
 
     assert main([*base, "recall", "tomatoes"]) == 2
     err = capsys.readouterr().err
     assert "StoreLayoutError" in err and "charmem migrate" in err and "layout 1" in err
     assert sorted(p.name for p in store.iterdir()) == ["oxigraph"]  # no vectors or stats created
 
-    assert main([*base, "migrate"]) == 0
+    assert f"charmem migrate --store {store} --collection fixture" in err  # the fix, runnable as is
+    assert main(by_hint) == 0
     assert "from layout 1 to 2" in capsys.readouterr().out
     assert main([*base, "migrate", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["objects"] == 0  # a current store: nothing to do

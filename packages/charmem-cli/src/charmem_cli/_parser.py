@@ -135,6 +135,10 @@ def _add_admin_commands(commands: Any) -> None:
         "(when opening it says StoreLayoutError); resumable, a no-op on a current store",
     )
     migrate_cmd.add_argument("--json", action="store_true", help="print the migration report as JSON")
+    # the fix StoreLayoutError prints: `charmem migrate --store DIR --collection NAME`
+    migrate_cmd.add_argument(
+        "--store", default=argparse.SUPPRESS, help="directory holding every embedded store"
+    )
     for sub in (export, import_cmd, purge_cmd, migrate_cmd):
         # also accepted after the command (`charmem purge ID --collection NAME`)
         sub.add_argument("--collection", default=argparse.SUPPRESS, help=_COLLECTION_HELP)

@@ -101,6 +101,8 @@ class OxigraphGraphStore(CachedGraphStore):
 
     def _migrate_hint(self) -> str:
         path = None if self._shared is None else self._shared.path
+        if path is not None and path.name == "oxigraph":  # the layout ``--store DIR`` makes
+            return f"charmem migrate --store {path.parent} --collection {self._collection}"
         return f"OXIGRAPH_PATH={path} charmem migrate --collection {self._collection}"
 
     # -- construction -------------------------------------------------------------------------
