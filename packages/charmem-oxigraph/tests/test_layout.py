@@ -173,10 +173,10 @@ async def test_an_interrupted_migration_resumes(tmp_path: Path) -> None:
 
     shared = _registry.acquire(path)
     partial = OxigraphGraphStore(shared, COLLECTION, check_layout=False)
-    step = partial._drive(lay.migration_step(GRAPH, batch=5))
-    assert step is not None
-    assert step[1] == 5
-    shared.store.update(step[0])
+    first = partial._drive(lay.pending(GRAPH))[:5]
+    update, rewritten = partial._drive(lay.migration_step(GRAPH, first))
+    assert rewritten == 5
+    shared.store.update(update)
     await partial.close()  # "killed" after one batch
 
     with pytest.raises(StoreLayoutError):

@@ -5,13 +5,13 @@ A collection's graph records the layout it is written in as ``<graph> vocab:layo
 Layout 1 (every field a triple of its own) recorded nothing; layout 2 (:data:`CURRENT_LAYOUT`,
 :mod:`charmem_oxigraph._codec`) is the compact one. Opening a collection whose graph holds data
 without the current version is refused with :class:`~charmem.errors.StoreLayoutError`;
-:func:`migration_step` is the shared algorithm ``charmem migrate`` runs, one transaction per
-batch of nodes, free of I/O (plans as in :mod:`charmem_oxigraph._reads`).
+:func:`pending` and :func:`migration_step` are the shared algorithm ``charmem migrate`` runs,
+one transaction per batch of nodes, free of I/O (plans as in :mod:`charmem_oxigraph._reads`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import Any, Final
 
 import attrs
@@ -31,13 +31,14 @@ __all__ = [
     "check_layout",
     "layout_state",
     "migration_step",
+    "pending",
     "version_line",
 ]
 
 #: The layout this charmem reads and writes.
 CURRENT_LAYOUT: Final = 2
-#: Nodes rewritten per transaction by a migration: small enough that one update request stays a
-#: few hundred kilobytes, large enough that the scan for unmigrated nodes is not repeated often.
+#: Nodes rewritten per transaction by a migration: one update request stays a few hundred
+#: kilobytes (a SPARQL server takes it), and the transaction is short.
 MIGRATION_BATCH: Final = 500
 
 #: The predicates the compact layout keeps as triples (their layout-1 triples are the same).
@@ -122,27 +123,29 @@ def version_line(graph: str) -> str:
     return f"<{graph}> <{v.VOCAB}{v.LAYOUT_VERSION}> {Literal(CURRENT_LAYOUT)} ."
 
 
-def migration_step(
-    graph: str, batch: int = MIGRATION_BATCH
-) -> Generator[str, list[Any], tuple[str, int] | None]:
-    """Plan: the update rewriting the next ``batch`` layout-1 nodes (``None``: none are left).
+def pending(graph: str) -> Generator[str, list[Any], list[str]]:
+    """Plan: the IRIs of every item node without a record literal (layout-1 nodes), sorted.
 
-    Reads up to ``batch`` item nodes without a record literal and every triple of them (and of
-    their assertion nodes), decodes them with the layout-1 decoder, and builds one update request
-    (:func:`charmem_oxigraph._queries.migrate`) that removes what the compact layout does not keep
-    and adds each node's record literal in the same transaction, so a node is never unreadable
-    and a migration stopped at any point resumes where it stopped.
+    One scan of the graph's ``rdf:type`` triples; the migration then rewrites them in batches.
+    """
+    return sorted({row["x"].value for row in (yield q.unmigrated(graph))})
+
+
+def migration_step(graph: str, iris: Sequence[str]) -> Generator[str, list[Any], tuple[str, int]]:
+    """Plan: the update rewriting the layout-1 nodes ``iris`` (a batch of :func:`pending`).
+
+    Reads every triple of the nodes (and of their assertion nodes), decodes them with the layout-1
+    decoder, and builds one update request (:func:`charmem_oxigraph._queries.migrate`) that removes
+    what the compact layout does not keep and adds each node's record literal in the same
+    transaction, so a node is never unreadable and a migration stopped at any point resumes where
+    it stopped (:func:`pending` no longer lists the nodes already rewritten).
 
     Returns:
-        tuple[str, int] | None: (the update, how many nodes it rewrites), or ``None``.
+        tuple[str, int]: the update, and how many nodes it rewrites.
 
     Raises:
         CorruptNodeError: a node does not decode as layout 1.
     """
-    rows = yield q.unmigrated(graph, batch)
-    iris = sorted({row["x"].value for row in rows})
-    if not iris:
-        return None
     nodes, _purged = lg.read_lookup((yield q.nodes(graph, iris, assertions=True)))
     items = {memory_id: _legacy.decode_item(node) for memory_id, node in nodes.items()}
     lines = [record_line(item) for item in items.values()]

@@ -290,12 +290,12 @@ def any_statement(graph: str) -> str:
     return f"SELECT ?s WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?s ?p ?o }} }} LIMIT 1"
 
 
-def unmigrated(graph: str, limit: int) -> str:
-    """Up to ``limit`` item nodes (``?x``) without a ``vocab:record`` literal: layout-1 nodes."""
+def unmigrated(graph: str) -> str:
+    """Every item node (``?x``) without a ``vocab:record`` literal: the layout-1 nodes."""
     classes = ", ".join(v.iri_ref(iri) for iri in v.ITEM_CLASSES)
     return (
         f"SELECT ?x WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?x a ?c . FILTER(?c IN ({classes})) "
-        f"FILTER NOT EXISTS {{ ?x {_p('record')} ?r }} }} }} LIMIT {int(limit)}"
+        f"FILTER NOT EXISTS {{ ?x {_p('record')} ?r }} }} }}"
     )
 
 

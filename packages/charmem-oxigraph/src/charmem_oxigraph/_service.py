@@ -548,8 +548,10 @@ class SparqlServiceGraphStore(CachedGraphStore):
         if state.found is not None:  # another recorded version: only layout 1 is migrated
             lay.check_layout(state, store=self._where(), migrate_hint=self._migrate_hint())
         count = 0
-        while (step := await self._read(action, lay.migration_step(self._graph_iri))) is not None:
-            update, rewritten = step
+        pending = await self._read(action, lay.pending(self._graph_iri))
+        for start in range(0, len(pending), lay.MIGRATION_BATCH):
+            batch = pending[start : start + lay.MIGRATION_BATCH]
+            update, rewritten = await self._read(action, lay.migration_step(self._graph_iri, batch))
             await self._update(update, action)  # one request per batch: atomic
             count += rewritten
         await self._insert([lay.version_line(self._graph_iri)], action)

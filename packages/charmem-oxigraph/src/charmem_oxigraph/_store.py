@@ -495,8 +495,10 @@ class OxigraphGraphStore(CachedGraphStore):
         if state.found is not None:  # another recorded version: only layout 1 is migrated
             lay.check_layout(state, store=self._where(), migrate_hint=self._migrate_hint())
         count = 0
-        while (step := self._drive(lay.migration_step(self._graph_iri))) is not None:
-            update, rewritten = step
+        pending = self._drive(lay.pending(self._graph_iri))
+        for start in range(0, len(pending), lay.MIGRATION_BATCH):
+            batch = pending[start : start + lay.MIGRATION_BATCH]
+            update, rewritten = self._drive(lay.migration_step(self._graph_iri, batch))
             shared.store.update(update)  # one transaction per batch
             count += rewritten
         shared.store.update(q.insert_data(self._graph_iri, [lay.version_line(self._graph_iri)]))
