@@ -250,6 +250,10 @@ async def test_one_update_request_per_write_batch(
     assert len(replay.existing_ids) == 6
     assert [r.url.path for r in recorder.requests] == ["/query", "/query"]  # items, purged ids
 
+    recorder.requests.clear()
+    await store.write_batch(GraphBatch(objects=[entity()]))  # the layout is known recorded now
+    assert [r.url.path for r in recorder.requests] == ["/query", "/query", "/update"]
+
 
 async def test_http_error_status_is_a_backend_error() -> None:
     async def handler(request: httpx.Request) -> httpx.Response:

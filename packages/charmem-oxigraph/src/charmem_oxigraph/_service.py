@@ -361,6 +361,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
             )
             if lines:
                 await self._insert(lines)
+                self._cache.layout_recorded = True  # the write recorded it if it was missing
         _log.debug(
             "sparql_batch_written",
             collection=self._collection,
