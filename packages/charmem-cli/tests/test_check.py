@@ -110,16 +110,16 @@ def test_a_lost_shard_and_stats_file_are_reported_then_repaired(
     capsys.readouterr()
 
 
-def _remove_text_triple(graph: Any, observation: str) -> None:
-    """Delete the observation's text triple behind the adapter's back (no reference kept, so
-    closing the graph store really closes the pyoxigraph store)."""
+def _remove_record_triple(graph: Any, observation: str) -> None:
+    """Delete the observation's record literal (its content) behind the adapter's back (no
+    reference kept, so closing the graph store really closes the pyoxigraph store)."""
     from pyoxigraph import NamedNode
 
     from charmem_oxigraph import VOCAB, node_iri
 
     store = graph._shared.store
     node = NamedNode(node_iri("observation", MemoryId(observation)))
-    [quad] = store.quads_for_pattern(node, NamedNode(VOCAB + "text"), None)
+    [quad] = store.quads_for_pattern(node, NamedNode(VOCAB + "record"), None)
     store.remove(quad)
 
 
@@ -132,7 +132,7 @@ def test_an_object_missing_a_required_triple_is_unreadable_and_not_repaired(
     episode, observation = ids[0], ids[1]
     graph = OxigraphGraphStore.open(COLLECTION, path=store / "oxigraph")
     try:
-        _remove_text_triple(graph, observation)
+        _remove_record_triple(graph, observation)
         report = asyncio.run(check_stores(graph, None, None))
     finally:
         asyncio.run(graph.close())

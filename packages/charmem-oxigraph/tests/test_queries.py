@@ -109,15 +109,16 @@ async def test_currency_rejects_naive_as_of(store: OxigraphGraphStore) -> None:
 
 
 async def test_statement_count_counts_triples(store: OxigraphGraphStore) -> None:
+    """The compact layout: a record literal plus only the triples queries need."""
     person = entity()
     await store.write_batch(GraphBatch(objects=[person]))
-    assert await store.statement_count() == 4  # rdf:type, entityType, createdAt, schemaVersion
-    ep = episode(participant_entity_ids=[person.id])  # + occurredAt, summary, participant, salience
-    await store.write_batch(GraphBatch(objects=[ep]))  # (and its own type, createdAt, schemaVersion)
-    assert await store.statement_count() == 4 + 7
-    edge = link(ep.id, Relation.INVOLVES, person.id)  # type, from, relation, to, createdAt, version, edge
+    assert await store.statement_count() == 3  # the layout version, rdf:type, record
+    ep = episode(participant_entity_ids=[person.id])
+    await store.write_batch(GraphBatch(objects=[ep]))  # rdf:type, record, occurredAt
+    assert await store.statement_count() == 3 + 3
+    edge = link(ep.id, Relation.INVOLVES, person.id)  # rdf:type, record, from, relation, to
     await store.write_batch(GraphBatch(links=[edge]))
-    assert await store.statement_count() == 4 + 7 + 7
+    assert await store.statement_count() == 3 + 3 + 5
     assert await store.links_of([person.id]) == [edge]
 
 

@@ -24,3 +24,43 @@ def test_readme_example_runs(code: str, tmp_path: Path) -> None:
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+SPARQL = re.findall(r"```sparql\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.DOTALL)
+
+
+async def test_readme_sparql_examples_run_on_a_real_store() -> None:
+    """Each SPARQL example runs on the layout-1 fixture imported (so migrated) into a real store."""
+    import io
+    import json
+    from datetime import datetime
+
+    from pyoxigraph import QuerySolutions
+
+    from charmem_oxigraph import OxigraphGraphStore
+
+    assert len(SPARQL) == 4
+    store = OxigraphGraphStore.open("fixture")
+    try:
+        fixture = Path(__file__).parent / "fixtures" / "layout1.nq"
+        await store.import_graph(io.BytesIO(fixture.read_bytes()), "application/n-quads")
+        assert store._shared is not None
+        answers: list[list[dict[str, str]]] = []
+        for query in SPARQL:
+            text = query.replace("my-assistant-memory", "fixture")
+            solutions = store._shared.store.query(text)
+            assert isinstance(solutions, QuerySolutions)
+            names = [variable.value for variable in solutions.variables]
+            answers.append([{n: row[n].value for n in names if row[n] is not None} for row in solutions])
+    finally:
+        await store.close()
+    beliefs, episodes, superseded, turns = answers
+    # "the user likes tomatoes" is about Alice too, but superseded: only the naming note is current
+    assert [json.loads(row["record"])["text"] for row in beliefs] == ["the user is called Alice"]
+    assert len(episodes) == 2
+    instants = [datetime.fromisoformat(row["at"]) for row in episodes]
+    assert instants == sorted(instants)  # ORDER BY compares instants, whatever their offsets
+    assert len(superseded) == 1
+    assert superseded[0]["corrected_at"].startswith("2024-03-01T12:20:00")
+    assert len(turns) == 6  # the purged observation's link went with it
+    assert all(json.loads(row["record"])["observed_at"] for row in turns)

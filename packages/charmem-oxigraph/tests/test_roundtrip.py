@@ -178,26 +178,26 @@ async def test_link_to_an_object_stored_later_still_reads_back(store: OxigraphGr
     assert (await store.get_objects([early.id]))[early.id] == early
 
 
-@pytest.mark.parametrize("first", [True, False])
-def test_shared_literal_terms_keep_their_datatypes(first: bool) -> None:
-    """Repeated values share one term each; ``True`` and ``1`` stay a boolean and an integer."""
+def test_record_literal_is_canonical_json_data() -> None:
+    """The record literal is canonical JSON (sorted keys) of rdf:JSON type; hostile text stays data."""
+    import json
+
     from pyoxigraph import RdfFormat, parse
 
-    from charmem_oxigraph._codec import encode_item
+    from charmem_oxigraph._codec import RDF_JSON, encode_item
 
     def resolve(memory_id: MemoryId, declared: str | None) -> str:
         return f"<urn:charmem:{declared or 'object'}:{memory_id}>"
 
     person = entity(entity_type="person")
-    given = derived(text="given", given_by_application=first, entity_ids=[person.id])
-    other = derived(text="other", given_by_application=not first, entity_ids=[person.id])
-    for item in (given, other, person):
-        text = "\n".join(encode_item(item, resolve))
-        by_predicate = {
-            t.predicate.value.rpartition("#")[2]: t.object for t in parse(text, RdfFormat.N_TRIPLES)
-        }
-        assert by_predicate["schemaVersion"].datatype.value.endswith("#integer")
-        if item is not person:
-            flag = by_predicate["givenByApplication"]
-            assert flag.datatype.value.endswith("#boolean")
-            assert flag.value == str(item.given_by_application).lower()  # type: ignore[union-attr]
+    for text in HOSTILE_TEXTS:
+        given = derived(text=text, given_by_application=True, entity_ids=[person.id])
+        triples = list(parse("\n".join(encode_item(given, resolve)), RdfFormat.N_TRIPLES))
+        records = [t.object for t in triples if t.predicate.value.endswith("#record")]
+        assert len(records) == 1
+        assert records[0].datatype.value == RDF_JSON
+        data = json.loads(records[0].value)
+        assert data["text"] == text
+        assert data["given_by_application"] is True
+        assert list(data) == sorted(data)
+        assert json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False) == records[0].value

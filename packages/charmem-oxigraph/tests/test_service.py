@@ -238,7 +238,9 @@ async def test_one_update_request_per_write_batch(
     updates = [r for r in recorder.requests if r.url.path == "/update"]
     queries = [r for r in recorder.requests if r.url.path == "/query"]
     assert len(updates) == 1
-    assert len(queries) == 2  # the stored items (then cached) and the purged ids among them
+    # the stored items (then cached), the purged ids among them, and (a first write into an empty
+    # collection) whether the layout version is recorded
+    assert len(queries) == 3
     body = updates[0].content.decode("utf-8")
     assert body.startswith("INSERT DATA { GRAPH <urn:charmem:collection:")
     assert updates[0].headers["Content-Type"] == "application/sparql-update"
@@ -247,6 +249,10 @@ async def test_one_update_request_per_write_batch(
     replay = await store.write_batch(batch)  # equal content: checked, nothing sent
     assert len(replay.existing_ids) == 6
     assert [r.url.path for r in recorder.requests] == ["/query", "/query"]  # items, purged ids
+
+    recorder.requests.clear()
+    await store.write_batch(GraphBatch(objects=[entity()]))  # the layout is known recorded now
+    assert [r.url.path for r in recorder.requests] == ["/query", "/query", "/update"]
 
 
 async def test_http_error_status_is_a_backend_error() -> None:

@@ -329,8 +329,8 @@ async def test_corrupt_triples_are_a_backend_error(store: OxigraphGraphStore) ->
     store._shared.store.add(
         Quad(
             NamedNode(node_iri("entity", person.id)),
-            NamedNode(VOCAB + "entityType"),
-            Literal("a second type"),
+            NamedNode(VOCAB + "record"),
+            Literal("a second record"),
             NamedNode(store.graph_iri),
         )
     )

@@ -1,4 +1,7 @@
-"""The operator commands: ``rebuild-vectors``, ``optimize``, ``check``, ``export``, ``import``, ``purge``."""
+"""The operator commands (``rebuild-vectors``, ``optimize``, ``check``, ``export``, ``import``, ...).
+
+Also ``purge`` and ``migrate``.
+"""
 
 from __future__ import annotations
 
@@ -19,20 +22,28 @@ from charmem.admin import (
     check_settings,
     export_collection,
     import_collection,
+    migrate,
     purge,
     read_manifest,
     repair,
 )
 from charmem.usecases.maintenance import drop_vector_index
-from charmem_cli._common import announce_model_load, embedding_provider, require_collection
+from charmem_cli._common import (
+    announce_model_load,
+    embedding_provider,
+    require_collection,
+    require_graph_store,
+)
 
 __all__ = [
     "check_collection",
     "confirm_purge",
     "export_backup",
     "import_backup",
+    "migrate_store",
     "optimize_vectors",
     "print_check",
+    "print_migration",
     "print_purge",
     "purge_memories",
     "rebuild_vectors",
@@ -322,3 +333,39 @@ def optimize_vectors(settings: Settings, collection: str) -> dict[str, Any]:
         "seconds": time.perf_counter() - start,
         "build_seconds": report.build_seconds,
     }
+
+
+async def migrate_store(settings: Settings, collection: str) -> dict[str, Any] | None:
+    """Upgrade the collection's graph store in place to the current layout (``charmem migrate``).
+
+    Only the graph store is opened (vectors and statistics hold ids, which a layout keeps).
+
+    Returns:
+        dict | None: the :class:`~charmem.admin.LayoutMigration` as a dict, or ``None`` when the
+        graph store's adapter has a single layout.
+
+    Raises:
+        ConfigurationError: there is no graph store where the settings point (nothing is created).
+        StoreLayoutError: the store records a newer layout than this charmem knows.
+        StoreLockedError: another process holds the store.
+        BackendError: the store failed (run it again: it resumes).
+    """
+    require_graph_store(settings, collection)
+    report = await migrate(settings, collection)
+    return None if report is None else report.to_dict()
+
+
+def print_migration(report: dict[str, Any] | None, collection: str, as_json: bool) -> None:
+    """Print what ``charmem migrate`` did: JSON, or one line."""
+    if as_json:
+        print(json.dumps(report, indent=2))
+    elif report is None:
+        print(f"nothing to migrate for {collection!r}: its graph store has a single layout")
+    elif report["objects"] == 0:
+        print(f"{report['store']} is already in layout {report['layout']}: nothing to migrate")
+    else:
+        found = "1" if report["found"] is None else str(report["found"])
+        print(
+            f"migrated {report['store']} from layout {found} to {report['layout']}: "
+            f"{report['objects']} objects, links and records rewritten in {report['seconds']:.1f} s"
+        )

@@ -128,7 +128,18 @@ def _add_admin_commands(commands: Any) -> None:
     purge_cmd.add_argument("ids", nargs="+", metavar="ID", help="ids of episodes, observations, notions...")
     purge_cmd.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     purge_cmd.add_argument("--json", action="store_true", help="print the purge report as JSON")
-    for sub in (export, import_cmd, purge_cmd):
+    migrate_cmd = _command(
+        commands,
+        "migrate",
+        help="upgrade the collection's graph store in place to the layout this charmem writes "
+        "(when opening it says StoreLayoutError); resumable, a no-op on a current store",
+    )
+    migrate_cmd.add_argument("--json", action="store_true", help="print the migration report as JSON")
+    # the fix StoreLayoutError prints: `charmem migrate --store DIR --collection NAME`
+    migrate_cmd.add_argument(
+        "--store", default=argparse.SUPPRESS, help="directory holding every embedded store"
+    )
+    for sub in (export, import_cmd, purge_cmd, migrate_cmd):
         # also accepted after the command (`charmem purge ID --collection NAME`)
         sub.add_argument("--collection", default=argparse.SUPPRESS, help=_COLLECTION_HELP)
     _command(

@@ -33,8 +33,10 @@ from charmem_cli._admin_commands import (
     confirm_purge,
     export_backup,
     import_backup,
+    migrate_store,
     optimize_vectors,
     print_check,
+    print_migration,
     print_purge,
     purge_memories,
     rebuild_vectors,
@@ -213,6 +215,11 @@ def _purge(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if purged.check.consistent else 1
 
 
+def _migrate(args: argparse.Namespace, settings: Settings) -> int:
+    print_migration(asyncio.run(migrate_store(settings, args.collection)), args.collection, args.json)
+    return 0
+
+
 def _optimize(args: argparse.Namespace, settings: Settings) -> int:
     built = optimize_vectors(settings, args.collection)
     if built["built"]:
@@ -242,6 +249,7 @@ COMMANDS: dict[str, Command] = {
     "import": _import,
     "purge": _purge,
     "optimize": _optimize,
+    "migrate": _migrate,
 }
 
 

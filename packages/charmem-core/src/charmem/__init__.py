@@ -84,6 +84,7 @@ from charmem.errors import (
     PurgedMemoryError,
     PurgeTargetError,
     StoreCorruptedError,
+    StoreLayoutError,
     StoreLockedError,
 )
 from charmem.memory import CharacterMemory, SyncCharacterMemory
@@ -162,6 +163,7 @@ __all__ = [
     "Settings",
     "SourceProvenanceReference",
     "StoreCorruptedError",
+    "StoreLayoutError",
     "StoreLockedError",
     "SyncCharacterMemory",
     "ThreadDraft",

@@ -173,6 +173,16 @@ class ClassFactory(Generic[AdapterT]):
         del settings, collection
         return False
 
+    async def migrate(self, settings: Settings, collection: str) -> Any:
+        """Upgrade the collection's store to the adapter's current layout (``charmem migrate``).
+
+        Optional hook of a graph store factory (:func:`charmem.admin.migrate` calls it); the
+        default has a single layout and answers ``None``. An adapter with several returns a
+        :class:`charmem.admin.LayoutMigration`.
+        """
+        del settings, collection
+        return None
+
 
 class _RegisteredClass(ClassFactory[AdapterT]):
     """The factory of an entry point that names an adapter class (registration before factories).

@@ -33,6 +33,7 @@ __all__ = [
     "PurgeTargetError",
     "PurgedMemoryError",
     "StoreCorruptedError",
+    "StoreLayoutError",
     "StoreLockedError",
     "excerpt",
     "mask_secrets",
@@ -305,6 +306,25 @@ class StoreLockedError(CharmemError):
 
 class BackendError(CharmemError):
     """A store or provider failed; the driver's exception is chained as ``__cause__``."""
+
+
+class StoreLayoutError(CharmemError):
+    """A store holds data in a layout this charmem does not read; nothing was read or written.
+
+    Raised when a store is opened: an older layout is upgraded in place by ``charmem migrate``
+    (:func:`charmem.admin.migrate`); a newer one needs the charmem version that wrote it.
+
+    Attributes:
+        store: where the store is (a path, an endpoint) and which collection.
+        found: the layout version found (``None``: an older store without a version record).
+        expected: the layout version this charmem reads and writes.
+    """
+
+    def __init__(self, message: str, *, store: str, found: int | None, expected: int) -> None:
+        super().__init__(message)
+        self.store = store
+        self.found = found
+        self.expected = expected
 
 
 class EmbeddingTimeoutError(BackendError, TimeoutError):

@@ -112,6 +112,8 @@ class GraphCache:
         self._early: set[int] = set()
         self._census_cap = max_entries * CENSUS_MAX_ENTRIES
         self._census_floor = 0  # the collection is known to hold more item nodes than this
+        #: The graph is known to record the current layout version (set by a write or a check).
+        self.layout_recorded = False
 
     # -- generation ---------------------------------------------------------------------------
 
@@ -490,6 +492,7 @@ class GraphCache:
         """
         with self._lock:
             self._generation += 1
+            self.layout_recorded = True  # a write adds the version record when it is missing
             census = self._census
             for item in inserted:
                 kind = v.KIND_OF_CLASS[type(item)]
@@ -586,3 +589,4 @@ class GraphCache:
             self._names, self._name_index = None, None
             self._lifecycle, self._lifecycle_refused = None, False
             self._census, self._early, self._census_floor = None, set(), 0
+            self.layout_recorded = False

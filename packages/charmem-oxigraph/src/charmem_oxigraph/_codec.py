@@ -1,15 +1,21 @@
-"""Domain values to RDF quads and back (the vocabulary table of the README, as code).
+"""Domain values to RDF triples and back: the compact layout (layout 2, the README's vocabulary).
 
-Writing turns each authored field into one triple with a proper datatype, built from pyoxigraph
-``Literal`` / ``NamedNode`` values (which escape correctly), so memory text is always data. Reading
-groups the triples of one node and rebuilds the domain value with its own constructor, so stored
-values pass the same validation as new ones.
+Each stored item is one node holding its authored content as ONE canonical record literal
+(``vocab:record``: JSON with sorted keys, datatype ``rdf:JSON``), plus only the triples that
+traversal, currency, typing and a caller's own SPARQL need: ``rdf:type``, the *indexed* fields
+(the reference edges the adapter's queries follow and the times used in filters) and, for a derived
+memory, its ``KnownAs`` assertion nodes (the name index reads them). Every literal is built with
+pyoxigraph ``Literal`` values (which escape correctly), so memory text is always data. Reading
+decodes the record literal and rebuilds the domain value with its own constructor, so stored
+values pass the same validation as new ones. The decoder of the older layout, which
+``charmem migrate`` reads, is :mod:`charmem_oxigraph._legacy`.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+import json
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -35,8 +41,16 @@ from pyoxigraph import Literal, NamedNode
 from charmem_oxigraph import _vocab as v
 
 __all__ = [
+    "ASSERTION",
+    "ASSERTION_SUBJECT",
     "ENDPOINT_KINDS",
+    "FIELDS",
+    "KNOWN_AS",
+    "RDF_JSON",
+    "RECORD",
     "CorruptNodeError",
+    "Field",
+    "Kind",
     "NodeTriples",
     "Resolver",
     "StoredItem",
@@ -45,9 +59,14 @@ __all__ = [
     "encode_item",
     "kind_of_node",
     "normalise_for_comparison",
+    "parse_record",
     "record_canonical",
+    "record_json",
+    "record_line",
+    "record_of",
     "reference_kinds",
     "referenced_ids",
+    "single",
 ]
 
 #: Anything :meth:`GraphStore.write_batch` stores.
@@ -61,13 +80,18 @@ Term: TypeAlias = Any
 Resolver: TypeAlias = Callable[[MemoryId, str | None], str]
 
 _XSD_DATETIME: Final = NamedNode(v.XSD + "dateTime")
+#: The datatype of the record literal: ``rdf:JSON`` (RDF 1.2).
+RDF_JSON: Final = "http://www.w3.org/1999/02/22-rdf-syntax-ns#JSON"
+_RDF_JSON_NODE: Final = NamedNode(RDF_JSON)
+#: The local name of the record literal's property (``vocab:record``).
+RECORD: Final = "record"
 
 
 class CorruptNodeError(ValueError):
     """Triples stored under a charmem IRI do not decode to a valid domain value."""
 
 
-class _Kind(enum.Enum):
+class Kind(enum.Enum):
     TEXT = "text"  # str, always written (may be empty)
     OPT_TEXT = "opt_text"  # str | None, written when not None
     INSTANT = "instant"  # aware datetime as xsd:dateTime, offset as given
@@ -82,75 +106,86 @@ class _Kind(enum.Enum):
     RELATION = "relation"  # Relation as its property IRI
 
 
-_REFERENCE_KINDS: Final = frozenset({_Kind.REF, _Kind.OPT_REF, _Kind.REFS})
+_REFERENCE_KINDS: Final = frozenset({Kind.REF, Kind.OPT_REF, Kind.REFS})
 
 
 @attrs.frozen
-class _Field:
+class Field:
+    """One authored field of a stored type.
+
+    Attributes:
+        attr: the domain attribute (and the record literal's key).
+        prop: the property's local name in :data:`charmem_oxigraph._vocab.VOCAB`.
+        kind: how its value is written.
+        ref_kind: the kind a reference field declares (for IRIs of ids not stored yet).
+        indexed: also written as a triple of its own (layout 2), for traversal or filters.
+    """
+
     attr: str
     prop: str
-    kind: _Kind
+    kind: Kind
     ref_kind: str | None = None
+    indexed: bool = False
 
 
 _TAIL = (
-    _Field("created_at", "createdAt", _Kind.INSTANT),
-    _Field("schema_version", "schemaVersion", _Kind.INT),
+    Field("created_at", "createdAt", Kind.INSTANT),
+    Field("schema_version", "schemaVersion", Kind.INT),
 )
 
-_FIELDS: Final[dict[type, tuple[_Field, ...]]] = {
+FIELDS: Final[dict[type, tuple[Field, ...]]] = {
     Episode: (
-        _Field("occurred_at", "occurredAt", _Kind.INSTANT),
-        _Field("summary", "summary", _Kind.TEXT),
-        _Field("participant_entity_ids", "participant", _Kind.REFS, "entity"),
-        _Field("thread_ids", "inThread", _Kind.REFS, "thread"),
-        _Field("raw_ref", "rawRef", _Kind.OPT_TEXT),
-        _Field("salience", "salience", _Kind.DOUBLE),
+        Field("occurred_at", "occurredAt", Kind.INSTANT, indexed=True),
+        Field("summary", "summary", Kind.TEXT),
+        Field("participant_entity_ids", "participant", Kind.REFS, "entity"),
+        Field("thread_ids", "inThread", Kind.REFS, "thread"),
+        Field("raw_ref", "rawRef", Kind.OPT_TEXT),
+        Field("salience", "salience", Kind.DOUBLE),
         *_TAIL,
     ),
     Observation: (
-        _Field("episode_id", "episode", _Kind.REF, "episode"),
-        _Field("text", "text", _Kind.TEXT),
-        _Field("observed_at", "observedAt", _Kind.INSTANT),
-        _Field("speaker_entity_id", "speaker", _Kind.OPT_REF, "entity"),
-        _Field("mentioned_entity_ids", "mentionedEntity", _Kind.REFS, "entity"),
-        _Field("raw_ref", "rawRef", _Kind.OPT_TEXT),
-        _Field("salience", "salience", _Kind.DOUBLE),
+        Field("episode_id", "episode", Kind.REF, "episode"),
+        Field("text", "text", Kind.TEXT),
+        Field("observed_at", "observedAt", Kind.INSTANT, indexed=True),
+        Field("speaker_entity_id", "speaker", Kind.OPT_REF, "entity"),
+        Field("mentioned_entity_ids", "mentionedEntity", Kind.REFS, "entity"),
+        Field("raw_ref", "rawRef", Kind.OPT_TEXT),
+        Field("salience", "salience", Kind.DOUBLE),
         *_TAIL,
     ),
-    Entity: (_Field("entity_type", "entityType", _Kind.TEXT), *_TAIL),
+    Entity: (Field("entity_type", "entityType", Kind.TEXT), *_TAIL),
     MemoryThread: (
-        _Field("title", "title", _Kind.TEXT),
-        _Field("summary", "summary", _Kind.TEXT),
-        _Field("status", "status", _Kind.ENUM),
+        Field("title", "title", Kind.TEXT),
+        Field("summary", "summary", Kind.TEXT),
+        Field("status", "status", Kind.ENUM),
         *_TAIL,
     ),
     DerivedMemory: (
-        _Field("derived_type", "derivedType", _Kind.ENUM),
-        _Field("text", "text", _Kind.TEXT),
-        _Field("episode_ids", "sourceEpisode", _Kind.REFS, "episode"),
-        _Field("observation_ids", "sourceObservation", _Kind.REFS, "observation"),
-        _Field("entity_ids", "subjectEntity", _Kind.REFS, "entity"),
-        _Field("thread_ids", "inThread", _Kind.REFS, "thread"),
-        _Field("given_by_application", "givenByApplication", _Kind.BOOL),
-        _Field("supersedes", "declaresSupersedes", _Kind.REFS),
-        _Field("salience", "salience", _Kind.DOUBLE),
+        Field("derived_type", "derivedType", Kind.ENUM, indexed=True),
+        Field("text", "text", Kind.TEXT),
+        Field("episode_ids", "sourceEpisode", Kind.REFS, "episode"),
+        Field("observation_ids", "sourceObservation", Kind.REFS, "observation"),
+        Field("entity_ids", "subjectEntity", Kind.REFS, "entity"),
+        Field("thread_ids", "inThread", Kind.REFS, "thread"),
+        Field("given_by_application", "givenByApplication", Kind.BOOL),
+        Field("supersedes", "declaresSupersedes", Kind.REFS),
+        Field("salience", "salience", Kind.DOUBLE),
         *_TAIL,
     ),
     MemoryLink: (
-        _Field("from_id", "from", _Kind.REF),
-        _Field("relation", "relation", _Kind.RELATION),
-        _Field("to_id", "to", _Kind.REF),
-        _Field("rationale", "rationale", _Kind.OPT_TEXT),
+        Field("from_id", "from", Kind.REF, indexed=True),
+        Field("relation", "relation", Kind.RELATION, indexed=True),
+        Field("to_id", "to", Kind.REF, indexed=True),
+        Field("rationale", "rationale", Kind.OPT_TEXT),
         *_TAIL,
     ),
     LifecycleRecord: (
-        _Field("target_id", "target", _Kind.REF),
-        _Field("action", "action", _Kind.ENUM),
-        _Field("rationale", "rationale", _Kind.TEXT),
-        _Field("recorded_at", "recordedAt", _Kind.INSTANT),
-        _Field("related_ids", "related", _Kind.REFS),
-        _Field("external_refs", "externalRef", _Kind.TEXTS),
+        Field("target_id", "target", Kind.REF, indexed=True),
+        Field("action", "action", Kind.ENUM, indexed=True),
+        Field("rationale", "rationale", Kind.TEXT),
+        Field("recorded_at", "recordedAt", Kind.INSTANT, indexed=True),
+        Field("related_ids", "related", Kind.REFS),
+        Field("external_refs", "externalRef", Kind.TEXTS),
     ),
 }
 
@@ -169,9 +204,8 @@ ENDPOINT_KINDS: Final[dict[Relation, tuple[str | None, str | None]]] = {
 
 # Properties of BeliefAssertion nodes and the link from their derived memory.
 ASSERTION = "assertion"
-_ASSERTION_SUBJECT = "assertionSubject"
-_KNOWN_AS = "knownAs"
-_POSITION = "position"
+ASSERTION_SUBJECT = "assertionSubject"
+KNOWN_AS = "knownAs"
 
 
 def _term(iri: str) -> str:
@@ -187,10 +221,8 @@ def _term(iri: str) -> str:
 _RDF_TYPE_TERM: Final = _term(v.RDF_TYPE)
 _CLASS_TERMS: Final[dict[str, str]] = {kind: _term(v.VOCAB + cls) for kind, cls in v.CLASS_OF_KIND.items()}
 _ASSERTION_TERM: Final = _term(v.VOCAB + ASSERTION)
-_ASSERTION_CLASS_TERM: Final = _term(v.ASSERTION_CLASS)
-_ASSERTION_SUBJECT_TERM: Final = _term(v.VOCAB + _ASSERTION_SUBJECT)
-_KNOWN_AS_TERM: Final = _term(v.VOCAB + _KNOWN_AS)
-_POSITION_TERM: Final = _term(v.VOCAB + _POSITION)
+_ASSERTION_SUBJECT_TERM: Final = _term(v.VOCAB + ASSERTION_SUBJECT)
+_KNOWN_AS_TERM: Final = _term(v.VOCAB + KNOWN_AS)
 #: Each relation's property (the ``vocab:relation`` value of a link and its direct edge's predicate).
 _RELATION_TERMS: Final[dict[Relation, str]] = {r: _term(v.relation_iri(r)) for r in Relation}
 
@@ -198,19 +230,26 @@ _RELATION_TERMS: Final[dict[Relation, str]] = {r: _term(v.relation_iri(r)) for r
 #: texts, a relation, or one literal.
 _REF, _REFS, _TEXTS, _RELATION, _LITERAL = range(5)
 _SHAPE_OF_KIND: Final = {
-    _Kind.REF: _REF,
-    _Kind.OPT_REF: _REF,
-    _Kind.REFS: _REFS,
-    _Kind.TEXTS: _TEXTS,
-    _Kind.RELATION: _RELATION,
+    Kind.REF: _REF,
+    Kind.OPT_REF: _REF,
+    Kind.REFS: _REFS,
+    Kind.TEXTS: _TEXTS,
+    Kind.RELATION: _RELATION,
 }
-#: Per stored type: (field, predicate term, shape) of each field, in :data:`_FIELDS` order.
-_ENCODING: Final[dict[type, tuple[tuple[_Field, str, int], ...]]] = {
+#: Per stored type: (field, predicate term, shape) of each *indexed* field, in :data:`FIELDS` order.
+_ENCODING: Final[dict[type, tuple[tuple[Field, str, int], ...]]] = {
     cls: tuple(
-        (field, _term(v.VOCAB + field.prop), _SHAPE_OF_KIND.get(field.kind, _LITERAL)) for field in fields
+        (field, _term(v.VOCAB + field.prop), _SHAPE_OF_KIND.get(field.kind, _LITERAL))
+        for field in fields
+        if field.indexed
     )
-    for cls, fields in _FIELDS.items()
+    for cls, fields in FIELDS.items()
 }
+#: Per stored type: (attribute, kind) of every field, the record literal's keys.
+_RECORD_FIELDS: Final[dict[type, tuple[tuple[str, Kind], ...]]] = {
+    cls: tuple((field.attr, field.kind) for field in fields) for cls, fields in FIELDS.items()
+}
+_RECORD_TERM: Final = _term(v.VOCAB + RECORD)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -225,19 +264,19 @@ def _plain(value: int | bool | str) -> str:
     return str(Literal(value))
 
 
-def _literal(kind: _Kind, value: Any) -> str:  # noqa: ANN401 - any field value
+def _literal(kind: Kind, value: Any) -> str:  # noqa: ANN401 - any field value
     """The N-Triples text of a literal field value, serialised by pyoxigraph (which escapes)."""
-    if kind is _Kind.TEXT or kind is _Kind.OPT_TEXT:
+    if kind is Kind.TEXT or kind is Kind.OPT_TEXT:
         return str(Literal(value))
-    if kind is _Kind.INSTANT:
+    if kind is Kind.INSTANT:
         return _instant(value.isoformat())
-    if kind is _Kind.DOUBLE:
+    if kind is Kind.DOUBLE:
         return str(Literal(float(value)))
-    if kind is _Kind.INT:
+    if kind is Kind.INT:
         return _plain(int(value))
-    if kind is _Kind.BOOL:
+    if kind is Kind.BOOL:
         return _plain(bool(value))
-    if kind is _Kind.ENUM:
+    if kind is Kind.ENUM:
         return _plain(value.value)
     raise AssertionError(kind)  # pragma: no cover - references are handled by the caller
 
@@ -248,8 +287,75 @@ def _endpoint_kinds(item: StoredItem) -> tuple[str | None, str | None]:
     return (None, None)
 
 
+def _instant_text(value: datetime) -> str:
+    return value.isoformat()
+
+
+def _id_text(value: MemoryId) -> str:
+    return str(value.value)
+
+
+def _ids_text(values: Iterable[MemoryId]) -> list[str]:
+    return [str(ref.value) for ref in values]
+
+
+def _enum_value(value: enum.Enum) -> Any:  # noqa: ANN401 - an enum's value
+    return value.value
+
+
+#: How each kind of field value becomes JSON (``None``: it is a JSON value already).
+_TO_JSON: Final[dict[Kind, Callable[[Any], Any] | None]] = {
+    Kind.TEXT: None,
+    Kind.OPT_TEXT: None,
+    Kind.INSTANT: _instant_text,
+    Kind.DOUBLE: float,
+    Kind.INT: None,
+    Kind.BOOL: None,
+    Kind.ENUM: _enum_value,
+    Kind.REF: _id_text,
+    Kind.OPT_REF: _id_text,
+    Kind.REFS: _ids_text,
+    Kind.TEXTS: list,
+    Kind.RELATION: _enum_value,
+}
+#: Per stored type: (attribute, converter to JSON) of every field.
+_TO_RECORD: Final[dict[type, tuple[tuple[str, Callable[[Any], Any] | None], ...]]] = {
+    cls: tuple((attr, _TO_JSON[kind]) for attr, kind in fields) for cls, fields in _RECORD_FIELDS.items()
+}
+#: One encoder for every record (``json.dumps`` with options builds a new one per call).
+_ENCODER: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def record_json(item: StoredItem) -> str:
+    """The canonical record of ``item``: its authored fields as JSON, keys sorted, no spaces.
+
+    Keys are the domain attribute names (the id is the node's IRI, so it is not repeated);
+    instants are ISO 8601 with the offset as given, ids canonical UUID text, enums their values;
+    a derived memory adds ``assertions``: ``[{"known_as": name, "subject": id}, ...]`` in order.
+    Equal content gives equal text.
+    """
+    data: dict[str, Any] = {}
+    for attr, convert in _TO_RECORD[type(item)]:
+        value = getattr(item, attr)
+        data[attr] = value if convert is None or value is None else convert(value)
+    if isinstance(item, DerivedMemory):
+        data["assertions"] = [
+            {"known_as": a.predicate.name, "subject": str(a.subject)} for a in item.assertions
+        ]
+    return _ENCODER.encode(data)
+
+
+def record_line(item: StoredItem) -> str:
+    """The N-Triples line ``<node> vocab:record "{...}"^^rdf:JSON .`` of ``item`` (:func:`record_json`).
+
+    The literal is serialised by pyoxigraph, which escapes it, so memory text stays data.
+    """
+    record = Literal(record_json(item), datatype=_RDF_JSON_NODE)
+    return f"<{v.node_iri(v.KIND_OF_CLASS[type(item)], item.id)}> {_RECORD_TERM} {record} ."
+
+
 def encode_item(item: StoredItem, resolve: Resolver) -> list[str]:
-    """The triples storing ``item``, as N-Triples lines (the graph is given by the write).
+    """The triples storing ``item`` in the compact layout, as N-Triples lines (graph given by the write).
 
     Memory text reaches the lines only as literals pyoxigraph serialised (``str(Literal(...))``,
     which escapes quotes, backslashes and line breaks); IRIs are built from constants, kinds and
@@ -261,45 +367,31 @@ def encode_item(item: StoredItem, resolve: Resolver) -> list[str]:
         resolve: maps a referenced id (and the kind its field declares, if any) to an IRI term.
 
     Returns:
-        list[str]: lines ``<s> <p> o .``: ``rdf:type``, one per authored field value, assertion
-        nodes for a derived memory, and for a link the direct edge ``<from> vocab:<relation> <to>``.
+        list[str]: lines ``<s> <p> o .``: ``rdf:type``, ``vocab:record`` (:func:`record_json`),
+        one per indexed field value, and for a derived memory its assertion nodes
+        (``vocab:assertion``, ``vocab:assertionSubject``, ``vocab:knownAs``).
     """
     kind = v.KIND_OF_CLASS[type(item)]
     subject = _term(v.node_iri(kind, item.id)) + " "
-    lines = [f"{subject}{_RDF_TYPE_TERM} {_CLASS_TERMS[kind]} ."]
+    lines = [f"{subject}{_RDF_TYPE_TERM} {_CLASS_TERMS[kind]} .", record_line(item)]
     from_kind, to_kind = _endpoint_kinds(item)
     for field, predicate, shape in _ENCODING[type(item)]:
         value = getattr(item, field.attr)
         if shape == _LITERAL:
-            if value is not None:
-                lines.append(f"{subject}{predicate} {_literal(field.kind, value)} .")
-        elif shape == _REFS:
-            lines += [f"{subject}{predicate} {resolve(ref, field.ref_kind)} ." for ref in value]
+            lines.append(f"{subject}{predicate} {_literal(field.kind, value)} .")
         elif shape == _REF:
-            if value is not None:
-                declared = field.ref_kind
-                if field.attr == "from_id":
-                    declared = from_kind
-                elif field.attr == "to_id":
-                    declared = to_kind
-                lines.append(f"{subject}{predicate} {resolve(value, declared)} .")
-        elif shape == _RELATION:
+            declared = from_kind if field.attr == "from_id" else to_kind if field.attr == "to_id" else None
+            lines.append(f"{subject}{predicate} {resolve(value, declared or field.ref_kind)} .")
+        else:  # _RELATION (no indexed field holds several values)
             lines.append(f"{subject}{predicate} {_RELATION_TERMS[value]} .")
-        else:  # _TEXTS
-            lines += [f"{subject}{predicate} {Literal(text)} ." for text in value]
     if isinstance(item, DerivedMemory):
         for position, assertion in enumerate(item.assertions):
             node = _term(v.assertion_iri(item.id, position))
             lines += [
                 f"{subject}{_ASSERTION_TERM} {node} .",
-                f"{node} {_RDF_TYPE_TERM} {_ASSERTION_CLASS_TERM} .",
                 f"{node} {_ASSERTION_SUBJECT_TERM} {resolve(assertion.subject, 'entity')} .",
                 f"{node} {_KNOWN_AS_TERM} {Literal(assertion.predicate.name)} .",
-                f"{node} {_POSITION_TERM} {_plain(position)} .",
             ]
-    if isinstance(item, MemoryLink):
-        edge = _RELATION_TERMS[item.relation]
-        lines.append(f"{resolve(item.from_id, from_kind)} {edge} {resolve(item.to_id, to_kind)} .")
     return lines
 
 
@@ -335,93 +427,102 @@ def kind_of_node(node: NodeTriples) -> str | None:
     return next(iter(kinds), None)
 
 
-def _single(props: dict[str, list[Term]], iri: str, predicate: str) -> Term | None:
+def single(props: dict[str, list[Term]], iri: str, predicate: str) -> Term | None:
+    """The one value of ``predicate`` among ``props`` (``None``: none).
+
+    Raises:
+        CorruptNodeError: the node holds several values of it.
+    """
     values = props.get(predicate, [])
     if len(values) > 1:
         raise CorruptNodeError(f"{iri} has {len(values)} values of {predicate}")
     return values[0] if values else None
 
 
-def _decode_value(kind: _Kind, term: Term) -> object:
-    if kind in (_Kind.REF, _Kind.OPT_REF, _Kind.REFS, _Kind.RELATION):
-        if not isinstance(term, NamedNode):
-            raise CorruptNodeError(f"expected an IRI, got {term!r}")
-        return v.relation_of(term.value) if kind is _Kind.RELATION else v.memory_id_of(term.value)
+def _from_json(kind: Kind, value: Any) -> Any:  # noqa: ANN401 - any field value
+    if value is None:
+        return None
+    if kind is Kind.INSTANT:
+        if not isinstance(value, str):
+            raise CorruptNodeError(f"expected an instant, got {value!r}")
+        return datetime.fromisoformat(value)
+    if kind is Kind.REF or kind is Kind.OPT_REF:
+        return MemoryId(value)
+    if kind is Kind.REFS:
+        return [MemoryId(ref) for ref in value]
+    if kind is Kind.RELATION:
+        return Relation(value)
+    return value  # the constructor converts and validates the rest
+
+
+def record_of(node: NodeTriples) -> dict[str, Any]:
+    """The decoded record literal of ``node`` (a JSON object).
+
+    Raises:
+        CorruptNodeError: the node has no record literal (a store of an older layout), or it is
+            not a JSON object.
+    """
+    term = single(node.props, node.iri, v.VOCAB + RECORD)
     if not isinstance(term, Literal):
-        raise CorruptNodeError(f"expected a literal, got {term!r}")
-    text: str = term.value
-    if kind is _Kind.INSTANT:
-        return datetime.fromisoformat(text)
-    if kind is _Kind.DOUBLE:
-        return float(text)
-    if kind is _Kind.INT:
-        return int(text)
-    if kind is _Kind.BOOL:
-        if text not in ("true", "false", "1", "0"):
-            raise CorruptNodeError(f"{text!r} is not an xsd:boolean")
-        return text in ("true", "1")
-    return text  # TEXT, OPT_TEXT, ENUM (the constructor converts enum values)
-
-
-def _decode_assertions(node: NodeTriples) -> list[BeliefAssertion]:
-    decoded: list[tuple[int, BeliefAssertion]] = []
-    for iri, props in node.assertions.items():
-        subject = _single(props, iri, v.VOCAB + _ASSERTION_SUBJECT)
-        name = _single(props, iri, v.VOCAB + _KNOWN_AS)
-        position = _single(props, iri, v.VOCAB + _POSITION)
-        if subject is None or name is None or position is None:
-            raise CorruptNodeError(f"assertion node {iri} is incomplete")
-        decoded.append(
-            (int(position.value), BeliefAssertion(v.memory_id_of(subject.value), KnownAs(name.value)))
+        raise CorruptNodeError(
+            f"{node.iri} has no record literal (a store of an older layout: run charmem migrate)"
         )
-    return [assertion for _position, assertion in sorted(decoded, key=lambda pair: pair[0])]
+    return parse_record(node.iri, term.value)
+
+
+def parse_record(iri: str, text: str) -> dict[str, Any]:
+    """The JSON object of a record literal's text.
+
+    Raises:
+        CorruptNodeError: ``text`` is not a JSON object.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise CorruptNodeError(f"the record of {iri} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise CorruptNodeError(f"the record of {iri} is not a JSON object")
+    return data
 
 
 def decode_item(node: NodeTriples) -> StoredItem:
-    """Rebuild the object, link or record stored as ``node``.
+    """Rebuild the object, link or record stored as ``node`` from its record literal.
 
     Args:
-        node: every triple of the node (and, for a derived memory, of its assertion nodes).
+        node: the node's triples (its ``rdf:type`` and ``vocab:record`` are read).
 
     Returns:
         StoredItem: a value equal to the one written (``==`` and ``content_equal``).
 
     Raises:
-        CorruptNodeError: the node is not a stored item or its triples do not form a valid value.
+        CorruptNodeError: the node is not a stored item, has no record literal, or its record does
+            not form a valid value.
     """
     kind = kind_of_node(node)
     if kind is None:
         raise CorruptNodeError(f"{node.iri} is not a charmem object, link or record")
     cls = _CLASS_OF_KIND[kind]
+    data = record_of(node)
     try:
         kwargs: dict[str, Any] = {"id": v.memory_id_of(node.iri)}
-        for field in _FIELDS[cls]:
-            predicate = v.VOCAB + field.prop
-            if field.kind in (_Kind.REFS, _Kind.TEXTS):
-                item_kind = _Kind.REFS if field.kind is _Kind.REFS else _Kind.TEXT
-                kwargs[field.attr] = [
-                    _decode_value(item_kind, term) for term in node.props.get(predicate, [])
-                ]
-                continue
-            term = _single(node.props, node.iri, predicate)
-            if term is not None:
-                kwargs[field.attr] = _decode_value(field.kind, term)
-            elif field.kind in (_Kind.OPT_TEXT, _Kind.OPT_REF):
-                kwargs[field.attr] = None
+        for attr, field_kind in _RECORD_FIELDS[cls]:
+            kwargs[attr] = _from_json(field_kind, data[attr])
         if cls is DerivedMemory:
-            kwargs["assertions"] = _decode_assertions(node)
+            kwargs["assertions"] = [
+                BeliefAssertion(MemoryId(a["subject"]), KnownAs(a["known_as"])) for a in data["assertions"]
+            ]
         item: StoredItem = cls(**kwargs)
     except CorruptNodeError:
         raise
-    except (TypeError, ValueError) as exc:  # DraftValidationError is a ValueError
+    except (KeyError, TypeError, ValueError) as exc:  # DraftValidationError is a ValueError
         raise CorruptNodeError(f"{node.iri} does not decode to a valid {cls.__name__}: {exc}") from exc
     return item
 
 
 #: Predicates whose objects are references to other nodes (reference fields, assertion subjects).
 _REFERENCE_PREDICATES: Final = frozenset(
-    v.VOCAB + field.prop for fields in _FIELDS.values() for field in fields if field.kind in _REFERENCE_KINDS
-) | {v.VOCAB + _ASSERTION_SUBJECT}
+    v.VOCAB + field.prop for fields in FIELDS.values() for field in fields if field.kind in _REFERENCE_KINDS
+) | {v.VOCAB + ASSERTION_SUBJECT}
 
 #: Kinds a reference IRI may reveal (``object`` says nothing about the referent).
 _STORED_KINDS: Final = frozenset(v.KIND_OF_CLASS.values())
@@ -482,11 +583,11 @@ def record_canonical(record: LifecycleRecord) -> tuple[str, ...]:
 def referenced_ids(item: StoredItem) -> set[MemoryId]:
     """Every id ``item`` points at (its reference fields and assertion subjects)."""
     found: set[MemoryId] = set()
-    for field in _FIELDS[type(item)]:
+    for field in FIELDS[type(item)]:
         value = getattr(item, field.attr)
-        if field.kind is _Kind.REFS:
+        if field.kind is Kind.REFS:
             found.update(value)
-        elif field.kind in (_Kind.REF, _Kind.OPT_REF) and value is not None:
+        elif field.kind in (Kind.REF, Kind.OPT_REF) and value is not None:
             found.add(value)
     if isinstance(item, DerivedMemory):
         found.update(assertion.subject for assertion in item.assertions)

@@ -32,6 +32,7 @@ from charmem_oxigraph._codec import (
     StoredItem,
     decode_item,
     kind_of_node,
+    parse_record,
     reference_kinds,
 )
 
@@ -74,26 +75,27 @@ BY_LINK_ID: Final = operator.attrgetter("id.value.int")
 def turns_from_rows(rows: Iterable[Row]) -> dict[MemoryId, list[EpisodeTurn]]:
     """Turns by episode from :func:`charmem_oxigraph._queries.episode_turns` rows.
 
-    A row counts when the link's ``from`` and the observation's ``episode`` carry the same id
+    A row counts when the link's ``from`` and the observation's ``episode_id`` carry the same id
     (the contract of :meth:`charmem.ports.EpisodeTurnReader.episode_turns`).
 
     Raises:
-        CorruptNodeError: an IRI or an instant is not valid.
+        CorruptNodeError: an IRI, a record or an instant is not valid.
     """
     turns: dict[MemoryId, list[EpisodeTurn]] = {}
     try:
-        for episode_term, _link, observation, own_episode, observed_at, created_at in rows:
+        for episode_term, _link, observation, record in rows:
             episode_id = v.memory_id_of(episode_term.value)
-            if v.memory_id_of(own_episode.value) != episode_id:
+            data = parse_record(observation.value, record.value)
+            if MemoryId(data["episode_id"]) != episode_id:
                 continue
             turns.setdefault(episode_id, []).append(
                 EpisodeTurn(
                     observation_id=v.memory_id_of(observation.value),
-                    observed_at=datetime.fromisoformat(observed_at.value),
-                    created_at=datetime.fromisoformat(created_at.value),
+                    observed_at=datetime.fromisoformat(data["observed_at"]),
+                    created_at=datetime.fromisoformat(data["created_at"]),
                 )
             )
-    except ValueError as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise CorruptNodeError(f"a stored turn is not valid: {exc}") from exc
     return turns
 
@@ -264,10 +266,11 @@ def facts_from_rows(wanted: Sequence[MemoryId], rows: Iterable[Row]) -> dict[Mem
 
     Args:
         wanted: the ids asked about (each gets facts, ``stored=False`` when it is no object).
-        rows: rows binding ``?x`` and one of ``?c``, ``?rt``, ``?lt``.
+        rows: rows binding ``?x`` and one of ``?c``, ``?rt``, ``?lt`` (a link's record literal).
 
     Raises:
-        ValueError: a stored instant is not a valid ``xsd:dateTime``.
+        ValueError: a stored instant is not a valid ``xsd:dateTime``, or a link's record holds no
+            valid ``created_at`` (:class:`~charmem_oxigraph._codec.CorruptNodeError`).
     """
     stored: set[MemoryId] = set()
     suppressed: dict[MemoryId, list[datetime]] = {}
@@ -281,7 +284,7 @@ def facts_from_rows(wanted: Sequence[MemoryId], rows: Iterable[Row]) -> dict[Mem
         elif recorded is not None:
             suppressed.setdefault(memory_id, []).append(datetime.fromisoformat(recorded.value))
         elif created is not None:
-            superseded.setdefault(memory_id, []).append(datetime.fromisoformat(created.value))
+            superseded.setdefault(memory_id, []).append(_created_at(row["x"].value, created.value))
     return {
         memory_id: CurrencyFacts(
             memory_id in stored,
@@ -290,6 +293,13 @@ def facts_from_rows(wanted: Sequence[MemoryId], rows: Iterable[Row]) -> dict[Mem
         )
         for memory_id in wanted
     }
+
+
+def _created_at(iri: str, record: str) -> datetime:
+    try:
+        return datetime.fromisoformat(parse_record(iri, record)["created_at"])
+    except (KeyError, TypeError) as exc:
+        raise CorruptNodeError(f"a supersedes link to {iri} has no valid created_at") from exc
 
 
 def currency_from_facts(

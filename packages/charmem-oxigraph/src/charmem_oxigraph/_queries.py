@@ -19,6 +19,7 @@ from charmem.domain.ids import MemoryId
 from charmem_oxigraph import _vocab as v
 
 __all__ = [
+    "any_statement",
     "census",
     "construct_all",
     "currency",
@@ -26,8 +27,10 @@ __all__ = [
     "episode_turns",
     "erase",
     "insert_data",
+    "layout_version",
     "lifecycle_count",
     "links_of",
+    "migrate",
     "name_assertions",
     "nodes",
     "records_about",
@@ -36,6 +39,7 @@ __all__ = [
     "suppress_instants",
     "tombstones",
     "typed_nodes",
+    "unmigrated",
 ]
 
 
@@ -47,21 +51,22 @@ def _p(local_name: str) -> str:
     return v.iri_ref(v.VOCAB + local_name)
 
 
-def nodes(graph: str, iris: Iterable[str]) -> str:
-    """Every triple of the nodes ``iris`` plus those of their ``BeliefAssertion`` nodes.
+def nodes(graph: str, iris: Iterable[str], *, assertions: bool = False) -> str:
+    """Every triple of the nodes ``iris`` (and, with ``assertions``, of their assertion nodes).
 
     Rows: ``?root ?p ?o`` for the node itself (``?a`` unbound), ``?root ?a ?p ?o`` for a triple of
-    its assertion node ``?a``. Only derived memories have assertion nodes, so that branch binds
-    only the ``urn:charmem:derived:`` IRIs (each binding costs a lookup, also for absent ids).
+    its assertion node ``?a``. The compact layout holds assertions in the record literal, so only
+    the layout-1 decoder (``charmem migrate``) asks for them; that branch binds only the
+    ``urn:charmem:derived:`` IRIs (each binding costs a lookup, also for absent ids).
     """
     every = list(iris)
-    derived = [iri for iri in every if iri.startswith(_DERIVED_PREFIX)]
-    assertions = (
+    derived = [iri for iri in every if iri.startswith(_DERIVED_PREFIX)] if assertions else []
+    branch = (
         f"UNION {{ {_values('root', derived)} ?root {_p('assertion')} ?a . ?a ?p ?o }} " if derived else ""
     )
     return (
         f"SELECT ?root ?a ?p ?o WHERE {{ GRAPH {v.iri_ref(graph)} {{ "
-        f"{{ {_values('root', every)} ?root ?p ?o }} {assertions}}} }}"
+        f"{{ {_values('root', every)} ?root ?p ?o }} {branch}}} }}"
     )
 
 
@@ -101,14 +106,15 @@ def currency(graph: str, iris: Iterable[str]) -> str:
     """What currency needs about ``iris``: their item class, suppressions, incoming supersedes.
 
     Rows bind ``?x`` and one of: ``?c`` (an ``rdf:type`` of ``?x``), ``?rt`` (``recordedAt`` of a
-    ``suppress`` record targeting ``?x``), ``?lt`` (``createdAt`` of a ``supersedes`` link to ``?x``).
+    ``suppress`` record targeting ``?x``), ``?lt`` (the record literal of a ``supersedes`` link to
+    ``?x``, which holds its ``created_at``).
     """
     supersedes = v.iri_ref(v.VOCAB + "supersedes")
     return (
         f"SELECT ?x ?c ?rt ?lt WHERE {{ GRAPH {v.iri_ref(graph)} {{ {_values('x', iris)} "
         f"{{ ?x a ?c }} "
         f"UNION {{ ?r {_p('target')} ?x . ?r {_p('action')} {_suppress()} . ?r {_p('recordedAt')} ?rt }} "
-        f"UNION {{ ?l {_p('to')} ?x . ?l {_p('relation')} {supersedes} . ?l {_p('createdAt')} ?lt }} "
+        f"UNION {{ ?l {_p('to')} ?x . ?l {_p('relation')} {supersedes} . ?l {_p('record')} ?lt }} "
         f"}} }}"
     )
 
@@ -173,17 +179,17 @@ def early_references(graph: str) -> str:
 
 
 def episode_turns(graph: str, episode_iris: Iterable[str]) -> str:
-    """The order fields of the observations ``has_observation`` links from ``episode_iris`` reach.
+    """The records of the observations ``has_observation`` links from ``episode_iris`` reach.
 
     One row per link ``?l`` whose ``vocab:from`` is one of ``episode_iris`` (``?x``) and whose
-    ``vocab:to`` is a stored ``Observation`` ``?o``: its ``vocab:episode`` ``?e``, ``observedAt``
-    ``?at`` and ``createdAt`` ``?ct`` (callers keep rows whose ``?e`` and ``?x`` carry one id).
+    ``vocab:to`` is a stored ``Observation`` ``?o``: its record literal ``?rec`` (which holds its
+    ``episode_id``, ``observed_at`` and ``created_at``; callers keep rows whose episode and ``?x``
+    carry one id).
     """
     return (
-        f"SELECT ?x ?l ?o ?e ?at ?ct WHERE {{ GRAPH {v.iri_ref(graph)} {{ {_values('x', episode_iris)} "
+        f"SELECT ?x ?l ?o ?rec WHERE {{ GRAPH {v.iri_ref(graph)} {{ {_values('x', episode_iris)} "
         f"?l {_p('from')} ?x . ?l {_p('relation')} {v.iri_ref(v.VOCAB + 'has_observation')} . "
-        f"?l {_p('to')} ?o . ?o a {_p('Observation')} . ?o {_p('episode')} ?e . "
-        f"?o {_p('observedAt')} ?at . ?o {_p('createdAt')} ?ct }} }}"
+        f"?l {_p('to')} ?o . ?o a {_p('Observation')} . ?o {_p('record')} ?rec }} }}"
     )
 
 
@@ -268,3 +274,62 @@ def erase(
 def construct_all(graph: str) -> str:
     """Every triple of the collection's graph (``CONSTRUCT``, for an export over the protocol)."""
     return f"CONSTRUCT {{ ?s ?p ?o }} WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?s ?p ?o }} }}"
+
+
+def layout_version(graph: str) -> str:
+    """The layout version(s) the collection's graph records, as ``?v``.
+
+    The record is ``<graph> vocab:layoutVersion n`` inside the graph itself, so an export carries it.
+    """
+    g = v.iri_ref(graph)
+    return f"SELECT ?v WHERE {{ GRAPH {g} {{ {g} {_p(v.LAYOUT_VERSION)} ?v }} }}"
+
+
+def any_statement(graph: str) -> str:
+    """One statement of the collection's graph (``?s``), if it holds any."""
+    return f"SELECT ?s WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?s ?p ?o }} }} LIMIT 1"
+
+
+def unmigrated(graph: str) -> str:
+    """Every item node (``?x``) without a ``vocab:record`` literal: the layout-1 nodes."""
+    classes = ", ".join(v.iri_ref(iri) for iri in v.ITEM_CLASSES)
+    return (
+        f"SELECT ?x WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?x a ?c . FILTER(?c IN ({classes})) "
+        f"FILTER NOT EXISTS {{ ?x {_p('record')} ?r }} }} }}"
+    )
+
+
+def migrate(
+    graph: str,
+    node_iris: Sequence[str],
+    link_iris: Sequence[str],
+    kept: Sequence[str],
+    dropped_assertion_props: Sequence[str],
+    record_lines: Sequence[str],
+) -> str:
+    """One update request (applied atomically) rewriting layout-1 nodes into the compact layout.
+
+    In order: the direct edges ``<from> <relation> <to>`` of the links; the ``dropped_assertion_props``
+    of the nodes' assertion nodes; every triple of the nodes whose predicate is not in ``kept``
+    (the compact layout's predicates, whose layout-1 triples are the same); then ``INSERT DATA``
+    of the record literals (``record_lines``).
+    """
+    g = v.iri_ref(graph)
+    operations: list[str] = []
+    if link_iris:
+        operations.append(
+            f"DELETE {{ GRAPH {g} {{ ?f ?rel ?t }} }} WHERE {{ GRAPH {g} {{ {_values('l', link_iris)} "
+            f"?l {_p('from')} ?f . ?l {_p('relation')} ?rel . ?l {_p('to')} ?t . ?f ?rel ?t }} }}"
+        )
+    dropped = ", ".join(v.iri_ref(iri) for iri in dropped_assertion_props)
+    operations.append(
+        f"DELETE {{ GRAPH {g} {{ ?a ?p ?o }} }} WHERE {{ GRAPH {g} {{ {_values('x', node_iris)} "
+        f"?x {_p('assertion')} ?a . ?a ?p ?o . FILTER(?p IN ({dropped})) }} }}"
+    )
+    allowed = ", ".join(v.iri_ref(iri) for iri in kept)
+    operations.append(
+        f"DELETE {{ GRAPH {g} {{ ?x ?p ?o }} }} WHERE {{ GRAPH {g} {{ {_values('x', node_iris)} "
+        f"?x ?p ?o . FILTER(?p NOT IN ({allowed})) }} }}"
+    )
+    operations.append(insert_data(graph, record_lines))
+    return " ;\n".join(operations)

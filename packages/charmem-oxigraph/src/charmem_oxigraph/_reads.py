@@ -48,6 +48,7 @@ from charmem_oxigraph._iris import (
     retry_iris,
     unique,
 )
+from charmem_oxigraph._layout import CURRENT_LAYOUT, LayoutState, layout_state, version_line
 
 __all__ = ["CENSUS_MIN_PROBES", "CachedGraphStore", "GraphReader", "Plan", "WritePlan"]
 
@@ -280,7 +281,9 @@ class GraphReader:
         """The check half of a write: what is stored, of which kind, or purged among its ids.
 
         One read of the batch's items and of the referenced ids of unknown kind, one of the
-        tombstones among the batch's ids, then :func:`charmem_oxigraph._writing.plan_write`.
+        tombstones among the batch's ids, then :func:`charmem_oxigraph._writing.plan_write`; the
+        first write into an empty collection also records the layout version
+        (:func:`charmem_oxigraph._layout.version_line`).
 
         Raises:
             PurgedMemoryError: an id of the batch was purged.
@@ -293,7 +296,19 @@ class GraphReader:
         kinds.update((i, v.KIND_OF_CLASS[type(item)]) for i, item in found.items())
         stored = {i: found[i] for i in prepared.items if i in found}
         purged = set((yield from self.tombstones(list(prepared.items))))
-        return wr.plan_write(prepared, stored, kinds, purged)
+        inserted, existing, lines = wr.plan_write(prepared, stored, kinds, purged)
+        if lines and not self.cache.layout_recorded and not (yield q.layout_version(self.graph)):
+            lines.append(version_line(self.graph))  # the first write into an empty collection
+        return inserted, existing, lines
+
+    def layout(self) -> Plan[LayoutState]:
+        """The collection's :class:`~charmem_oxigraph._layout.LayoutState` (kept once current)."""
+        if self.cache.layout_recorded:
+            return LayoutState(CURRENT_LAYOUT, has_data=True)
+        state = yield from layout_state(self.graph)
+        if state.found == CURRENT_LAYOUT:
+            self.cache.layout_recorded = True
+        return state
 
     def erase_update(self, erasure: GraphErasure) -> Plan[str | None]:
         """The SPARQL update applying ``erasure``, skipping ids that are tombstones already."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 import weakref
 from collections.abc import Generator, Sequence
 from typing import BinaryIO, Final, TypeVar, cast
 
 import httpx
 import tenacity
+from charmem.admin import LayoutMigration
 from charmem.domain.graph import GraphBatch, GraphErasure, GraphExport, GraphWriteResult
 from charmem.errors import BackendError, BackupFormatError, CollectionNotEmptyError, ConfigurationError
 from charmem.log import get_logger
@@ -27,6 +29,7 @@ from pyoxigraph import (
 )
 
 from charmem_oxigraph import _http as h
+from charmem_oxigraph import _layout as lay
 from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph import _writing as wr
@@ -358,6 +361,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
             )
             if lines:
                 await self._insert(lines)
+                self._cache.layout_recorded = True  # the write recorded it if it was missing
         _log.debug(
             "sparql_batch_written",
             collection=self._collection,
@@ -462,7 +466,98 @@ class SparqlServiceGraphStore(CachedGraphStore):
             if quads:
                 await self._insert([f"{quad.triple} ." for quad in quads], "import the graph")
                 self._cache.clear()  # ids cached as absent may be stored now
+                await self._migrate_locked()  # a dump of an older layout is upgraded in place
         return len(quads)
+
+    # -- layout ---------------------------------------------------------------------------------
+
+    @classmethod
+    async def from_settings_async(cls, settings: Settings, collection: str) -> SparqlServiceGraphStore:
+        """:meth:`from_settings`, then :meth:`check_layout` (what the ``service`` factory opens).
+
+        Raises:
+            ConfigurationError: see :meth:`from_settings`.
+            StoreLayoutError: the collection holds data of an older or unknown layout.
+            BackendError: the server failed.
+        """
+        store = cls.from_settings(settings, collection)
+        try:
+            await store.check_layout()
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    async def check_layout(self) -> None:
+        """Refuse a collection whose graph is not in the current layout (one or two queries).
+
+        Raises:
+            StoreLayoutError: the graph holds layout-1 data or records an unknown layout.
+            BackendError: the server failed.
+        """
+        state = await self._read("read the layout version", self._graph_reader.layout())
+        lay.check_layout(state, store=self._where(), migrate_hint=self._migrate_hint())
+
+    def _where(self) -> str:
+        return f"the SPARQL service at {self.query_endpoint} (collection {self._collection!r})"
+
+    def _migrate_hint(self) -> str:
+        return (
+            f"GRAPH_STORE_MODE=service SPARQL_QUERY_ENDPOINT={self.query_endpoint} "
+            f"charmem migrate --collection {self._collection}"
+        )
+
+    @classmethod
+    async def migrate_from_settings_async(cls, settings: Settings, collection: str) -> LayoutMigration:
+        """Upgrade the collection on the server to the current layout (``charmem migrate``).
+
+        Same promise as :meth:`charmem_oxigraph.OxigraphGraphStore.migrate_from_settings`: one
+        update request per batch of nodes (atomic on a SPARQL 1.1 server), the version recorded
+        last. Run it while no other process writes to the collection.
+
+        Raises:
+            ConfigurationError: see :meth:`from_settings`.
+            StoreLayoutError: the collection records a newer layout than this charmem knows.
+            BackendError: the server failed (batches already rewritten stay so: run it again).
+        """
+        store = cls.from_settings(settings, collection)
+        try:
+            return await store.migrate_layout()
+        finally:
+            await store.close()
+
+    async def migrate_layout(self) -> LayoutMigration:
+        """Upgrade this collection to the current layout (see :meth:`migrate_from_settings_async`)."""
+        started = time.perf_counter()
+        async with _write_lock(self._update_endpoint, self._graph_iri):
+            found, count = await self._migrate_locked()
+        return LayoutMigration(
+            collection=self._collection,
+            store=self._where(),
+            found=found,
+            layout=lay.CURRENT_LAYOUT,
+            objects=count,
+            seconds=time.perf_counter() - started,
+        )
+
+    async def _migrate_locked(self) -> tuple[int | None, int]:
+        """Rewrite every layout-1 node, then record the version (caller holds the writer lock)."""
+        action = "migrate the graph layout"
+        state = await self._read(action, lay.layout_state(self._graph_iri))
+        if state.current:
+            return state.found, 0
+        if state.found is not None:  # another recorded version: only layout 1 is migrated
+            lay.check_layout(state, store=self._where(), migrate_hint=self._migrate_hint())
+        count = 0
+        pending = await self._read(action, lay.pending(self._graph_iri))
+        for start in range(0, len(pending), lay.MIGRATION_BATCH):
+            batch = pending[start : start + lay.MIGRATION_BATCH]
+            update, rewritten = await self._read(action, lay.migration_step(self._graph_iri, batch))
+            await self._update(update, action)  # one request per batch: atomic
+            count += rewritten
+        await self._insert([lay.version_line(self._graph_iri)], action)
+        self._cache.clear()
+        return state.found, count
 
     async def ping(self) -> None:
         """Send one trivial query (``ASK {}``) to check that the query endpoint answers.

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Final, TypeVar, cast
 
+from charmem.admin import LayoutMigration
 from charmem.domain.graph import GraphBatch, GraphErasure, GraphExport, GraphWriteResult
 from charmem.errors import (
     BackendError,
@@ -22,6 +24,8 @@ from charmem.settings import Settings, validate_collection_name
 from pyoxigraph import NamedNode, QuerySolution, QuerySolutions, RdfFormat, parse, serialize
 
 from charmem_oxigraph import _disk, _registry
+from charmem_oxigraph import _layout as lay
+from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph import _writing as wr
 from charmem_oxigraph._cache import GraphCache
@@ -69,20 +73,37 @@ class OxigraphGraphStore(CachedGraphStore):
     Build with :meth:`from_settings`, :meth:`open` or :meth:`for_collection`.
     """
 
-    def __init__(self, shared: _registry.SharedStore, collection: str) -> None:
+    def __init__(self, shared: _registry.SharedStore, collection: str, *, check_layout: bool = True) -> None:
         """Bind an open shared handle to a collection (prefer :meth:`open`).
 
         Args:
             shared: an acquired handle; this graph store releases it on :meth:`close`.
             collection: the collection name (``[a-z0-9][a-z0-9_-]{0,127}``).
+            check_layout: refuse a collection of another layout (off only for the migration).
 
         Raises:
             ConfigurationError: the collection name is not allowed.
+            StoreLayoutError: the collection holds data of an older or unknown layout.
         """
         self._collection = validate_collection_name(collection)
         self._shared: _registry.SharedStore | None = shared
         self._graph_iri = v.collection_graph(collection)
         self._graph = NamedNode(self._graph_iri)
+        if check_layout:
+            with self._backend_errors("read the layout version"):
+                state = self._drive(self._reader().layout())
+            lay.check_layout(state, store=self._where(), migrate_hint=self._migrate_hint())
+
+    def _where(self) -> str:
+        path = None if self._shared is None else self._shared.path
+        store = "the in-memory Oxigraph store" if path is None else f"the Oxigraph store at {path}"
+        return f"{store} (collection {self._collection!r})"
+
+    def _migrate_hint(self) -> str:
+        path = None if self._shared is None else self._shared.path
+        if path is not None and path.name == "oxigraph":  # the layout ``--store DIR`` makes
+            return f"charmem migrate --store {path.parent} --collection {self._collection}"
+        return f"OXIGRAPH_PATH={path} charmem migrate --collection {self._collection}"
 
     # -- construction -------------------------------------------------------------------------
 
@@ -405,7 +426,84 @@ class OxigraphGraphStore(CachedGraphStore):
                 shared.cache(self._graph_iri).clear()  # absent ids may be stored now
             except SyntaxError as exc:
                 raise BackupFormatError(f"the graph dump is not valid N-Quads: {exc}") from exc
+            self._migrate_locked(shared)  # a dump of an older layout is upgraded in place
         return count
+
+    # -- layout migration -----------------------------------------------------------------------
+
+    @classmethod
+    def migrate_from_settings(cls, settings: Settings, collection: str) -> LayoutMigration:
+        """Upgrade the collection at ``OXIGRAPH_PATH`` to the current layout (``charmem migrate``).
+
+        Blocking. Each batch of nodes is rewritten in one transaction (old triples removed, the
+        record literal added), so a node is never unreadable; the version is recorded once every
+        node is rewritten, so running it again after a crash finishes the job, and on a current
+        store it changes nothing.
+
+        Returns:
+            LayoutMigration: what was found and done.
+
+        Raises:
+            ConfigurationError: the collection name is not allowed, or the mode is not persistent.
+            StoreLayoutError: the store records a newer layout than this charmem knows.
+            StoreLockedError: another process holds the store.
+            BackendError: Oxigraph failed (batches already rewritten stay so: run it again).
+        """
+        validate_collection_name(collection)
+        if settings.graph_store_mode != "persistent":
+            raise ConfigurationError(
+                f"charmem migrate upgrades a persistent or service graph store, not GRAPH_STORE_MODE="
+                f"{settings.graph_store_mode!r}",
+                key="GRAPH_STORE_MODE",
+            )
+        shared = _registry.acquire(Path(settings.oxigraph_path))
+        try:
+            store = cls(shared, collection, check_layout=False)
+        except BaseException:
+            _registry.release(shared)
+            raise
+        try:
+            return store.migrate_layout()
+        finally:
+            store._close()
+
+    def migrate_layout(self) -> LayoutMigration:
+        """Upgrade this collection to the current layout, in place (see :meth:`migrate_from_settings`).
+
+        Raises:
+            StoreLayoutError: the store records a newer layout than this charmem knows.
+            BackendError: Oxigraph failed.
+        """
+        started = time.perf_counter()
+        shared = self._handle()
+        with self._backend_errors("migrate the graph layout"), shared.write_lock:
+            found, count = self._migrate_locked(shared)
+        return LayoutMigration(
+            collection=self._collection,
+            store=self._where(),
+            found=found,
+            layout=lay.CURRENT_LAYOUT,
+            objects=count,
+            seconds=time.perf_counter() - started,
+        )
+
+    def _migrate_locked(self, shared: _registry.SharedStore) -> tuple[int | None, int]:
+        """Rewrite every layout-1 node, then record the version (caller holds the writer lock)."""
+        state = self._drive(lay.layout_state(self._graph_iri))
+        if state.current:
+            return state.found, 0
+        if state.found is not None:  # another recorded version: only layout 1 is migrated
+            lay.check_layout(state, store=self._where(), migrate_hint=self._migrate_hint())
+        count = 0
+        pending = self._drive(lay.pending(self._graph_iri))
+        for start in range(0, len(pending), lay.MIGRATION_BATCH):
+            batch = pending[start : start + lay.MIGRATION_BATCH]
+            update, rewritten = self._drive(lay.migration_step(self._graph_iri, batch))
+            shared.store.update(update)  # one transaction per batch
+            count += rewritten
+        shared.store.update(q.insert_data(self._graph_iri, [lay.version_line(self._graph_iri)]))
+        shared.cache(self._graph_iri).clear()
+        return state.found, count
 
     async def close(self) -> None:
         """Release this collection's use of the store; the last user flushes and unlocks it.

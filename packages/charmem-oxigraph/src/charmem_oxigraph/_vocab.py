@@ -27,6 +27,7 @@ __all__ = [
     "DUMP_MEDIA_TYPE",
     "ITEM_CLASSES",
     "KIND_OF_CLASS",
+    "LAYOUT_VERSION",
     "NODE_IRI",
     "NODE_KINDS",
     "OBJECT_KINDS",
@@ -95,6 +96,9 @@ PURGED_AT: Final = "purgedAt"
 
 #: Every relation's property IRI: the predicates of links' direct edges ``<from> <rel> <to>``.
 RELATION_IRIS: Final = tuple(VOCAB + relation.value for relation in Relation)
+
+#: The property (local name) of the layout version record ``<graph> vocab:layoutVersion n``.
+LAYOUT_VERSION: Final = "layoutVersion"
 
 #: What ``export_graph`` writes: N-Quads, every quad in the collection's named graph.
 DUMP_MEDIA_TYPE: Final = "application/n-quads"

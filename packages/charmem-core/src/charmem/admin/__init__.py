@@ -5,6 +5,8 @@
 * :func:`export_collection` / :func:`import_collection`: back a whole collection up into a
   directory (the graph as N-Quads plus a manifest) and restore it into empty stores, rebuilding
   vectors and statistics.
+* :func:`migrate`: upgrade a collection's graph store in place to the layout this charmem writes
+  (after :class:`~charmem.errors.StoreLayoutError`).
 * :func:`purge`: erase memories from every store for personal-data obligations, leaving
   tombstones so nothing brings them back. Destructive, outside the memory-permanence rule, and
   deliberately not on the memory facade.
@@ -32,6 +34,7 @@ from charmem.admin._check import (
     check,
     check_settings,
 )
+from charmem.admin._migrate import LayoutMigration, migrate
 from charmem.admin._purge import PurgeReport, purge
 from charmem.admin._repair import repair
 
@@ -47,6 +50,7 @@ __all__ = [
     "GraphProblem",
     "GraphProblemKind",
     "ImportReport",
+    "LayoutMigration",
     "PurgeReport",
     "RepairOutcome",
     "StatsDrift",
@@ -54,6 +58,7 @@ __all__ = [
     "check_settings",
     "export_collection",
     "import_collection",
+    "migrate",
     "purge",
     "read_manifest",
     "repair",

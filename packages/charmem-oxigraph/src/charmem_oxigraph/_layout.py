@@ -1,0 +1,154 @@
+"""The store's layout version, the refusal of other layouts, and the migration from layout 1.
+
+A collection's graph records the layout it is written in as ``<graph> vocab:layoutVersion n``
+(inside the graph, so an export carries it); the first write into an empty collection adds it.
+Layout 1 (every field a triple of its own) recorded nothing; layout 2 (:data:`CURRENT_LAYOUT`,
+:mod:`charmem_oxigraph._codec`) is the compact one. Opening a collection whose graph holds data
+without the current version is refused with :class:`~charmem.errors.StoreLayoutError`;
+:func:`pending` and :func:`migration_step` are the shared algorithm ``charmem migrate`` runs,
+one transaction per batch of nodes, free of I/O (plans as in :mod:`charmem_oxigraph._reads`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any, Final
+
+import attrs
+from charmem.errors import StoreLayoutError
+from pyoxigraph import Literal
+
+from charmem_oxigraph import _legacy
+from charmem_oxigraph import _logic as lg
+from charmem_oxigraph import _queries as q
+from charmem_oxigraph import _vocab as v
+from charmem_oxigraph._codec import ASSERTION, FIELDS, RECORD, record_line
+
+__all__ = [
+    "CURRENT_LAYOUT",
+    "MIGRATION_BATCH",
+    "LayoutState",
+    "check_layout",
+    "layout_state",
+    "migration_step",
+    "pending",
+    "version_line",
+]
+
+#: The layout this charmem reads and writes.
+CURRENT_LAYOUT: Final = 2
+#: Nodes rewritten per transaction by a migration: one update request stays a few hundred
+#: kilobytes (a SPARQL server takes it), and the transaction is short.
+MIGRATION_BATCH: Final = 500
+
+#: The predicates the compact layout keeps as triples (their layout-1 triples are the same).
+KEPT_PREDICATES: Final = (
+    v.RDF_TYPE,
+    v.VOCAB + RECORD,
+    v.VOCAB + ASSERTION,
+    *sorted({v.VOCAB + f.prop for fields in FIELDS.values() for f in fields if f.indexed}),
+)
+#: What layout 1 held on an assertion node and the compact layout does not (its order is the
+#: record literal's).
+_DROPPED_ASSERTION_PROPS: Final = (v.RDF_TYPE, v.VOCAB + _legacy.POSITION)
+
+
+@attrs.frozen
+class LayoutState:
+    """What a collection's graph says about its layout.
+
+    Attributes:
+        found: the recorded layout version (``None``: none recorded).
+        has_data: the graph holds at least one statement.
+    """
+
+    found: int | None
+    has_data: bool
+
+    @property
+    def current(self) -> bool:
+        """Readable and writable as is: the current version, or an empty graph."""
+        return self.found == CURRENT_LAYOUT or (self.found is None and not self.has_data)
+
+
+def layout_state(graph: str) -> Generator[str, list[Any], LayoutState]:
+    """Plan: read the recorded layout version and whether the graph holds anything (two queries)."""
+    versions = [row["v"].value for row in (yield q.layout_version(graph))]
+    has_data = bool((yield q.any_statement(graph)))
+    found: int | None = None
+    if versions:
+        try:
+            found = max(int(value) for value in versions)
+        except ValueError:
+            found = -1  # not a number: an unknown layout
+    return LayoutState(found, has_data)
+
+
+def check_layout(state: LayoutState, *, store: str, migrate_hint: str) -> None:
+    """Refuse a collection not in the current layout.
+
+    Args:
+        state: from :func:`layout_state`.
+        store: where the store is and which collection, for the message.
+        migrate_hint: the ``charmem migrate`` command line that upgrades this store.
+
+    Raises:
+        StoreLayoutError: the graph holds data of layout 1 (no version record) or records another
+            version; nothing was read or written.
+    """
+    if state.current:
+        return
+    if state.found is None or state.found < CURRENT_LAYOUT:
+        found = "layout 1 (no layout version recorded)" if state.found is None else f"layout {state.found}"
+        raise StoreLayoutError(
+            f"{store} holds charmem data in {found}; this charmem reads layout {CURRENT_LAYOUT}. "
+            f"Upgrade it in place with `{migrate_hint}` (back it up first), then open it again; "
+            "nothing was read or written",
+            store=store,
+            found=state.found,
+            expected=CURRENT_LAYOUT,
+        )
+    raise StoreLayoutError(
+        f"{store} records graph layout {state.found}, which this charmem does not know (it reads "
+        f"layout {CURRENT_LAYOUT}): it was written by a newer charmem. Upgrade charmem "
+        "(pip install -U charmem-oxigraph) to open it; nothing was read or written",
+        store=store,
+        found=state.found,
+        expected=CURRENT_LAYOUT,
+    )
+
+
+def version_line(graph: str) -> str:
+    """The N-Triples line recording :data:`CURRENT_LAYOUT` in the collection's graph ``graph``."""
+    return f"<{graph}> <{v.VOCAB}{v.LAYOUT_VERSION}> {Literal(CURRENT_LAYOUT)} ."
+
+
+def pending(graph: str) -> Generator[str, list[Any], list[str]]:
+    """Plan: the IRIs of every item node without a record literal (layout-1 nodes), sorted.
+
+    One scan of the graph's ``rdf:type`` triples; the migration then rewrites them in batches.
+    """
+    return sorted({row["x"].value for row in (yield q.unmigrated(graph))})
+
+
+def migration_step(graph: str, iris: Sequence[str]) -> Generator[str, list[Any], tuple[str, int]]:
+    """Plan: the update rewriting the layout-1 nodes ``iris`` (a batch of :func:`pending`).
+
+    Reads every triple of the nodes (and of their assertion nodes), decodes them with the layout-1
+    decoder, and builds one update request (:func:`charmem_oxigraph._queries.migrate`) that removes
+    what the compact layout does not keep and adds each node's record literal in the same
+    transaction, so a node is never unreadable and a migration stopped at any point resumes where
+    it stopped (:func:`pending` no longer lists the nodes already rewritten).
+
+    Returns:
+        tuple[str, int]: the update, and how many nodes it rewrites.
+
+    Raises:
+        CorruptNodeError: a node does not decode as layout 1.
+    """
+    nodes, _purged = lg.read_lookup((yield q.nodes(graph, iris, assertions=True)))
+    items = {memory_id: _legacy.decode_item(node) for memory_id, node in nodes.items()}
+    lines = [record_line(item) for item in items.values()]
+    links = [iri for iri in iris if v.kind_of_iri(iri) == "link"]
+    update = q.migrate(graph, iris, links, KEPT_PREDICATES, _DROPPED_ASSERTION_PROPS, lines)
+    return update, len(items)
