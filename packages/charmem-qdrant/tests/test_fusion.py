@@ -27,9 +27,11 @@ from charmem_qdrant._fusion import (
     StageRanker,
     check_weights,
     competition_ranks,
+    first_fetch,
     rrf_contribution,
     rrf_fuse,
     stage_size,
+    top_canonical,
 )
 
 Stage = list[tuple[str, float]]
@@ -56,6 +58,10 @@ def _canonical(stage: Stage) -> Stage:
     return sorted(stage, key=lambda point: (-score_step(point[1]), point[0]))
 
 
+def _kept(point: tuple[str, float]) -> tuple[str, float]:
+    return point
+
+
 # ---------------------------------------------------------------- pure properties
 
 
@@ -69,6 +75,17 @@ def test_permuting_the_points_of_a_stage_never_changes_the_result(
     expected = rrf_fuse(stages, weights=used)
     permuted = [data.draw(st.permutations(stage)) for stage in stages]
     assert rrf_fuse(permuted, weights=used) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(stages=_stages(), limit=st.integers(0, 40))
+def test_a_limit_keeps_the_first_points_of_the_full_fusion(stages: list[Stage], limit: int) -> None:
+    """``limit`` cuts the canonical order, ties at the cut kept by id as in the full order."""
+    assert rrf_fuse(stages, limit=limit) == rrf_fuse(stages)[:limit]
+    for stage in stages:
+        assert (
+            top_canonical(stage, limit, itemgetter(0), itemgetter(1)) == _canonical(stage)[:limit]
+        )
 
 
 @settings(max_examples=300, deadline=None)
@@ -200,8 +217,8 @@ def test_stage_ranker_cuts_ties_by_id_whatever_the_storage_order(
     results = []
     for seed in seeds:
         tops = [_fake_qdrant(points, seed + n) for n in range(len(wants))]
-        ranker: StageRanker[tuple[str, float]] = StageRanker(
-            wants, available, itemgetter(0), itemgetter(1)
+        ranker: StageRanker[tuple[str, float], tuple[str, float]] = StageRanker(
+            wants, available, itemgetter(0), itemgetter(1), _kept
         )
         rounds = 0
         while ranker.pending:
@@ -215,20 +232,23 @@ def test_stage_ranker_cuts_ties_by_id_whatever_the_storage_order(
 
 def test_stage_ranker_fetches_a_margin_then_doubles_while_the_cut_is_tied() -> None:
     points = [(str(uuid.UUID(int=n + 1)), 1.0) for n in range(100)]
-    ranker: StageRanker[tuple[str, float]] = StageRanker([10], 100, itemgetter(0), itemgetter(1))
+    ranker: StageRanker[tuple[str, float], tuple[str, float]] = StageRanker(
+        [10], 100, itemgetter(0), itemgetter(1), _kept
+    )
     asked = []
     while ranker.pending:
         ((_, n),) = ranker.pending
         asked.append(n)
         ranker.accept([points[::-1][:n]])
-    assert asked == [10 + TIE_MARGIN, 36, 72, 100]
+    assert asked == [first_fetch(10), 40, 80, 100]
+    assert first_fetch(10) == 10 + max(TIE_MARGIN, 10)
     assert ranker.ranked() == [points[:10]]
     with pytest.raises(ValueError, match="answers"):
-        StageRanker([1], 1, itemgetter(0), itemgetter(1)).accept([])
+        StageRanker([1], 1, itemgetter(0), itemgetter(1), _kept).accept([])
     with pytest.raises(RuntimeError):
-        StageRanker([1], 1, itemgetter(0), itemgetter(1)).ranked()
+        StageRanker([1], 1, itemgetter(0), itemgetter(1), _kept).ranked()
     with pytest.raises(ValueError, match="want"):
-        StageRanker([0], 1, itemgetter(0), itemgetter(1))
+        StageRanker([0], 1, itemgetter(0), itemgetter(1), _kept)
 
 
 # ---------------------------------------------------------------- against Qdrant's own RRF
@@ -301,6 +321,6 @@ def test_scores_within_one_resolution_step_share_a_rank_and_a_cut_keeps_the_smal
     assert competition_ranks([0.5 + 3e-8, 0.5, 0.25]) == [0, 0, 2]
     noisy = [("b", 0.5 + 3e-8), ("a", 0.5), ("c", 0.25)]
     assert [point_id for point_id, _ in rrf_fuse([noisy])][:2] == ["a", "b"]
-    ranker = StageRanker([1], 3, itemgetter(0), itemgetter(1))
+    ranker = StageRanker([1], 3, itemgetter(0), itemgetter(1), _kept)
     ranker.accept([noisy])
     assert ranker.ranked() == [[("a", 0.5)]]

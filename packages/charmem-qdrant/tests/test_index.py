@@ -9,6 +9,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+import qdrant_edge as qe
 
 from charmem import MemoryId, ObjectType, Settings
 from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness
@@ -240,6 +241,19 @@ async def test_closed_index_refuses_work(index: EdgeVectorIndex) -> None:
         await index.count()
     with pytest.raises(BackendError, match="closed"):
         await index.upsert([point([1, 0, 0])])
+
+
+async def test_a_hit_written_without_a_type_is_refused(index: EdgeVectorIndex) -> None:
+    """A point another writer left without ``object_type`` fails the search that finds it."""
+    ours, foreign = point([1, 0, 0]), str(uuid.uuid4())
+    await index.upsert([ours])
+    shard = index._shard
+    assert shard is not None
+    shard.update(qe.UpdateOperation.upsert_points([qe.Point(foreign, {"dense": [1.0, 0.1, 0.0]})]))
+    with pytest.raises(BackendError, match="object_type"):
+        await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=5))
+    result = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=1))
+    assert ids_of(result) == [ours.id]  # the hits alone are typed
 
 
 async def test_wrong_dimension_is_refused_and_nothing_is_written(

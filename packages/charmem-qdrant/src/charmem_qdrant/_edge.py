@@ -7,11 +7,12 @@ are in :mod:`charmem_qdrant._shard`, its HNSW builds in :mod:`charmem_qdrant._ed
 from __future__ import annotations
 
 import asyncio
+import operator
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import qdrant_edge as qe
 
@@ -30,7 +31,6 @@ from charmem_qdrant._hnsw import (
     shard_config,
 )
 from charmem_qdrant._recall import (
-    PAYLOAD_ID,
     PAYLOAD_TYPE,
     SCROLL_PAGE,
     Found,
@@ -75,19 +75,31 @@ def _type_filter(plan: SearchPlan) -> qe.Filter | None:
     return qe.Filter(must=must) if must else None
 
 
-def _found(point: qe.ScoredPoint) -> Found:
-    """A scored point as the search keeps it, its id read from the ``memory_id`` payload.
+_SCORE: Final = operator.attrgetter("score")
 
-    Reading ``ScoredPoint.id`` builds a ``uuid.UUID`` on every access, which took a quarter of
-    a fused search's time at 3,000 points (measured); the payload holds the same UUID string.
+
+def _found(point: qe.ScoredPoint) -> Found:
+    """A scored point as the search keeps it: (id, stage score, type unread).
+
+    The stages run without payload (Qdrant Edge reads the on-disk payload of every point it
+    returns, about 1 µs each, measured); the types of the hits alone are read afterwards
+    (:func:`_typed`).
     """
-    payload: Mapping[str, object] = point.payload or {}
-    point_id = payload.get(PAYLOAD_ID)
-    return (
-        point_id if isinstance(point_id, str) else str(point.id),
-        float(point.score),
-        payload.get(PAYLOAD_TYPE),
+    return str(point.id), point.score, None
+
+
+def _typed(shard: qe.EdgeShard, scored: list[tuple[Found, float]]) -> list[tuple[Found, float]]:
+    """The hits with their ``object_type`` payload values, read in one ``retrieve``.
+
+    A hit whose point has no such payload keeps None (:meth:`QdrantRecall._result` refuses it).
+    """
+    if not scored:
+        return scored
+    records = shard.retrieve(
+        [found[0] for found, _ in scored], with_payload=[PAYLOAD_TYPE], with_vector=False
     )
+    types = {str(record.id): (record.payload or {}).get(PAYLOAD_TYPE) for record in records}
+    return [((found[0], found[1], types.get(found[0])), score) for found, score in scored]
 
 
 class EdgeVectorIndex(QdrantRecall, HnswBuilds):
@@ -400,13 +412,15 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
             total = self._counts[()] = shard.count(qe.CountRequest(exact=True))
         return total == scanned
 
-    def _ranked(self, shard: qe.EdgeShard, plan: SearchPlan) -> tuple[bool, int, list[list[Found]]]:
-        """Run the stages under the index lock: (approximate, scanned, ranked stages)."""
+    def _ranked(
+        self, shard: qe.EdgeShard, plan: SearchPlan
+    ) -> tuple[bool, int, list[tuple[Found, float]]]:
+        """Run the stages under the index lock: (approximate, scanned, typed hits)."""
         type_filter = _type_filter(plan)
         scope = None if plan.within is not None else tuple(plan.types)
         hnsw = self._hnsw if self._indexed > 0 else None  # a finished build changes it
         scanned = self._scanned(shard, type_filter, scope)
-        ranker = plan.ranker(scanned)
+        ranker = plan.ranker(scanned, _SCORE, _found)
         if ranker is None:
             return hnsw is not None, scanned, []
         scan_filter = type_filter
@@ -425,19 +439,19 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
                         filter=scan_filter,
                         params=dense if stage == 0 else None,  # they concern dense only
                         score_threshold=plan.threshold(stage),
-                        with_payload=True,
+                        with_payload=False,
                     )
                     for stage, n in ranker.pending
                 ]
             )
-            ranker.accept([list(map(_found, answer)) for answer in shard.query_batch(batch)])
-        return hnsw is not None, scanned, ranker.ranked()
+            ranker.accept(shard.query_batch(batch))
+        return hnsw is not None, scanned, _typed(shard, self._scored(ranker.ranked(), plan))
 
     def _search_sync(self, query: VectorQuery) -> VectorSearchResult:
         plan = self._plan(query)
-        approximate, scanned, ranked = self._run("search", lambda shard: self._ranked(shard, plan))
+        approximate, scanned, scored = self._run("search", lambda shard: self._ranked(shard, plan))
         where = f"the vector shard of collection {self._collection!r}"
-        return self._result(ranked, plan, scanned, where=where, approximate=approximate)
+        return self._result(scored, scanned, where=where, approximate=approximate)
 
     async def search(self, query: VectorQuery) -> VectorSearchResult:
         """See ``VectorIndex.search``; the stages and fusion of :mod:`charmem_qdrant._recall`.
