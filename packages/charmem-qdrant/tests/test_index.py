@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 import uuid
@@ -254,6 +255,24 @@ async def test_a_hit_written_without_a_type_is_refused(index: EdgeVectorIndex) -
         await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=5))
     result = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=1))
     assert ids_of(result) == [ours.id]  # the hits alone are typed
+
+
+async def test_a_search_while_a_write_holds_the_index_waits_off_the_loop(
+    index: EdgeVectorIndex,
+) -> None:
+    """A free index searches in the calling thread; a held one in a worker, the loop running."""
+    stored = point([1, 0, 0])
+    await index.upsert([stored])
+    query = VectorQuery(vector=[1.0, 0.0, 0.0], limit=1)
+    index._lock.acquire()  # what a write (update + flush) holds
+    try:
+        waiting = asyncio.create_task(index.search(query))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+    finally:
+        index._lock.release()
+    assert ids_of(await waiting) == [stored.id]
+    assert ids_of(await index.search(query)) == [stored.id]
 
 
 async def test_wrong_dimension_is_refused_and_nothing_is_written(

@@ -124,7 +124,8 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
     ``lock_timeout`` seconds and then gets :class:`~charmem.errors.StoreLockedError`.
 
     The async methods run the blocking shard calls in a worker thread (``asyncio.to_thread``,
-    0.1-0.25 ms a hop, measured by ``benchmarks/latency.py``), serialised per index by a lock.
+    0.1-0.25 ms a hop, measured by ``benchmarks/latency.py``), serialised per index by a lock;
+    :meth:`search` runs in the calling thread when the lock is free (see there).
 
     Args:
         root: the vector store root (``VECTOR_STORE_PATH``); created if missing.
@@ -317,18 +318,22 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
     def _run(self, action: str, body: Callable[[qe.EdgeShard], _T]) -> _T:
         """Run ``body`` on the open shard under the index lock, translating driver errors."""
         with self._lock:
-            shard = self._shard
-            if shard is None:
-                raise BackendError(
-                    f"cannot {action}: the vector index of collection {self._collection!r} is "
-                    "closed; open a new one"
-                )
-            try:
-                return body(shard)
-            except CharmemError:
-                raise
-            except Exception as exc:
-                raise self._backend_error(action, exc) from exc
+            return self._held(action, body)
+
+    def _held(self, action: str, body: Callable[[qe.EdgeShard], _T]) -> _T:
+        """Run ``body`` on the open shard (the caller holds the index lock)."""
+        shard = self._shard
+        if shard is None:
+            raise BackendError(
+                f"cannot {action}: the vector index of collection {self._collection!r} is "
+                "closed; open a new one"
+            )
+        try:
+            return body(shard)
+        except CharmemError:
+            raise
+        except Exception as exc:
+            raise self._backend_error(action, exc) from exc
 
     def _write(self, action: str, operation: qe.UpdateOperation, points: int) -> None:
         """Apply ``operation`` durably, journal it for a running build, count ``points`` new."""
@@ -447,11 +452,16 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
             ranker.accept(shard.query_batch(batch))
         return hnsw is not None, scanned, _typed(shard, self._scored(ranker.ranked(), plan))
 
-    def _search_sync(self, query: VectorQuery) -> VectorSearchResult:
+    def _search_held(self, query: VectorQuery) -> VectorSearchResult:
+        """Search, the caller holding the index lock."""
         plan = self._plan(query)
-        approximate, scanned, scored = self._run("search", lambda shard: self._ranked(shard, plan))
+        approximate, scanned, scored = self._held("search", lambda shard: self._ranked(shard, plan))
         where = f"the vector shard of collection {self._collection!r}"
         return self._result(scored, scanned, where=where, approximate=approximate)
+
+    def _search_sync(self, query: VectorQuery) -> VectorSearchResult:
+        with self._lock:
+            return self._search_held(query)
 
     async def search(self, query: VectorQuery) -> VectorSearchResult:
         """See ``VectorIndex.search``; the stages and fusion of :mod:`charmem_qdrant._recall`.
@@ -460,6 +470,10 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
         was built (see the class); the hit score is its cosine, or the fused score when the
         lexical cue fused a BM25 stage (each stage its best ``max(4 * limit, 64)`` points, both
         in one ``query_batch``).
+
+        Runs in the calling thread when the index is free, in a worker thread when a write holds
+        it (so the event loop never waits for a flush): Qdrant Edge holds the GIL while it
+        searches, so a worker thread freed nothing for the loop and cost a thread hop.
 
         Returns:
             At most ``query.limit`` hits, ``exhaustive`` completeness (``approximate`` once an
@@ -470,6 +484,11 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
             BackendError: the query vector is not finite, the index is closed, or Qdrant Edge
                 failed (cause chained).
         """
+        if self._lock.acquire(blocking=False):
+            try:
+                return self._search_held(query)
+            finally:
+                self._lock.release()
         return await asyncio.to_thread(self._search_sync, query)
 
     def _point_ids_sync(self) -> set[MemoryId]:
