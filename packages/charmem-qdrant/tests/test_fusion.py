@@ -240,8 +240,10 @@ def test_stage_ranker_fetches_a_margin_then_doubles_while_the_cut_is_tied() -> N
         ((_, n),) = ranker.pending
         asked.append(n)
         ranker.accept([points[::-1][:n]])
-    assert asked == [first_fetch(10), 40, 80, 100]
-    assert first_fetch(10) == 10 + max(TIE_MARGIN, 10)
+    assert asked == [10 + TIE_MARGIN, 36, 72, 100]
+    assert first_fetch(10, ties_likely=True) == 20
+    likely = StageRanker([10, 10], 100, itemgetter(0), itemgetter(1), _kept, [False, True])
+    assert likely.pending == [(0, 10 + TIE_MARGIN), (1, 20)]
     assert ranker.ranked() == [points[:10]]
     with pytest.raises(ValueError, match="answers"):
         StageRanker([1], 1, itemgetter(0), itemgetter(1), _kept).accept([])

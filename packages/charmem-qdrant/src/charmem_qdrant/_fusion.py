@@ -113,16 +113,17 @@ def top_canonical(
     return _canonical(candidates, id_of, score_of)[:count]
 
 
-def first_fetch(want: int) -> int:
-    """Points a stage asks for first: ``want + max(TIE_MARGIN, want)``.
+def first_fetch(want: int, ties_likely: bool = False) -> int:
+    """Points a stage asks for first: ``want + TIE_MARGIN``, or twice ``want`` if ties are likely.
 
-    Twice the wanted count: a lexical stage's BM25 scores are often tied far past its cut (texts
-    with the same matched words and length score the same), and a second round costs more than
-    reading the scores of the extra points (their ids are read only when needed:
-    :class:`StageRanker`). On the latency benchmark's texts a margin of 8 left the lexical cut of
-    three searches in four to a second round.
+    A lexical stage's BM25 scores are often tied far past its cut (texts with the same matched
+    words and length score the same), and a second round costs more than reading the scores of
+    the extra points (their ids are read only when needed: :class:`StageRanker`). On the latency
+    benchmark's texts a margin of 8 left the BM25 cut of three searches in four to a second
+    round. Dense cosines rarely tie, and an exact scan's extra points cost about 0.6 µs each
+    (measured), so the dense stage keeps the small margin.
     """
-    return want + max(TIE_MARGIN, want)
+    return want + (max(TIE_MARGIN, want) if ties_likely else TIE_MARGIN)
 
 
 def stage_size(limit: int) -> int:
@@ -263,6 +264,8 @@ class StageRanker(Generic[A, P]):
         convert: an answer point as the caller keeps it; it keeps the point's score (the same
             ``score_of`` reads it, so a kept point is an answer point too when ``convert`` is the
             identity).
+        ties_likely: per stage, whether its scores often tie (:func:`first_fetch`); none by
+            default.
     """
 
     def __init__(
@@ -272,6 +275,7 @@ class StageRanker(Generic[A, P]):
         id_of: Callable[[P], str],
         score_of: Callable[[A], float],
         convert: Callable[[A], P],
+        ties_likely: Sequence[bool] = (),
     ) -> None:
         if available < 1 or any(want < 1 for want in wants):
             raise ValueError("every stage must want >= 1 point, from >= 1 available")
@@ -280,7 +284,11 @@ class StageRanker(Generic[A, P]):
         self._id_of = id_of
         self._score_of = score_of
         self._convert = convert
-        self._fetch = [max(1, min(first_fetch(want), available)) for want in wants]
+        likely = list(ties_likely) + [False] * (len(self._wants) - len(ties_likely))
+        self._fetch = [
+            max(1, min(first_fetch(want, tied), available))
+            for want, tied in zip(self._wants, likely, strict=True)
+        ]
         self._ranked: list[list[P] | None] = [None] * len(self._wants)
 
     @property

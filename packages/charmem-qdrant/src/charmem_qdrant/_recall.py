@@ -256,7 +256,9 @@ class SearchPlan(NamedTuple):
         if self.limit <= 0 or scanned == 0:
             return None
         want = self.limit if self.sparse is None else stage_size(self.limit)
-        return StageRanker([want] * self.stages, scanned, FOUND_ID, score_of, convert)
+        # BM25 scores tie often (texts with the same matched words and length)
+        ties_likely = [stage == 1 for stage in range(self.stages)]
+        return StageRanker([want] * self.stages, scanned, FOUND_ID, score_of, convert, ties_likely)
 
 
 class QdrantRecall:
