@@ -253,6 +253,24 @@ def test_stage_ranker_fetches_a_margin_then_doubles_while_the_cut_is_tied() -> N
         StageRanker([0], 1, itemgetter(0), itemgetter(1), _kept)
 
 
+def test_stage_ranker_converts_only_the_points_that_can_make_the_cut() -> None:
+    """Ids are read for the points above the cut and its tie group, not for the margin."""
+    points = [(f"id-{n:03}", float(100 - n)) for n in range(30)]
+    points[10] = (points[10][0], points[9][1])  # the 10th and 11th tie at the cut of 10
+    converted: list[str] = []
+
+    def convert(point: tuple[str, float]) -> tuple[str, float]:
+        converted.append(point[0])
+        return point
+
+    ranker = StageRanker([10], 30, itemgetter(0), itemgetter(1), convert)
+    while ranker.pending:
+        ((_, n),) = ranker.pending
+        ranker.accept([points[:n]])
+    assert ranker.ranked() == [points[:10]]
+    assert sorted(converted) == [point_id for point_id, _ in points[:11]]
+
+
 # ---------------------------------------------------------------- against Qdrant's own RRF
 
 _WORDS = ["tea", "coffee", "walk", "sister", "greyhound", "biscuit", "violin", "rain", "garden"]
