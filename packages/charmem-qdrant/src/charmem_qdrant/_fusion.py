@@ -44,6 +44,9 @@ __all__ = [
 
 A = TypeVar("A")
 P = TypeVar("P")
+#: A point id as a driver keeps it: the canonical UUID string, or the UUID's integer (the same
+#: order: fixed-width lowercase hex), which Qdrant Edge's ids give without formatting a string.
+Key = TypeVar("Key", str, int)
 
 #: The ``k`` of reciprocal rank fusion: a point at 0-based rank ``r`` of a stage gets ``1/(k+r)``.
 #: A small ``k`` lets the first ranks of a stage count for more than the long tail: what both cues
@@ -69,7 +72,7 @@ _SCORE: Final = itemgetter(1)
 
 
 def _canonical(
-    points: Iterable[P], id_of: Callable[[P], str], score_of: Callable[[P], float]
+    points: Iterable[P], id_of: Callable[[P], Key], score_of: Callable[[P], float]
 ) -> list[P]:
     """``points`` by score step descending (:func:`score_step`), then id ascending.
 
@@ -98,7 +101,7 @@ def _tied_prefix(scores: Sequence[float], count: int) -> int:
 
 
 def top_canonical(
-    points: Iterable[P], count: int, id_of: Callable[[P], str], score_of: Callable[[P], float]
+    points: Iterable[P], count: int, id_of: Callable[[P], Key], score_of: Callable[[P], float]
 ) -> list[P]:
     """The first ``count`` of ``points`` in canonical order (``_canonical(points)[:count]``).
 
@@ -180,12 +183,12 @@ def rrf_contribution(rank: int, weight: float = 1.0, k: int = RRF_K) -> float:
 
 
 def rrf_fuse(
-    stages: Sequence[Iterable[tuple[str, float]]],
+    stages: Sequence[Iterable[tuple[Key, float]]],
     *,
     k: int = RRF_K,
     weights: Sequence[float] | None = None,
     limit: int | None = None,
-) -> list[tuple[str, float]]:
+) -> list[tuple[Key, float]]:
     """Fuse ranked stages by reciprocal rank fusion with competition ranks; canonical order.
 
     Each stage is ranked by (score descending, id ascending); a point's rank is the 0-based
@@ -210,7 +213,7 @@ def rrf_fuse(
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"the RRF k must be an int >= 1, not {k!r}")
     checked = check_weights([1.0] * len(stages) if weights is None else weights, len(stages))
-    fused: dict[str, float] = {}
+    fused: dict[Key, float] = {}
     for stage, weight in zip(stages, checked, strict=True):
         # (-step, id) tuples sort in C into canonical order; each step is computed once
         keyed = sorted((-score_step(score), point_id) for point_id, score in stage)
@@ -224,14 +227,14 @@ def rrf_fuse(
     return top_canonical(fused.items(), limit, _ID, _SCORE)
 
 
-def _duplicate(keyed: Sequence[tuple[int, str]]) -> str:
+def _duplicate(keyed: Sequence[tuple[int, Key]]) -> Key | None:
     """The first id of ``keyed`` that appears twice."""
-    seen: set[str] = set()
+    seen: set[Key] = set()
     for _, point_id in keyed:
         if point_id in seen:
             return point_id
         seen.add(point_id)
-    return ""
+    return None
 
 
 class StageRanker(Generic[A, P]):
@@ -272,7 +275,7 @@ class StageRanker(Generic[A, P]):
         self,
         wants: Sequence[int],
         available: int,
-        id_of: Callable[[P], str],
+        id_of: Callable[[P], str] | Callable[[P], int],
         score_of: Callable[[A], float],
         convert: Callable[[A], P],
         ties_likely: Sequence[bool] = (),
