@@ -244,16 +244,19 @@ async def test_closed_index_refuses_work(index: EdgeVectorIndex) -> None:
         await index.upsert([point([1, 0, 0])])
 
 
-async def test_a_hit_written_without_a_type_is_refused(index: EdgeVectorIndex) -> None:
+@pytest.mark.parametrize("text", [None, "tea"])  # dense only; dense and BM25, fused
+async def test_a_hit_written_without_a_type_is_refused(
+    lexical_index: EdgeVectorIndex, text: str | None
+) -> None:
     """A point another writer left without ``object_type`` fails the search that finds it."""
-    ours, foreign = point([1, 0, 0]), str(uuid.uuid4())
-    await index.upsert([ours])
-    shard = index._shard
+    ours, foreign = point([1, 0, 0], text="tea"), str(uuid.uuid4())
+    await lexical_index.upsert([ours])
+    shard = lexical_index._shard
     assert shard is not None
     shard.update(qe.UpdateOperation.upsert_points([qe.Point(foreign, {"dense": [1.0, 0.1, 0.0]})]))
     with pytest.raises(BackendError, match="object_type"):
-        await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=5))
-    result = await index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=1))
+        await lexical_index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=5, text=text))
+    result = await lexical_index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=1, text=text))
     assert ids_of(result) == [ours.id]  # the hits alone are typed
 
 

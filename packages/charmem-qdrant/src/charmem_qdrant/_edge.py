@@ -11,7 +11,7 @@ import operator
 import os
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -32,6 +32,7 @@ from charmem_qdrant._hnsw import (
     shard_config,
 )
 from charmem_qdrant._recall import (
+    PAYLOAD_ID,
     PAYLOAD_TYPE,
     SCROLL_PAGE,
     Found,
@@ -80,12 +81,12 @@ _SCORE: Final = operator.attrgetter("score")
 
 
 def _found(point: qe.ScoredPoint) -> Found:
-    """A scored point as a stage keeps it: (the id's integer, stage score, type unread).
+    """A point of a fused search's stage: (the id's integer, stage score, type unread).
 
-    The stages run without payload (Qdrant Edge reads the on-disk payload of every point it
-    returns, about 1 µs each, measured); the types of the hits alone are read afterwards
-    (:func:`_typed`). The id's integer orders as its string and costs no formatting (``str`` of
-    a UUID took about 1 µs a point, measured).
+    The stages of a fused search run without payload (Qdrant Edge reads the on-disk payload of
+    every point it returns, about 1 µs each, measured); the types of the hits alone are read
+    afterwards (:func:`_typed`). The id's integer orders as its string and costs no formatting
+    (``str`` of a UUID took about 1 µs a point, measured).
     """
     point_id = point.id
     if not isinstance(point_id, uuid.UUID):
@@ -96,8 +97,24 @@ def _found(point: qe.ScoredPoint) -> Found:
     return point_id.int, point.score, None
 
 
+def _found_with_payload(point: qe.ScoredPoint) -> Found:
+    """A point of a dense-only search, read with its payload: (id, score, ``object_type``).
+
+    One stage fetches hardly more points than it returns, so its payload costs less than a
+    ``retrieve`` of the hits' types would (measured); the id is the ``memory_id`` payload (the
+    same UUID string as the point id, read without building a ``uuid.UUID``).
+    """
+    payload: Mapping[str, object] = point.payload or {}
+    point_id = payload.get(PAYLOAD_ID)
+    return (
+        point_id if isinstance(point_id, str) else str(point.id),
+        point.score,
+        payload.get(PAYLOAD_TYPE),
+    )
+
+
 def _typed(shard: qe.EdgeShard, scored: list[tuple[Found, float]]) -> list[tuple[Found, float]]:
-    """The hits with their canonical id strings and ``object_type`` payload values.
+    """The hits with their ids as ``uuid.UUID`` and their ``object_type`` payload values.
 
     The types are read in one ``retrieve``; a hit whose point has no such payload keeps None
     (:meth:`QdrantRecall._result` refuses it).
@@ -106,11 +123,16 @@ def _typed(shard: qe.EdgeShard, scored: list[tuple[Found, float]]) -> list[tuple
         return scored
     ids: list[qe.PointId] = [uuid.UUID(int=int(found[0])) for found, _ in scored]
     records = shard.retrieve(ids, with_payload=[PAYLOAD_TYPE], with_vector=False)
-    types = {record.id: (record.payload or {}).get(PAYLOAD_TYPE) for record in records}
+    types = {_int_id(record.id): (record.payload or {}).get(PAYLOAD_TYPE) for record in records}
     return [
-        ((str(point_id), found[1], types.get(point_id)), score)
+        ((point_id, found[1], types.get(int(found[0]))), score)
         for point_id, (found, score) in zip(ids, scored, strict=True)
     ]
+
+
+def _int_id(point_id: qe.PointId) -> int | None:
+    """A retrieved point's id as the stages key it (None for an id that is no UUID)."""
+    return point_id.int if isinstance(point_id, uuid.UUID) else None
 
 
 class EdgeVectorIndex(QdrantRecall, HnswBuilds):
@@ -436,7 +458,8 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
         scope = None if plan.within is not None else tuple(plan.types)
         hnsw = self._hnsw if self._indexed > 0 else None  # a finished build changes it
         scanned = self._scanned(shard, type_filter, scope)
-        ranker = plan.ranker(scanned, _SCORE, _found)
+        fused = plan.stages > 1
+        ranker = plan.ranker(scanned, _SCORE, _found if fused else _found_with_payload)
         if ranker is None:
             return hnsw is not None, scanned, []
         scan_filter = type_filter
@@ -455,13 +478,14 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
                         filter=scan_filter,
                         params=dense if stage == 0 else None,  # they concern dense only
                         score_threshold=plan.threshold(stage),
-                        with_payload=False,
+                        with_payload=not fused,
                     )
                     for stage, n in ranker.pending
                 ]
             )
             ranker.accept(shard.query_batch(batch))
-        return hnsw is not None, scanned, _typed(shard, self._scored(ranker.ranked(), plan))
+        scored = self._scored(ranker.ranked(), plan)
+        return hnsw is not None, scanned, _typed(shard, scored) if fused else scored
 
     def _search_held(self, query: VectorQuery) -> VectorSearchResult:
         """Search, the caller holding the index lock."""

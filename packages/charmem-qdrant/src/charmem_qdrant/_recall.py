@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import operator
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
@@ -88,9 +89,10 @@ SCROLL_PAGE: Final = 1024
 
 #: A stage's point as the search keeps it: (id, stage score, ``object_type`` payload value, or
 #: None where the driver reads the types of the hits only). The id is the canonical UUID string,
-#: or in a stage its integer (:data:`charmem_qdrant._fusion.Key`: the same order); a hit's is the
-#: string. Each driver reads them once per point from its own scored-point type.
-Found = tuple[str | int, float, object]
+#: or in a stage its integer (:data:`charmem_qdrant._fusion.Key`: the same order), and a hit's the
+#: string or the ``uuid.UUID``. Each driver reads them once per point from its own scored-point
+#: type.
+Found = tuple[str | int | uuid.UUID, float, object]
 #: A point of a driver's own stage answers.
 A = TypeVar("A")
 #: A found point's id and score (``operator`` getters: the stage sorts call them in C).
