@@ -1,19 +1,18 @@
 """The embedded vector index: one Qdrant Edge shard per collection.
 
 The driver of :mod:`charmem_qdrant._recall` over an in-process shard: the shard's files and locks
-are in :mod:`charmem_qdrant._shard`, its HNSW builds in :mod:`charmem_qdrant._edge_build`.
+are in :mod:`charmem_qdrant._shard`, its HNSW builds in :mod:`charmem_qdrant._edge_build`, how a
+search's points are asked for and read in :mod:`charmem_qdrant._edge_points`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import operator
 import os
 import threading
-import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import qdrant_edge as qe
 
@@ -24,6 +23,7 @@ from charmem.ports import VectorPoint, VectorQuery, VectorSearchResult
 from charmem.settings import validate_collection_name
 from charmem_qdrant import _disk
 from charmem_qdrant._edge_build import HnswBuildReport, HnswBuilds, shard_to_optimize
+from charmem_qdrant._edge_points import SCORE, found, found_with_payload, plan_filter, typed
 from charmem_qdrant._fusion import DEFAULT_FUSION_WEIGHTS
 from charmem_qdrant._hnsw import (
     HnswSettings,
@@ -32,8 +32,6 @@ from charmem_qdrant._hnsw import (
     shard_config,
 )
 from charmem_qdrant._recall import (
-    PAYLOAD_ID,
-    PAYLOAD_TYPE,
     SCROLL_PAGE,
     Found,
     QdrantRecall,
@@ -57,82 +55,6 @@ __all__ = ["EdgeVectorIndex", "HnswBuildReport"]
 _T = TypeVar("_T")
 
 _log = get_logger("charmem_qdrant")
-
-
-def _type_filter(plan: SearchPlan) -> qe.Filter | None:
-    """Scope by object type and, with ``within``, to those point ids (``VectorQuery``)."""
-    must: list[
-        qe.FieldCondition
-        | qe.IsEmptyCondition
-        | qe.IsNullCondition
-        | qe.HasIdCondition
-        | qe.HasVectorCondition
-        | qe.NestedCondition
-        | qe.Filter
-    ] = []
-    if plan.types:
-        must.append(qe.FieldCondition(PAYLOAD_TYPE, match=qe.MatchAny(plan.types)))
-    if plan.within is not None:
-        must.append(qe.HasIdCondition(set(plan.within)))
-    return qe.Filter(must=must) if must else None
-
-
-_SCORE: Final = operator.attrgetter("score")
-
-
-def _found(point: qe.ScoredPoint) -> Found:
-    """A point of a fused search's stage: (the id's integer, stage score, type unread).
-
-    The stages of a fused search run without payload (Qdrant Edge reads the on-disk payload of
-    every point it returns, about 1 µs each, measured); the types of the hits alone are read
-    afterwards (:func:`_typed`). The id's integer orders as its string and costs no formatting
-    (``str`` of a UUID took about 1 µs a point, measured).
-    """
-    point_id = point.id
-    if not isinstance(point_id, uuid.UUID):
-        raise BackendError(
-            f"point {point_id} in a charmem vector shard has no UUID id; it was written by "
-            "something else. Rebuild it with rebuild_vector_index()"
-        )
-    return point_id.int, point.score, None
-
-
-def _found_with_payload(point: qe.ScoredPoint) -> Found:
-    """A point of a dense-only search, read with its payload: (id, score, ``object_type``).
-
-    One stage fetches hardly more points than it returns, so its payload costs less than a
-    ``retrieve`` of the hits' types would (measured); the id is the ``memory_id`` payload (the
-    same UUID string as the point id, read without building a ``uuid.UUID``).
-    """
-    payload: Mapping[str, object] = point.payload or {}
-    point_id = payload.get(PAYLOAD_ID)
-    return (
-        point_id if isinstance(point_id, str) else str(point.id),
-        point.score,
-        payload.get(PAYLOAD_TYPE),
-    )
-
-
-def _typed(shard: qe.EdgeShard, scored: list[tuple[Found, float]]) -> list[tuple[Found, float]]:
-    """The hits with their ids as ``uuid.UUID`` and their ``object_type`` payload values.
-
-    The types are read in one ``retrieve``; a hit whose point has no such payload keeps None
-    (:meth:`QdrantRecall._result` refuses it).
-    """
-    if not scored:
-        return scored
-    ids: list[qe.PointId] = [uuid.UUID(int=int(found[0])) for found, _ in scored]
-    records = shard.retrieve(ids, with_payload=[PAYLOAD_TYPE], with_vector=False)
-    types = {_int_id(record.id): (record.payload or {}).get(PAYLOAD_TYPE) for record in records}
-    return [
-        ((point_id, found[1], types.get(int(found[0]))), score)
-        for point_id, (found, score) in zip(ids, scored, strict=True)
-    ]
-
-
-def _int_id(point_id: qe.PointId) -> int | None:
-    """A retrieved point's id as the stages key it (None for an id that is no UUID)."""
-    return point_id.int if isinstance(point_id, uuid.UUID) else None
 
 
 class EdgeVectorIndex(QdrantRecall, HnswBuilds):
@@ -454,12 +376,12 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
         self, shard: qe.EdgeShard, plan: SearchPlan
     ) -> tuple[bool, int, list[tuple[Found, float]]]:
         """Run the stages under the index lock: (approximate, scanned, typed hits)."""
-        type_filter = _type_filter(plan)
+        type_filter = plan_filter(plan)
         scope = None if plan.within is not None else tuple(plan.types)
         hnsw = self._hnsw if self._indexed > 0 else None  # a finished build changes it
         scanned = self._scanned(shard, type_filter, scope)
         fused = plan.stages > 1
-        ranker = plan.ranker(scanned, _SCORE, _found if fused else _found_with_payload)
+        ranker = plan.ranker(scanned, SCORE, found if fused else found_with_payload)
         if ranker is None:
             return hnsw is not None, scanned, []
         scan_filter = type_filter
@@ -485,7 +407,7 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
             )
             ranker.accept(shard.query_batch(batch))
         scored = self._scored(ranker.ranked(), plan)
-        return hnsw is not None, scanned, _typed(shard, scored) if fused else scored
+        return hnsw is not None, scanned, typed(shard, scored) if fused else scored
 
     def _search_held(self, query: VectorQuery) -> VectorSearchResult:
         """Search, the caller holding the index lock."""
