@@ -27,9 +27,11 @@ from charmem_qdrant._fusion import (
     StageRanker,
     check_weights,
     competition_ranks,
+    first_fetch,
     rrf_contribution,
     rrf_fuse,
     stage_size,
+    top_canonical,
 )
 
 Stage = list[tuple[str, float]]
@@ -56,6 +58,10 @@ def _canonical(stage: Stage) -> Stage:
     return sorted(stage, key=lambda point: (-score_step(point[1]), point[0]))
 
 
+def _kept(point: tuple[str, float]) -> tuple[str, float]:
+    return point
+
+
 # ---------------------------------------------------------------- pure properties
 
 
@@ -69,6 +75,17 @@ def test_permuting_the_points_of_a_stage_never_changes_the_result(
     expected = rrf_fuse(stages, weights=used)
     permuted = [data.draw(st.permutations(stage)) for stage in stages]
     assert rrf_fuse(permuted, weights=used) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(stages=_stages(), limit=st.integers(0, 40))
+def test_a_limit_keeps_the_first_points_of_the_full_fusion(stages: list[Stage], limit: int) -> None:
+    """``limit`` cuts the canonical order, ties at the cut kept by id as in the full order."""
+    assert rrf_fuse(stages, limit=limit) == rrf_fuse(stages)[:limit]
+    for stage in stages:
+        assert (
+            top_canonical(stage, limit, itemgetter(0), itemgetter(1)) == _canonical(stage)[:limit]
+        )
 
 
 @settings(max_examples=300, deadline=None)
@@ -200,8 +217,8 @@ def test_stage_ranker_cuts_ties_by_id_whatever_the_storage_order(
     results = []
     for seed in seeds:
         tops = [_fake_qdrant(points, seed + n) for n in range(len(wants))]
-        ranker: StageRanker[tuple[str, float]] = StageRanker(
-            wants, available, itemgetter(0), itemgetter(1)
+        ranker: StageRanker[tuple[str, float], tuple[str, float]] = StageRanker(
+            wants, available, itemgetter(0), itemgetter(1), _kept
         )
         rounds = 0
         while ranker.pending:
@@ -215,20 +232,43 @@ def test_stage_ranker_cuts_ties_by_id_whatever_the_storage_order(
 
 def test_stage_ranker_fetches_a_margin_then_doubles_while_the_cut_is_tied() -> None:
     points = [(str(uuid.UUID(int=n + 1)), 1.0) for n in range(100)]
-    ranker: StageRanker[tuple[str, float]] = StageRanker([10], 100, itemgetter(0), itemgetter(1))
+    ranker: StageRanker[tuple[str, float], tuple[str, float]] = StageRanker(
+        [10], 100, itemgetter(0), itemgetter(1), _kept
+    )
     asked = []
     while ranker.pending:
         ((_, n),) = ranker.pending
         asked.append(n)
         ranker.accept([points[::-1][:n]])
     assert asked == [10 + TIE_MARGIN, 36, 72, 100]
+    assert first_fetch(10, ties_likely=True) == 20
+    likely = StageRanker([10, 10], 100, itemgetter(0), itemgetter(1), _kept, [False, True])
+    assert likely.pending == [(0, 10 + TIE_MARGIN), (1, 20)]
     assert ranker.ranked() == [points[:10]]
     with pytest.raises(ValueError, match="answers"):
-        StageRanker([1], 1, itemgetter(0), itemgetter(1)).accept([])
+        StageRanker([1], 1, itemgetter(0), itemgetter(1), _kept).accept([])
     with pytest.raises(RuntimeError):
-        StageRanker([1], 1, itemgetter(0), itemgetter(1)).ranked()
+        StageRanker([1], 1, itemgetter(0), itemgetter(1), _kept).ranked()
     with pytest.raises(ValueError, match="want"):
-        StageRanker([0], 1, itemgetter(0), itemgetter(1))
+        StageRanker([0], 1, itemgetter(0), itemgetter(1), _kept)
+
+
+def test_stage_ranker_converts_only_the_points_that_can_make_the_cut() -> None:
+    """Ids are read for the points above the cut and its tie group, not for the margin."""
+    points = [(f"id-{n:03}", float(100 - n)) for n in range(30)]
+    points[10] = (points[10][0], points[9][1])  # the 10th and 11th tie at the cut of 10
+    converted: list[str] = []
+
+    def convert(point: tuple[str, float]) -> tuple[str, float]:
+        converted.append(point[0])
+        return point
+
+    ranker = StageRanker([10], 30, itemgetter(0), itemgetter(1), convert)
+    while ranker.pending:
+        ((_, n),) = ranker.pending
+        ranker.accept([points[:n]])
+    assert ranker.ranked() == [points[:10]]
+    assert sorted(converted) == [point_id for point_id, _ in points[:11]]
 
 
 # ---------------------------------------------------------------- against Qdrant's own RRF
@@ -301,6 +341,6 @@ def test_scores_within_one_resolution_step_share_a_rank_and_a_cut_keeps_the_smal
     assert competition_ranks([0.5 + 3e-8, 0.5, 0.25]) == [0, 0, 2]
     noisy = [("b", 0.5 + 3e-8), ("a", 0.5), ("c", 0.25)]
     assert [point_id for point_id, _ in rrf_fuse([noisy])][:2] == ["a", "b"]
-    ranker = StageRanker([1], 3, itemgetter(0), itemgetter(1))
+    ranker = StageRanker([1], 3, itemgetter(0), itemgetter(1), _kept)
     ranker.accept([noisy])
     assert ranker.ranked() == [[("a", 0.5)]]

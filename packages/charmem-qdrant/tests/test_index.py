@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 import uuid
@@ -9,6 +10,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+import qdrant_edge as qe
 
 from charmem import MemoryId, ObjectType, Settings
 from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness
@@ -240,6 +242,40 @@ async def test_closed_index_refuses_work(index: EdgeVectorIndex) -> None:
         await index.count()
     with pytest.raises(BackendError, match="closed"):
         await index.upsert([point([1, 0, 0])])
+
+
+@pytest.mark.parametrize("text", [None, "tea"])  # dense only; dense and BM25, fused
+async def test_a_hit_written_without_a_type_is_refused(
+    lexical_index: EdgeVectorIndex, text: str | None
+) -> None:
+    """A point another writer left without ``object_type`` fails the search that finds it."""
+    ours, foreign = point([1, 0, 0], text="tea"), str(uuid.uuid4())
+    await lexical_index.upsert([ours])
+    shard = lexical_index._shard
+    assert shard is not None
+    shard.update(qe.UpdateOperation.upsert_points([qe.Point(foreign, {"dense": [1.0, 0.1, 0.0]})]))
+    with pytest.raises(BackendError, match="object_type"):
+        await lexical_index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=5, text=text))
+    result = await lexical_index.search(VectorQuery(vector=[1.0, 0.0, 0.0], limit=1, text=text))
+    assert ids_of(result) == [ours.id]  # the hits alone are typed
+
+
+async def test_a_search_while_a_write_holds_the_index_waits_off_the_loop(
+    index: EdgeVectorIndex,
+) -> None:
+    """A free index searches in the calling thread; a held one in a worker, the loop running."""
+    stored = point([1, 0, 0])
+    await index.upsert([stored])
+    query = VectorQuery(vector=[1.0, 0.0, 0.0], limit=1)
+    index._lock.acquire()  # what a write (update + flush) holds
+    try:
+        waiting = asyncio.create_task(index.search(query))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+    finally:
+        index._lock.release()
+    assert ids_of(await waiting) == [stored.id]
+    assert ids_of(await index.search(query)) == [stored.id]
 
 
 async def test_wrong_dimension_is_refused_and_nothing_is_written(

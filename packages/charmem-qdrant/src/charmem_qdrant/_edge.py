@@ -1,7 +1,8 @@
 """The embedded vector index: one Qdrant Edge shard per collection.
 
 The driver of :mod:`charmem_qdrant._recall` over an in-process shard: the shard's files and locks
-are in :mod:`charmem_qdrant._shard`, its HNSW builds in :mod:`charmem_qdrant._edge_build`.
+are in :mod:`charmem_qdrant._shard`, its HNSW builds in :mod:`charmem_qdrant._edge_build`, how a
+search's points are asked for and read in :mod:`charmem_qdrant._edge_points`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -22,6 +23,7 @@ from charmem.ports import VectorPoint, VectorQuery, VectorSearchResult
 from charmem.settings import validate_collection_name
 from charmem_qdrant import _disk
 from charmem_qdrant._edge_build import HnswBuildReport, HnswBuilds, shard_to_optimize
+from charmem_qdrant._edge_points import SCORE, found, found_with_payload, plan_filter, typed
 from charmem_qdrant._fusion import DEFAULT_FUSION_WEIGHTS
 from charmem_qdrant._hnsw import (
     HnswSettings,
@@ -30,8 +32,6 @@ from charmem_qdrant._hnsw import (
     shard_config,
 )
 from charmem_qdrant._recall import (
-    PAYLOAD_ID,
-    PAYLOAD_TYPE,
     SCROLL_PAGE,
     Found,
     QdrantRecall,
@@ -57,39 +57,6 @@ _T = TypeVar("_T")
 _log = get_logger("charmem_qdrant")
 
 
-def _type_filter(plan: SearchPlan) -> qe.Filter | None:
-    """Scope by object type and, with ``within``, to those point ids (``VectorQuery``)."""
-    must: list[
-        qe.FieldCondition
-        | qe.IsEmptyCondition
-        | qe.IsNullCondition
-        | qe.HasIdCondition
-        | qe.HasVectorCondition
-        | qe.NestedCondition
-        | qe.Filter
-    ] = []
-    if plan.types:
-        must.append(qe.FieldCondition(PAYLOAD_TYPE, match=qe.MatchAny(plan.types)))
-    if plan.within is not None:
-        must.append(qe.HasIdCondition(set(plan.within)))
-    return qe.Filter(must=must) if must else None
-
-
-def _found(point: qe.ScoredPoint) -> Found:
-    """A scored point as the search keeps it, its id read from the ``memory_id`` payload.
-
-    Reading ``ScoredPoint.id`` builds a ``uuid.UUID`` on every access, which took a quarter of
-    a fused search's time at 3,000 points (measured); the payload holds the same UUID string.
-    """
-    payload: Mapping[str, object] = point.payload or {}
-    point_id = payload.get(PAYLOAD_ID)
-    return (
-        point_id if isinstance(point_id, str) else str(point.id),
-        float(point.score),
-        payload.get(PAYLOAD_TYPE),
-    )
-
-
 class EdgeVectorIndex(QdrantRecall, HnswBuilds):
     """Candidate recall over an embedded Qdrant Edge shard (the ``embedded`` vector index).
 
@@ -112,7 +79,8 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
     ``lock_timeout`` seconds and then gets :class:`~charmem.errors.StoreLockedError`.
 
     The async methods run the blocking shard calls in a worker thread (``asyncio.to_thread``,
-    0.1-0.25 ms a hop, measured by ``benchmarks/latency.py``), serialised per index by a lock.
+    0.1-0.25 ms a hop, measured by ``benchmarks/latency.py``), serialised per index by a lock;
+    :meth:`search` runs in the calling thread when the lock is free (see there).
 
     Args:
         root: the vector store root (``VECTOR_STORE_PATH``); created if missing.
@@ -305,18 +273,22 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
     def _run(self, action: str, body: Callable[[qe.EdgeShard], _T]) -> _T:
         """Run ``body`` on the open shard under the index lock, translating driver errors."""
         with self._lock:
-            shard = self._shard
-            if shard is None:
-                raise BackendError(
-                    f"cannot {action}: the vector index of collection {self._collection!r} is "
-                    "closed; open a new one"
-                )
-            try:
-                return body(shard)
-            except CharmemError:
-                raise
-            except Exception as exc:
-                raise self._backend_error(action, exc) from exc
+            return self._held(action, body)
+
+    def _held(self, action: str, body: Callable[[qe.EdgeShard], _T]) -> _T:
+        """Run ``body`` on the open shard (the caller holds the index lock)."""
+        shard = self._shard
+        if shard is None:
+            raise BackendError(
+                f"cannot {action}: the vector index of collection {self._collection!r} is "
+                "closed; open a new one"
+            )
+        try:
+            return body(shard)
+        except CharmemError:
+            raise
+        except Exception as exc:
+            raise self._backend_error(action, exc) from exc
 
     def _write(self, action: str, operation: qe.UpdateOperation, points: int) -> None:
         """Apply ``operation`` durably, journal it for a running build, count ``points`` new."""
@@ -400,13 +372,16 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
             total = self._counts[()] = shard.count(qe.CountRequest(exact=True))
         return total == scanned
 
-    def _ranked(self, shard: qe.EdgeShard, plan: SearchPlan) -> tuple[bool, int, list[list[Found]]]:
-        """Run the stages under the index lock: (approximate, scanned, ranked stages)."""
-        type_filter = _type_filter(plan)
+    def _ranked(
+        self, shard: qe.EdgeShard, plan: SearchPlan
+    ) -> tuple[bool, int, list[tuple[Found, float]]]:
+        """Run the stages under the index lock: (approximate, scanned, typed hits)."""
+        type_filter = plan_filter(plan)
         scope = None if plan.within is not None else tuple(plan.types)
         hnsw = self._hnsw if self._indexed > 0 else None  # a finished build changes it
         scanned = self._scanned(shard, type_filter, scope)
-        ranker = plan.ranker(scanned)
+        fused = plan.stages > 1
+        ranker = plan.ranker(scanned, SCORE, found if fused else found_with_payload)
         if ranker is None:
             return hnsw is not None, scanned, []
         scan_filter = type_filter
@@ -425,19 +400,25 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
                         filter=scan_filter,
                         params=dense if stage == 0 else None,  # they concern dense only
                         score_threshold=plan.threshold(stage),
-                        with_payload=True,
+                        with_payload=not fused,
                     )
                     for stage, n in ranker.pending
                 ]
             )
-            ranker.accept([list(map(_found, answer)) for answer in shard.query_batch(batch)])
-        return hnsw is not None, scanned, ranker.ranked()
+            ranker.accept(shard.query_batch(batch))
+        scored = self._scored(ranker.ranked(), plan)
+        return hnsw is not None, scanned, typed(shard, scored) if fused else scored
+
+    def _search_held(self, query: VectorQuery) -> VectorSearchResult:
+        """Search, the caller holding the index lock."""
+        plan = self._plan(query)
+        approximate, scanned, scored = self._held("search", lambda shard: self._ranked(shard, plan))
+        where = f"the vector shard of collection {self._collection!r}"
+        return self._result(scored, scanned, where=where, approximate=approximate)
 
     def _search_sync(self, query: VectorQuery) -> VectorSearchResult:
-        plan = self._plan(query)
-        approximate, scanned, ranked = self._run("search", lambda shard: self._ranked(shard, plan))
-        where = f"the vector shard of collection {self._collection!r}"
-        return self._result(ranked, plan, scanned, where=where, approximate=approximate)
+        with self._lock:
+            return self._search_held(query)
 
     async def search(self, query: VectorQuery) -> VectorSearchResult:
         """See ``VectorIndex.search``; the stages and fusion of :mod:`charmem_qdrant._recall`.
@@ -446,6 +427,10 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
         was built (see the class); the hit score is its cosine, or the fused score when the
         lexical cue fused a BM25 stage (each stage its best ``max(4 * limit, 64)`` points, both
         in one ``query_batch``).
+
+        Runs in the calling thread when the index is free, in a worker thread when a write holds
+        it (so the event loop never waits for a flush): Qdrant Edge holds the GIL while it
+        searches, so a worker thread freed nothing for the loop and cost a thread hop.
 
         Returns:
             At most ``query.limit`` hits, ``exhaustive`` completeness (``approximate`` once an
@@ -456,6 +441,11 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
             BackendError: the query vector is not finite, the index is closed, or Qdrant Edge
                 failed (cause chained).
         """
+        if self._lock.acquire(blocking=False):
+            try:
+                return self._search_held(query)
+            finally:
+                self._lock.release()
         return await asyncio.to_thread(self._search_sync, query)
 
     def _point_ids_sync(self) -> set[MemoryId]:

@@ -35,12 +35,18 @@ __all__ = [
     "StageRanker",
     "check_weights",
     "competition_ranks",
+    "first_fetch",
     "rrf_contribution",
     "rrf_fuse",
     "stage_size",
+    "top_canonical",
 ]
 
+A = TypeVar("A")
 P = TypeVar("P")
+#: A point id as a driver keeps it: the canonical UUID string, or the UUID's integer (the same
+#: order: fixed-width lowercase hex), which Qdrant Edge's ids give without formatting a string.
+Key = TypeVar("Key", str, int)
 
 #: The ``k`` of reciprocal rank fusion: a point at 0-based rank ``r`` of a stage gets ``1/(k+r)``.
 #: A small ``k`` lets the first ranks of a stage count for more than the long tail: what both cues
@@ -54,7 +60,8 @@ RRF_K: Final = 5
 #: 0.762 at (1.5, 1.0) and 0.761 at (2.0, 1.0), context window 2, k 60 (benchmarks/locomo.py); at
 #: k 5: 0.783, 0.789 and 0.792, with 0.784 at (1.2, 1.0).
 DEFAULT_FUSION_WEIGHTS: Final[tuple[float, float]] = (1.5, 1.0)
-#: Points fetched beyond the wanted count, to see whether the boundary is tied.
+#: The fewest points fetched beyond the wanted count, to see whether the boundary is tied; a
+#: stage's first fetch is ``want + max(TIE_MARGIN, want)`` (:func:`first_fetch`).
 TIE_MARGIN: Final = 8
 #: The smallest number of points each stage of a fused search contributes.
 MIN_STAGE: Final = 64
@@ -65,7 +72,7 @@ _SCORE: Final = itemgetter(1)
 
 
 def _canonical(
-    points: Iterable[P], id_of: Callable[[P], str], score_of: Callable[[P], float]
+    points: Iterable[P], id_of: Callable[[P], Key], score_of: Callable[[P], float]
 ) -> list[P]:
     """``points`` by score step descending (:func:`score_step`), then id ascending.
 
@@ -75,6 +82,51 @@ def _canonical(
     # stable: ties keep the id order
     ordered.sort(key=lambda point: score_step(score_of(point)), reverse=True)
     return ordered
+
+
+def _tied_prefix(scores: Sequence[float], count: int) -> int:
+    """How many of ``scores`` (descending) can be among the ``count`` best in canonical order.
+
+    Every score whose :func:`score_step` is at least that of the ``count``-th: the ones above
+    it, and all of its tie group, whose ids decide the cut. Steps grow with scores, so only
+    the steps around the ``count``-th are computed.
+    """
+    if count >= len(scores):
+        return len(scores)
+    boundary = score_step(scores[count - 1])
+    end = count
+    while end < len(scores) and score_step(scores[end]) >= boundary:
+        end += 1
+    return end
+
+
+def top_canonical(
+    points: Iterable[P], count: int, id_of: Callable[[P], Key], score_of: Callable[[P], float]
+) -> list[P]:
+    """The first ``count`` of ``points`` in canonical order (``_canonical(points)[:count]``).
+
+    Sorted by raw score first (in C), so :func:`score_step` runs only on the points that can
+    make the cut rather than on all of them.
+    """
+    by_score = sorted(points, key=score_of, reverse=True)
+    if count <= 0:
+        return []
+    scores = [score_of(point) for point in by_score]
+    candidates = by_score[: _tied_prefix(scores, count)]
+    return _canonical(candidates, id_of, score_of)[:count]
+
+
+def first_fetch(want: int, ties_likely: bool = False) -> int:
+    """Points a stage asks for first: ``want + TIE_MARGIN``, or twice ``want`` if ties are likely.
+
+    A lexical stage's BM25 scores are often tied far past its cut (texts with the same matched
+    words and length score the same), and a second round costs more than reading the scores of
+    the extra points (their ids are read only when needed: :class:`StageRanker`). On the latency
+    benchmark's texts a margin of 8 left the BM25 cut of three searches in four to a second
+    round. Dense cosines rarely tie, and an exact scan's extra points cost about 0.6 µs each
+    (measured), so the dense stage keeps the small margin.
+    """
+    return want + (max(TIE_MARGIN, want) if ties_likely else TIE_MARGIN)
 
 
 def stage_size(limit: int) -> int:
@@ -109,7 +161,11 @@ def competition_ranks(scores: Sequence[float]) -> list[int]:
 
     ``[0.9, 0.5, 0.5, 0.2]`` ranks ``[0, 1, 1, 3]``; scores of one :func:`score_step` tie.
     """
-    steps = [score_step(score) for score in scores]
+    return _step_ranks([score_step(score) for score in scores])
+
+
+def _step_ranks(steps: Sequence[int]) -> list[int]:
+    """Competition ranks of score ``steps`` sorted descending (:func:`competition_ranks`)."""
     ranks: list[int] = []
     for position, step in enumerate(steps):
         ranks.append(ranks[-1] if position and step == steps[position - 1] else position)
@@ -127,11 +183,12 @@ def rrf_contribution(rank: int, weight: float = 1.0, k: int = RRF_K) -> float:
 
 
 def rrf_fuse(
-    stages: Sequence[Iterable[tuple[str, float]]],
+    stages: Sequence[Iterable[tuple[Key, float]]],
     *,
     k: int = RRF_K,
     weights: Sequence[float] | None = None,
-) -> list[tuple[str, float]]:
+    limit: int | None = None,
+) -> list[tuple[Key, float]]:
     """Fuse ranked stages by reciprocal rank fusion with competition ranks; canonical order.
 
     Each stage is ranked by (score descending, id ascending); a point's rank is the 0-based
@@ -144,10 +201,11 @@ def rrf_fuse(
         stages: per stage, its ``(id, score)`` points in any order; ids are unique per stage.
         k: the RRF constant (>= 1), :data:`RRF_K` by default.
         weights: one weight (finite, > 0) per stage; 1.0 each when omitted.
+        limit: keep only the first ``limit`` points of that order (None: every point).
 
     Returns:
-        Every point of any stage as ``(id, fused score)``, by fused score descending, then id
-        ascending.
+        Every point of any stage (or the first ``limit``) as ``(id, fused score)``, by fused
+        score descending, then id ascending.
 
     Raises:
         ValueError: a duplicate id within a stage, ``k`` < 1, or bad weights.
@@ -155,31 +213,47 @@ def rrf_fuse(
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"the RRF k must be an int >= 1, not {k!r}")
     checked = check_weights([1.0] * len(stages) if weights is None else weights, len(stages))
-    fused: dict[str, float] = {}
+    fused: dict[Key, float] = {}
     for stage, weight in zip(stages, checked, strict=True):
-        ranked = _canonical(stage, _ID, _SCORE)
-        ranks = competition_ranks([score for _, score in ranked])
-        seen: set[str] = set()
-        for (point_id, _), rank in zip(ranked, ranks, strict=True):
-            if point_id in seen:
-                raise ValueError(f"point {point_id} appears twice in one stage")
-            seen.add(point_id)
+        # (-step, id) tuples sort in C into canonical order; each step is computed once
+        keyed = sorted((-score_step(score), point_id) for point_id, score in stage)
+        ranks = _step_ranks([-negated for negated, _ in keyed])
+        for (_, point_id), rank in zip(keyed, ranks, strict=True):
             fused[point_id] = fused.get(point_id, 0.0) + rrf_contribution(rank, weight, k)
-    return _canonical(fused.items(), _ID, _SCORE)
+        if len(keyed) != len({point_id for _, point_id in keyed}):
+            raise ValueError(f"a point appears twice in one stage: {_duplicate(keyed)}")
+    if limit is None:
+        return _canonical(fused.items(), _ID, _SCORE)
+    return top_canonical(fused.items(), limit, _ID, _SCORE)
 
 
-class StageRanker(Generic[P]):
+def _duplicate(keyed: Sequence[tuple[int, Key]]) -> Key | None:
+    """The first id of ``keyed`` that appears twice."""
+    seen: set[Key] = set()
+    for _, point_id in keyed:
+        if point_id in seen:
+            return point_id
+        seen.add(point_id)
+    return None
+
+
+class StageRanker(Generic[A, P]):
     """Plans the fetches that give each stage its best points in canonical order.
 
     Qdrant returns a query's best ``n`` points by score but orders, and cuts, equal scores in its
-    own order (storage order). So each stage first fetches ``want + TIE_MARGIN`` points and, while
+    own order (storage order). So each stage first fetches :func:`first_fetch` points and, while
     the last fetched point still ties with the ``want``-th, fetches twice as many, until every
     point tied at the boundary is in hand; then it sorts by (score descending, id ascending) and
     keeps ``want``. A cut through a tie therefore always keeps the smallest ids.
 
+    Whether a round settles a stage is decided on the answer's scores alone; only the points that
+    can be among the ``want`` best (those at or above the boundary's score step) are converted
+    to kept points with ``convert``, so a driver reads ids only for them (reading a Qdrant Edge
+    point id builds a ``uuid.UUID``: about 1 µs, measured).
+
     The caller runs the rounds, all pending stages of a round in one batch request::
 
-        ranker = StageRanker(wants, available, id_of, score_of)
+        ranker = StageRanker(wants, available, id_of, score_of, convert)
         while ranker.pending:
             ranker.accept(run_batch(ranker.pending))  # one answer per (stage, n), in order
         stages = ranker.ranked()
@@ -188,16 +262,23 @@ class StageRanker(Generic[P]):
         wants: per stage, the points it must contribute (count, >= 1).
         available: an upper bound on the points any stage can return (count, >= 1): the points
             matching the query's filter.
-        id_of: a point's id (an ``operator.itemgetter`` / ``attrgetter`` keeps sorting in C).
-        score_of: a point's stage score (likewise).
+        id_of: a kept point's id (an ``operator.itemgetter`` / ``attrgetter`` keeps sorting in C).
+        score_of: an answer point's stage score (likewise).
+        convert: an answer point as the caller keeps it; it keeps the point's score (the same
+            ``score_of`` reads it, so a kept point is an answer point too when ``convert`` is the
+            identity).
+        ties_likely: per stage, whether its scores often tie (:func:`first_fetch`); none by
+            default.
     """
 
     def __init__(
         self,
         wants: Sequence[int],
         available: int,
-        id_of: Callable[[P], str],
-        score_of: Callable[[P], float],
+        id_of: Callable[[P], str] | Callable[[P], int],
+        score_of: Callable[[A], float],
+        convert: Callable[[A], P],
+        ties_likely: Sequence[bool] = (),
     ) -> None:
         if available < 1 or any(want < 1 for want in wants):
             raise ValueError("every stage must want >= 1 point, from >= 1 available")
@@ -205,7 +286,12 @@ class StageRanker(Generic[P]):
         self._available = available
         self._id_of = id_of
         self._score_of = score_of
-        self._fetch = [max(1, min(want + TIE_MARGIN, available)) for want in wants]
+        self._convert = convert
+        likely = list(ties_likely) + [False] * (len(self._wants) - len(ties_likely))
+        self._fetch = [
+            max(1, min(first_fetch(want, tied), available))
+            for want, tied in zip(self._wants, likely, strict=True)
+        ]
         self._ranked: list[list[P] | None] = [None] * len(self._wants)
 
     @property
@@ -213,28 +299,36 @@ class StageRanker(Generic[P]):
         """``(stage index, points to fetch)`` of every stage not settled yet, in stage order."""
         return [(s, self._fetch[s]) for s, done in enumerate(self._ranked) if done is None]
 
-    def _step(self, point: P) -> int:
-        return score_step(self._score_of(point))
-
-    def accept(self, answers: Sequence[Sequence[P]]) -> None:
+    def accept(self, answers: Sequence[Sequence[A]]) -> None:
         """Take Qdrant's answers to :attr:`pending` (same order) and settle what they settle."""
         wanted = self.pending
         if len(answers) != len(wanted):
             raise ValueError(f"expected {len(wanted)} answers, got {len(answers)}")
         for (stage, fetched), answer in zip(wanted, answers, strict=True):
-            points = _canonical(answer, self._id_of, self._score_of)
+            points = sorted(answer, key=self._score_of, reverse=True)  # C; Qdrant's order already
+            scores = [self._score_of(point) for point in points]
             want = self._wants[stage]
-            step = self._step
             settled = (
                 len(points) < fetched
                 or fetched >= self._available
                 or len(points) <= want
-                or step(points[-1]) < step(points[want - 1])
+                or score_step(scores[-1]) < score_step(scores[want - 1])
             )
             if settled:
-                self._ranked[stage] = points[:want]
+                self._ranked[stage] = self._keep(points, scores, want)
             else:
                 self._fetch[stage] = min(fetched * 2, self._available)
+
+    def _keep(self, points: list[A], scores: list[float], want: int) -> list[P]:
+        """The ``want`` best of ``points`` (score descending) in canonical order, converted."""
+        candidates = [self._convert(point) for point in points[: _tied_prefix(scores, want)]]
+        steps = [score_step(score) for score in scores[: len(candidates)]]
+        # (-step, id, position) tuples sort in C into canonical order
+        order = sorted(
+            (-step, self._id_of(kept), position)
+            for position, (step, kept) in enumerate(zip(steps, candidates, strict=True))
+        )
+        return [candidates[position] for _, _, position in order[:want]]
 
     def ranked(self) -> list[list[P]]:
         """Each stage's best points by (score descending, id ascending), once none is pending.

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import math
 import operator
+import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 import qdrant_edge as qe
 
@@ -86,9 +87,14 @@ PAYLOAD_ID: Final = "memory_id"
 #: Points per page when listing every point id (count).
 SCROLL_PAGE: Final = 1024
 
-#: A stage's point as the search keeps it: (id, stage score, ``object_type`` payload value).
-#: Each driver reads them once per point from its own scored-point type.
-Found = tuple[str, float, object]
+#: A stage's point as the search keeps it: (id, stage score, ``object_type`` payload value, or
+#: None where the driver reads the types of the hits only). The id is the canonical UUID string,
+#: or in a stage its integer (:data:`charmem_qdrant._fusion.Key`: the same order), and a hit's the
+#: string or the ``uuid.UUID``. Each driver reads them once per point from its own scored-point
+#: type.
+Found = tuple[str | int | uuid.UUID, float, object]
+#: A point of a driver's own stage answers.
+A = TypeVar("A")
 #: A found point's id and score (``operator`` getters: the stage sorts call them in C).
 FOUND_ID: Final = operator.itemgetter(0)
 FOUND_SCORE: Final = operator.itemgetter(1)
@@ -239,12 +245,23 @@ class SearchPlan(NamedTuple):
         """The score floor of ``stage``: the cosine floor on the dense stage only."""
         return self.min_score if stage == 0 else None
 
-    def ranker(self, scanned: int) -> StageRanker[Found] | None:
-        """The stage ranker over ``scanned`` candidate points; None when nothing is searched."""
+    def ranker(
+        self, scanned: int, score_of: Callable[[A], float], convert: Callable[[A], Found]
+    ) -> StageRanker[A, Found] | None:
+        """The stage ranker over ``scanned`` candidate points; None when nothing is searched.
+
+        Args:
+            scanned: the points matching the filter (count).
+            score_of: a point of the driver's answers -> its stage score.
+            convert: a point of the driver's answers -> :data:`Found` (read only for the points
+                that can make a stage's cut).
+        """
         if self.limit <= 0 or scanned == 0:
             return None
         want = self.limit if self.sparse is None else stage_size(self.limit)
-        return StageRanker([want] * self.stages, scanned, FOUND_ID, FOUND_SCORE)
+        # BM25 scores tie often (texts with the same matched words and length)
+        ties_likely = [stage == 1 for stage in range(self.stages)]
+        return StageRanker([want] * self.stages, scanned, FOUND_ID, score_of, convert, ties_likely)
 
 
 class QdrantRecall:
@@ -378,20 +395,39 @@ class QdrantRecall:
         within = None if query.within is None else [str(MemoryId(i)) for i in query.within]
         return SearchPlan(vector, sparse, query.limit, query.min_score, types, within)
 
+    def _scored(self, ranked: list[list[Found]], plan: SearchPlan) -> list[tuple[Found, float]]:
+        """The hits of the ranked stages with their scores: one stage as it is, two fused.
+
+        Args:
+            ranked: each stage's points, canonically ranked (empty: nothing was searched).
+            plan: the search plan.
+
+        Returns:
+            At most ``plan.limit`` (point, hit score) pairs in canonical order.
+        """
+        if len(ranked) <= 1:
+            return [(found, found[1]) for stage in ranked for found in stage]
+        by_id = {found[0]: found for stage in ranked for found in stage}
+        fused = rrf_fuse(
+            [list(map(_FOUND_KEY, stage)) for stage in ranked],
+            k=RRF_K,
+            weights=self._weights,
+            limit=plan.limit,
+        )
+        return [(by_id[point_id], score) for point_id, score in fused]
+
     def _result(
         self,
-        ranked: list[list[Found]],
-        plan: SearchPlan,
+        scored: list[tuple[Found, float]],
         scanned: int,
         *,
         where: str,
         approximate: bool,
     ) -> VectorSearchResult:
-        """The hits of the ranked stages: one stage as it is, two fused; canonical order.
+        """The search result of :meth:`_scored`'s hits, their types read.
 
         Args:
-            ranked: each stage's points, canonically ranked (empty: nothing was searched).
-            plan: the search plan.
+            scored: the (point, hit score) pairs, canonical order, each with its type.
             scanned: the points matching the type filter (count).
             where: the store in messages (``the vector shard of collection 'c'``).
             approximate: whether an HNSW graph answered the dense stage.
@@ -399,14 +435,6 @@ class QdrantRecall:
         Raises:
             BackendError: a point lacks a valid ``object_type`` payload or id.
         """
-        if len(ranked) <= 1:
-            scored = [(found, found[1]) for stage in ranked for found in stage]
-        else:
-            by_id = {found[0]: found for stage in ranked for found in stage}
-            fused = rrf_fuse(
-                [list(map(_FOUND_KEY, stage)) for stage in ranked], k=RRF_K, weights=self._weights
-            )
-            scored = [(by_id[point_id], score) for point_id, score in fused[: plan.limit]]
         hits = tuple(_hit(found, score, where) for found, score in scored)
         kind = CompletenessKind.APPROXIMATE if approximate else CompletenessKind.EXHAUSTIVE
         return VectorSearchResult(

@@ -7,6 +7,7 @@ retries are in :mod:`charmem_qdrant._service_client`.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -84,6 +85,9 @@ def _type_filter(plan: SearchPlan) -> models.Filter | None:
 def _sparse(vector: qe.SparseVector) -> models.SparseVector:
     """A BM25 vector of ``qdrant_edge`` as qdrant-client sends it."""
     return models.SparseVector(indices=list(vector.indices), values=list(vector.values))
+
+
+_SCORE: Final = operator.attrgetter("score")
 
 
 def _found(point: models.ScoredPoint) -> Found:
@@ -491,14 +495,15 @@ class QdrantServiceVectorIndex(QdrantRecall):
             "search", lambda: self._ranked(client, plan, type_filter)
         )
         where = f"the Qdrant collection {self._name}"
-        return self._result(ranked, plan, scanned, where=where, approximate=False)
+        scored = self._scored(ranked, plan)
+        return self._result(scored, scanned, where=where, approximate=False)
 
     async def _ranked(
         self, client: AsyncQdrantClient, plan: SearchPlan, type_filter: models.Filter | None
     ) -> tuple[int, list[list[Found]]]:
         """Count the candidates, then run the stage rounds: (scanned, ranked stages)."""
         counted = await client.count(self._name, count_filter=type_filter, exact=True)
-        ranker = plan.ranker(counted.count)
+        ranker = plan.ranker(counted.count, _SCORE, _found)
         if ranker is None:
             return counted.count, []
         # local mode always scans exactly (and warns that search params have no effect there)
@@ -520,7 +525,7 @@ class QdrantServiceVectorIndex(QdrantRecall):
                 for stage, n in ranker.pending
             ]
             responses = await client.query_batch_points(self._name, requests=requests)
-            ranker.accept([list(map(_found, response.points)) for response in responses])
+            ranker.accept([response.points for response in responses])
         return counted.count, ranker.ranked()
 
     async def point_ids(self) -> set[MemoryId]:

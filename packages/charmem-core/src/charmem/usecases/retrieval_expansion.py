@@ -173,10 +173,11 @@ def _expansion_relations(limits: GraphLimits) -> tuple[Relation, ...]:
 
 def _follows(root: MemoryObject, link: MemoryLink) -> bool:
     """Whether expansion follows ``link`` from ``root`` (no member floods from containers)."""
-    outgoing = link.from_id == root.id
-    if isinstance(root, Episode) and outgoing and link.relation is Relation.HAS_OBSERVATION:
-        return False  # an episode's turns are reached by their own vectors, not all at once
-    return not (isinstance(root, MemoryThread) and not outgoing and link.relation is Relation.PART_OF_THREAD)
+    if isinstance(root, Episode):  # its turns are reached by their own vectors, not all at once
+        return not (link.relation is Relation.HAS_OBSERVATION and link.from_id == root.id)
+    if isinstance(root, MemoryThread):
+        return not (link.relation is Relation.PART_OF_THREAD and link.from_id != root.id)
+    return True
 
 
 def _expansion_targets(
@@ -192,9 +193,12 @@ def _expansion_targets(
     limits = recall.context.graph_limits
     by_root: dict[MemoryId, list[MemoryLink]] = defaultdict(list)
     root_set = set(roots)
-    for link in links:
-        for end in {link.from_id, link.to_id} & root_set:
-            by_root[end].append(link)
+    for link in links:  # a link between two roots counts for both (a self-link once)
+        source, target = link.from_id, link.to_id
+        if source in root_set:
+            by_root[source].append(link)
+        if target in root_set and target != source:
+            by_root[target].append(link)
     reached: dict[MemoryId, tuple[float, str]] = {}
     for root_id in roots:
         root = recall.chosen[root_id]
