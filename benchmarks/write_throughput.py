@@ -384,10 +384,83 @@ async def retrieve(args: argparse.Namespace, store: Path) -> list[str]:
     return lines
 
 
+class CountingEmbedder:
+    """Wraps a provider: counts ``embed_documents`` calls, texts and seconds, keeps every row."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[int] = []
+        self.seconds = 0.0
+        self.rows: dict[str, list[float]] = {}
+
+    def __getattr__(self, name: str) -> Any:  # model_id, vector_size, preferred_batch_size
+        return getattr(self.inner, name)
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        started = time.perf_counter()
+        rows: list[list[float]] = await self.inner.embed_documents(texts)
+        self.seconds += time.perf_counter() - started
+        self.calls.append(len(texts))
+        self.rows.update(zip(texts, rows, strict=True))
+        return rows
+
+    async def embed_query(self, text: str) -> list[float]:
+        row: list[float] = await self.inner.embed_query(text)
+        return row
+
+
+async def ingest_locomo_measure(args: argparse.Namespace, root: Path) -> list[str]:
+    """Ingest a LoCoMo file as ``charmem ingest-locomo`` does, with the real local model, and
+    time one ``embed_documents`` call over exactly the texts the ingest embedded."""
+    import numpy as np
+    from charmem_cli._memory_commands import ingest_locomo
+    from charmem_local_embed import LocalEmbeddingProvider
+
+    provider = LocalEmbeddingProvider()
+    await asyncio.to_thread(provider.load)
+    warm = [f"warm-up sentence number {n} about {WORDS[n % len(WORDS)]}" for n in range(256)]
+    await provider.embed_documents(warm)  # first forward passes allocate; not timed
+    embedder = CountingEmbedder(provider)
+    settings = _settings(root / "locomo")
+    wall = time.perf_counter()
+    report = await ingest_locomo(
+        [args.data], settings, collection="bench", per_file=False, include_facts=True,
+        progress=False, provider=embedder,
+    )  # fmt: skip
+    wall = time.perf_counter() - wall
+    texts = list(embedder.rows)
+    once = time.perf_counter()
+    rows = await provider.embed_documents(texts)
+    once = time.perf_counter() - once
+    alone = np.asarray(rows, dtype=np.float64)
+    batched = np.asarray([embedder.rows[t] for t in texts], dtype=np.float64)
+    single = np.asarray(
+        [(await provider.embed_documents([t]))[0] for t in texts[: args.alone]], dtype=np.float64
+    )
+    calls = len(embedder.calls)
+    return [
+        f"ingest-locomo {args.data.name}, local model {provider.model_id}, "
+        f"torch threads as the provider set them; model warmed up before both measures",
+        *_aligned(
+            ["texts", "calls", "texts/call", "embed_s", "one_call_s", "ratio", "ingest_wall_s", "objects"],
+            [[
+                str(len(texts)), str(calls), f"{len(texts) / max(calls, 1):.1f}",
+                f"{embedder.seconds:.2f}", f"{once:.2f}", f"{once / embedder.seconds:.2f}",
+                f"{wall:.2f}", str(report["objects"]),
+            ]],
+        ),  # fmt: skip
+        f"texts embedded twice by the ingest: {sum(embedder.calls) - len(texts)}; call sizes: "
+        f"{sorted(Counter(embedder.calls).items())}",
+        f"vectors, ingest vs one call: max |diff| {np.abs(batched - alone).max():.2e}, "
+        f"min cosine {float((batched * alone).sum(axis=1).min()):.8f}; first {len(single)} texts "
+        f"embedded alone vs in one call: max |diff| {np.abs(single - alone[: len(single)]).max():.2e}",
+    ]
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=5000, help="about this many memories (default 5000)")
-    parser.add_argument("--mode", choices=("bulk", "session", "both"), default="both")
+    parser.add_argument("--mode", choices=("bulk", "session", "both", "ingest"), default="both")
     parser.add_argument("--dim", type=int, default=1536, help="vector dimensions (default 1536)")
     parser.add_argument("--turns", type=int, default=20, help="observations per session")
     parser.add_argument("--facts", type=int, default=4, help="derived claims per session")
@@ -397,7 +470,19 @@ async def main() -> None:
     parser.add_argument(
         "--store", type=Path, help="keep the stores in this directory (default: a temporary one)"
     )
+    parser.add_argument(
+        "--data", type=Path, help="--mode ingest: a LoCoMo conversation file (read where it is)"
+    )
+    parser.add_argument(
+        "--alone", type=int, default=64, help="--mode ingest: texts also embedded one per call"
+    )
     args = parser.parse_args()
+    if args.mode == "ingest":
+        if args.data is None:
+            parser.error("--mode ingest needs --data LOCOMO_FILE")
+        with tempfile.TemporaryDirectory(prefix="charmem-bench-") as scratch:
+            print("\n".join(await ingest_locomo_measure(args, args.store or Path(scratch))))
+        return
     modes = ("bulk", "session") if args.mode == "both" else (args.mode,)
     with tempfile.TemporaryDirectory(prefix="charmem-bench-") as scratch:
         root = args.store or Path(scratch)
