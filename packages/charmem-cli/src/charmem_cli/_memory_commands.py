@@ -55,7 +55,11 @@ async def ingest_locomo(
     progress: bool = True,
     provider: EmbeddingProvider | None = None,
 ) -> dict[str, Any]:
-    """Ingest LoCoMo conversation files through ``RememberDrafts`` (one commit per session).
+    """Ingest LoCoMo conversation files through ``RememberDrafts`` (one plan per session).
+
+    A conversation's plans (its speakers, then each session) are committed in order with
+    ``CharacterMemory.commit_many``, so its texts are embedded in calls of the provider's
+    ``preferred_batch_size`` while later sessions are written.
 
     Args:
         files: LoCoMo conversation files.
@@ -87,15 +91,16 @@ async def ingest_locomo(
                 if memory is not None:
                     await memory.close()
                 memory = await CharacterMemory.open(settings, name, embedding_provider=embedder)
-            for drafts in (notions, *(s.drafts for s in sessions)):
-                outcome = await memory.commit(await memory.prepare(drafts))
-                if outcome.repair_markers:
-                    raise CharmemError(
-                        f"ingest of {conversation.conversation_id} left repair markers "
-                        f"{outcome.repair_markers}; run the same command again to repair"
-                    )
-                objects += len(outcome.object_ids)
-                bar.update(1)
+            drafts = (notions, *(s.drafts for s in sessions))
+            outcomes = await memory.commit_many([await memory.prepare(d) for d in drafts])
+            markers = [m for outcome in outcomes for m in outcome.repair_markers]
+            if markers:
+                raise CharmemError(
+                    f"ingest of {conversation.conversation_id} left repair markers "
+                    f"{markers}; run the same command again to repair"
+                )
+            objects += sum(len(outcome.object_ids) for outcome in outcomes)
+            bar.update(len(outcomes))
     finally:
         bar.close()
         if memory is not None:
