@@ -461,7 +461,7 @@ async def ingest_locomo_measure(args: argparse.Namespace, root: Path) -> list[st
 
     from charmem_local_embed import LocalEmbeddingProvider
 
-    provider = LocalEmbeddingProvider()
+    provider = LocalEmbeddingProvider(**({"preferred_batch_size": args.batch} if args.batch else {}))
     await asyncio.to_thread(provider.load)
     warm = [f"warm-up sentence number {n} about {WORDS[n % len(WORDS)]}" for n in range(256)]
     await provider.embed_documents(warm)  # first forward passes allocate; not timed
@@ -494,7 +494,8 @@ async def ingest_locomo_measure(args: argparse.Namespace, root: Path) -> list[st
     per_run = "; ".join(f"{way} {', '.join(f'{e.seconds:.2f}' for e, _w, _o in runs[way])}" for way in ways)
     header = ["ingest", "texts", "calls", "texts/call", "embed_s", "one_call_s", "ratio", "wall_s", "objects"]
     return [
-        f"{args.data.name}, local model {provider.model_id}, the provider's torch threads, warmed up; "
+        f"{args.data.name}, local model {provider.model_id} (preferred_batch_size "
+        f"{provider.preferred_batch_size}), the provider's torch threads, warmed up; "
         f"best of {args.repeat} interleaved runs",
         *_aligned(header, table),
         f"embedding seconds per run: {per_run}; one call: {', '.join(f'{o:.2f}' for o in once)}",
@@ -526,6 +527,7 @@ async def main() -> None:
         "--alone", type=int, default=64, help="--mode ingest: texts also embedded one per call"
     )
     parser.add_argument("--repeat", type=int, default=2, help="--mode ingest: interleaved runs, best kept")
+    parser.add_argument("--batch", type=int, help="--mode ingest: the model's preferred_batch_size")
     args = parser.parse_args()
     if args.mode == "ingest":
         if args.data is None:

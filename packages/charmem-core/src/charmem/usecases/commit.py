@@ -183,7 +183,10 @@ async def commit_plans(
             )
             stats_markers = await maintain_stats(plan.objects, links, superseded, graph=graph, stats=stats)
             written.append((links, result, stats_markers))
-    except BaseException:
+    except Exception:  # not a charmem error (a faulty adapter): apply what was submitted first
+        await pipeline.finish()
+        raise
+    except BaseException:  # cancelled: what was not applied shows in charmem.admin.check
         await pipeline.cancel()
         raise
     vector_markers = await pipeline.finish()
