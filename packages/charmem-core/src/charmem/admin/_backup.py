@@ -398,9 +398,7 @@ async def import_collection(
     Args:
         memory: an open memory of the backup's collection, on empty stores.
         directory: the backup directory (:func:`export_collection`).
-        batch_size: texts per embedding call during the vector rebuild (count, >= 1), or
-            ``None`` for the embedder's ``preferred_batch_size`` (64 when it states none); the
-            next call embeds while the last one's points are written.
+        batch_size: texts per embedding call of the vector rebuild (>= 1; None: the embedder's).
         on_progress: ``on_progress(done, total)`` of the vector rebuild (index entries).
 
     Returns:
