@@ -234,3 +234,33 @@ async def test_ingest_locomo_and_import_embed_in_the_providers_batch_size(tmp_pa
         restored = await import_collection(memory, tmp_path / "backup")
     assert restored.vectors.indexed == texts
     assert restorer.calls == batches
+
+
+class FailingOnce(CountingEmbedder):
+    """Fails its second ``embed_documents`` call (a provider outage), answers every other."""
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if len(self.calls) == 1:
+            self.calls.append(len(texts))
+            raise RuntimeError("provider unavailable")
+        return await super().embed_documents(texts)
+
+
+async def test_a_failed_embedding_call_marks_each_plan_it_spans_and_a_replay_repairs(tmp_path: Path) -> None:
+    drafts = [_person(), *(_session(n) for n in range(4))]
+    embedder = FailingOnce(preferred_batch_size=10)
+    async with CharacterMemory.open(_settings(tmp_path), "m", embedding_provider=embedder) as memory:
+        plans = [await memory.prepare(d) for d in drafts]
+        outcomes = await memory.commit_many(plans)
+        failed = [(index, set(marker.ids)) for index, o in enumerate(outcomes) for marker in o.repair_markers]
+        assert not (await check(memory)).vectors_consistent
+        replayed = await memory.commit_many(plans)
+        report = await check(memory)
+    # the second call held texts 10-19, of two sessions: one marker for each, naming its ids
+    entries = [(index, e.id) for index, p in enumerate(plans) for e in p.index_entries]
+    second = entries[10:20]
+    assert len({index for index, _id in second}) == 2
+    assert sorted(index for index, _ids in failed) == sorted({index for index, _id in second})
+    assert set().union(*(ids for _index, ids in failed)) == {memory_id for _i, memory_id in second}
+    assert all(not o.repair_markers for o in replayed)
+    assert report.consistent, report.to_dict()
