@@ -26,6 +26,7 @@ from charmem import (
     PlanSequenceError,
     RememberDrafts,
     Settings,
+    SyncCharacterMemory,
 )
 from charmem.admin import check, export_collection, import_collection
 from charmem.testing import HashingEmbeddingProvider, stores_of
@@ -264,3 +265,12 @@ async def test_a_failed_embedding_call_marks_each_plan_it_spans_and_a_replay_rep
     assert set().union(*(ids for _index, ids in failed)) == {memory_id for _i, memory_id in second}
     assert all(not o.repair_markers for o in replayed)
     assert report.consistent, report.to_dict()
+
+
+def test_the_blocking_facade_commits_many(tmp_path: Path) -> None:
+    embedder = CountingEmbedder(preferred_batch_size=16)
+    with SyncCharacterMemory.open(_settings(tmp_path), "m", embedding_provider=embedder) as memory:
+        plans = [memory.prepare(d) for d in (_person(), _session(0), _session(1), _session(2))]
+        outcomes = memory.commit_many(plans)
+    assert [o.object_ids for o in outcomes] == [p.object_ids for p in plans]
+    assert embedder.calls == [16, sum(len(p.index_entries) for p in plans) - 16]
