@@ -19,11 +19,11 @@ from charmem.errors import CharmemError, PlanSequenceError, PlanValidationError
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
+from charmem.usecases.embedding import provider_batch_size
+from charmem.usecases.embedding_pipeline import VectorPipeline
 
 # Vector and stats maintenance live in charmem.usecases.maintenance; these names stay importable
 # from here, where they used to be defined.
-from charmem.usecases.embedding import provider_batch_size
-from charmem.usecases.embedding_pipeline import VectorPipeline
 from charmem.usecases.maintenance import (
     UPSERT_POINTS,
     graph_stats_rows,
