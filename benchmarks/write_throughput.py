@@ -6,7 +6,15 @@ grounded on them) of about ``--memories`` memories, and commits it on the embedd
 (persistent Oxigraph, Qdrant Edge, SQLite stats) in one of two ways:
 
 * ``bulk``: one plan holding everything (a bulk ingest);
-* ``session``: one plan per session (how an assistant remembers as it goes).
+* ``session``: one plan per session (how an assistant remembers as it goes);
+* ``many``: the same plans per session, in one ``commit_many`` (a bulk ingest of sessions).
+
+``--mode ingest --data LOCOMO_FILE`` measures embedding instead: it ingests the conversation as
+``charmem ingest-locomo`` does, with the real local model (charmem-local-embed, offline), counts
+the embedding calls and their seconds, then times ONE ``embed_documents`` call over exactly the
+texts the ingest embedded (same provider, so the same torch threads; the model is warmed up
+first) and prints the ratio (one call's seconds / the ingest's embedding seconds) and how far the
+vectors of the two differ.
 
 Embedding is excluded: vectors come from the hashing embedder (``--dim`` dimensions) and are
 computed before the clock starts, so the numbers are charmem's own work. Every store call is
@@ -22,6 +30,7 @@ the rest (ranking, expansion and the pack in Python).
     python benchmarks/write_throughput.py                       # 5,000 memories, both modes
     python benchmarks/write_throughput.py --mode bulk --memories 20000 --queries 0
     nox -s bench-write -- --mode session
+    HF_HUB_OFFLINE=1 python benchmarks/write_throughput.py --mode ingest --data conv-26.json
 """
 
 from __future__ import annotations
@@ -303,10 +312,13 @@ async def ingest(mode: str, args: argparse.Namespace, root: Path) -> tuple[list[
         memory._vectors = Timed(stores_of(memory).vectors, "vectors", spent)
         memory._stats = Timed(stores_of(memory).stats, "stats", spent)
         cpu, wall = time.process_time(), time.perf_counter()
-        for plan in plans:
-            outcome = await memory.commit(plan)
-            if outcome.repair_markers:
-                raise SystemExit(f"commit left repair markers: {outcome.repair_markers}")
+        outcomes = (
+            await memory.commit_many(plans)
+            if mode == "many"
+            else [await memory.commit(plan) for plan in plans]
+        )
+        if markers := [m for outcome in outcomes for m in outcome.repair_markers]:
+            raise SystemExit(f"commit left repair markers: {markers}")
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         spent = Counter(spent)  # the commits' calls only, not the closing ones
         if embedder.misses:
@@ -384,10 +396,121 @@ async def retrieve(args: argparse.Namespace, store: Path) -> list[str]:
     return lines
 
 
+class CountingEmbedder:
+    """Wraps a provider: counts ``embed_documents`` calls, texts and seconds, keeps every row."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[int] = []
+        self.seconds = 0.0
+        self.rows: dict[str, list[float]] = {}
+
+    def __getattr__(self, name: str) -> Any:  # model_id, vector_size, preferred_batch_size
+        return getattr(self.inner, name)
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        started = time.perf_counter()
+        rows: list[list[float]] = await self.inner.embed_documents(texts)
+        self.seconds += time.perf_counter() - started
+        self.calls.append(len(texts))
+        self.rows.update(zip(texts, rows, strict=True))
+        return rows
+
+    async def embed_query(self, text: str) -> list[float]:
+        row: list[float] = await self.inner.embed_query(text)
+        return row
+
+
+async def _per_session(data: Path, settings: Settings, embedder: CountingEmbedder) -> int:
+    """The ingest as it was before ``commit_many``: one ``commit`` per session; objects written."""
+    from charmem_cli.locomo import conversation_drafts, load_conversation
+
+    notions, sessions = conversation_drafts(load_conversation(data), include_facts=True)
+    objects = 0
+    async with CharacterMemory.open(settings, "bench", embedding_provider=embedder) as memory:
+        for drafts in (notions, *(s.drafts for s in sessions)):
+            objects += len((await memory.commit(await memory.prepare(drafts))).object_ids)
+    return objects
+
+
+async def _ingest_way(
+    way: str, args: argparse.Namespace, root: Path, provider: Any
+) -> tuple[CountingEmbedder, float, int]:
+    """One ingest of ``--data`` into fresh stores: the embedder's counts, wall seconds, objects."""
+    from charmem_cli._memory_commands import ingest_locomo
+
+    embedder = CountingEmbedder(provider)
+    settings = _settings(root)
+    started = time.perf_counter()
+    if way == "per-session":
+        objects = await _per_session(args.data, settings, embedder)
+    else:
+        report = await ingest_locomo(
+            [args.data], settings, collection="bench", per_file=False, include_facts=True,
+            progress=False, provider=embedder,
+        )  # fmt: skip
+        objects = int(report["objects"])
+    return embedder, time.perf_counter() - started, objects
+
+
+async def ingest_locomo_measure(args: argparse.Namespace, root: Path) -> list[str]:
+    """Ingest a LoCoMo file as ``charmem ingest-locomo`` does (and, for comparison, one commit per
+    session), with the real local model, and time one ``embed_documents`` call over exactly the
+    texts the ingest embedded; ``--repeat`` interleaved runs, the best of each kept."""
+    import numpy as np
+
+    from charmem_local_embed import LocalEmbeddingProvider
+
+    provider = LocalEmbeddingProvider(**({"preferred_batch_size": args.batch} if args.batch else {}))
+    await asyncio.to_thread(provider.load)
+    warm = [f"warm-up sentence number {n} about {WORDS[n % len(WORDS)]}" for n in range(256)]
+    await provider.embed_documents(warm)  # first forward passes allocate; not timed
+    ways = ("per-session", "ingest-locomo")
+    runs: dict[str, list[tuple[CountingEmbedder, float, int]]] = {way: [] for way in ways}
+    once: list[float] = []
+    for run in range(args.repeat):
+        for way in ways:
+            runs[way].append(await _ingest_way(way, args, root / f"{way}-{run}", provider))
+        texts = list(runs["ingest-locomo"][-1][0].rows)
+        started = time.perf_counter()
+        rows = await provider.embed_documents(texts)
+        once.append(time.perf_counter() - started)
+    table = []
+    for way in ways:
+        embed_s = min(e.seconds for e, _w, _o in runs[way])
+        embedder, _wall, objects = runs[way][-1]
+        calls = len(embedder.calls)
+        table.append([
+            way, str(len(embedder.rows)), str(calls), f"{len(embedder.rows) / max(calls, 1):.1f}",
+            f"{embed_s:.2f}", f"{min(once):.2f}", f"{min(once) / embed_s:.2f}",
+            f"{min(w for _e, w, _o in runs[way]):.2f}", str(objects),
+        ])  # fmt: skip
+    embedder = runs["ingest-locomo"][-1][0]
+    alone = np.asarray(rows, dtype=np.float64)
+    batched = np.asarray([embedder.rows[t] for t in texts], dtype=np.float64)
+    single = np.asarray(
+        [(await provider.embed_documents([t]))[0] for t in texts[: args.alone]], dtype=np.float64
+    )
+    per_run = "; ".join(f"{way} {', '.join(f'{e.seconds:.2f}' for e, _w, _o in runs[way])}" for way in ways)
+    header = ["ingest", "texts", "calls", "texts/call", "embed_s", "one_call_s", "ratio", "wall_s", "objects"]
+    return [
+        f"{args.data.name}, local model {provider.model_id} (preferred_batch_size "
+        f"{provider.preferred_batch_size}), the provider's torch threads, warmed up; "
+        f"best of {args.repeat} interleaved runs",
+        *_aligned(header, table),
+        f"embedding seconds per run: {per_run}; one call: {', '.join(f'{o:.2f}' for o in once)}",
+        f"ingest-locomo call sizes: {sorted(Counter(embedder.calls).items())}; texts embedded twice: "
+        f"{sum(embedder.calls) - len(texts)}",
+        f"vectors, ingest-locomo vs one call: max |diff| {np.abs(batched - alone).max():.2e}, min cosine "
+        f"{float((batched * alone).sum(axis=1).min()):.8f}; the first {len(single)} texts alone vs in "
+        f"one call: max |diff| {np.abs(single - alone[: len(single)]).max():.2e}",
+    ]
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=5000, help="about this many memories (default 5000)")
-    parser.add_argument("--mode", choices=("bulk", "session", "both"), default="both")
+    parser.add_argument("--mode", choices=("bulk", "session", "many", "both", "ingest"), default="both")
     parser.add_argument("--dim", type=int, default=1536, help="vector dimensions (default 1536)")
     parser.add_argument("--turns", type=int, default=20, help="observations per session")
     parser.add_argument("--facts", type=int, default=4, help="derived claims per session")
@@ -397,7 +520,21 @@ async def main() -> None:
     parser.add_argument(
         "--store", type=Path, help="keep the stores in this directory (default: a temporary one)"
     )
+    parser.add_argument(
+        "--data", type=Path, help="--mode ingest: a LoCoMo conversation file (read where it is)"
+    )
+    parser.add_argument(
+        "--alone", type=int, default=64, help="--mode ingest: texts also embedded one per call"
+    )
+    parser.add_argument("--repeat", type=int, default=2, help="--mode ingest: interleaved runs, best kept")
+    parser.add_argument("--batch", type=int, help="--mode ingest: the model's preferred_batch_size")
     args = parser.parse_args()
+    if args.mode == "ingest":
+        if args.data is None:
+            parser.error("--mode ingest needs --data LOCOMO_FILE")
+        with tempfile.TemporaryDirectory(prefix="charmem-bench-") as scratch:
+            print("\n".join(await ingest_locomo_measure(args, args.store or Path(scratch))))
+        return
     modes = ("bulk", "session") if args.mode == "both" else (args.mode,)
     with tempfile.TemporaryDirectory(prefix="charmem-bench-") as scratch:
         root = args.store or Path(scratch)

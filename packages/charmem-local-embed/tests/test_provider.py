@@ -94,10 +94,22 @@ def test_local_directory_and_model_path_fingerprints() -> None:
     assert LocalEmbeddingProvider("acme/minilm", model_path=packaged_dir).model_id == "acme/minilm"
 
 
-@pytest.mark.parametrize("kwargs", [{"batch_size": 0}, {"batch_size": True}, {"num_threads": 0}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"batch_size": 0}, {"batch_size": True}, {"num_threads": 0}, {"preferred_batch_size": 0}],
+)
 def test_bad_numbers_are_value_errors(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="positive integer"):
         LocalEmbeddingProvider(**kwargs)
+
+
+def test_bulk_writes_gather_the_preferred_batch_size_without_loading() -> None:
+    from charmem.usecases.embedding import provider_batch_size
+
+    default, smaller = LocalEmbeddingProvider(), LocalEmbeddingProvider(preferred_batch_size=100)
+    assert provider_batch_size(default) == default.preferred_batch_size == 512
+    assert provider_batch_size(smaller) == 100
+    assert not default.is_loaded
 
 
 def test_entry_point_and_from_settings() -> None:

@@ -63,7 +63,7 @@ def _vector_progress(enabled: bool) -> tuple[Any, Callable[[int, int], None]]:
 
 
 async def rebuild_vectors(
-    settings: Settings, collection: str, *, drop: bool, batch_size: int, progress: bool = True
+    settings: Settings, collection: str, *, drop: bool, batch_size: int | None, progress: bool = True
 ) -> dict[str, Any]:
     """Re-create a collection's vectors from its graph (``charmem rebuild-vectors``).
 
@@ -72,7 +72,7 @@ async def rebuild_vectors(
         collection: the collection name.
         drop: drop the collection's vectors first (needed after changing the embedder, or to
             start from an empty index); otherwise re-upsert in place and remove stale points.
-        batch_size: texts per embedding call (count).
+        batch_size: texts per embedding call (count; ``None``: the embedder's preferred size).
         progress: show a progress bar on stderr.
 
     Returns:
@@ -196,7 +196,12 @@ async def export_backup(settings: Settings, collection: str, directory: Path) ->
 
 
 async def import_backup(
-    settings: Settings, collection: str | None, directory: Path, *, batch_size: int, progress: bool = True
+    settings: Settings,
+    collection: str | None,
+    directory: Path,
+    *,
+    batch_size: int | None,
+    progress: bool = True,
 ) -> dict[str, Any]:
     """Restore the backup in ``directory`` into empty stores (``charmem import``).
 
@@ -204,7 +209,7 @@ async def import_backup(
         settings: the deployment settings (their embedder rebuilds the vectors).
         collection: the collection to restore into; ``None``: the backup's own.
         directory: the backup directory.
-        batch_size: texts per embedding call of the vector rebuild.
+        batch_size: texts per embedding call of the vector rebuild (``None``: the embedder's).
         progress: show a progress bar on stderr.
 
     Returns:

@@ -16,6 +16,7 @@ from typing import IO, Protocol, runtime_checkable
 
 from charmem import ConfigurationError, Settings
 from charmem.ports import EmbeddingProvider
+from charmem.usecases.embedding import provider_batch_size
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -68,6 +69,11 @@ class TimedEmbedder:
     def vector_size(self) -> int:
         """The wrapped provider's size."""
         return self.inner.vector_size
+
+    @property
+    def preferred_batch_size(self) -> int:
+        """The wrapped provider's efficient call size (64 when it states none)."""
+        return provider_batch_size(self.inner)
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed and time."""

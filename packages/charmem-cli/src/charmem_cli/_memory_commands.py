@@ -16,7 +16,9 @@ from charmem import (
     CharacterMemory,
     CharmemError,
     ContinuityContextPack,
+    RememberDrafts,
     RememberInput,
+    RememberOutcome,
     RetrievalContext,
     Settings,
 )
@@ -29,7 +31,7 @@ from charmem_cli._common import (
     parse_occurred_at,
     require_collection,
 )
-from charmem_cli.locomo import conversation_drafts, load_conversation
+from charmem_cli.locomo import SessionDrafts, conversation_drafts, load_conversation
 
 __all__ = ["DEMO_QUESTIONS", "demo", "ingest_locomo", "print_pack", "recall", "remember"]
 
@@ -55,7 +57,11 @@ async def ingest_locomo(
     progress: bool = True,
     provider: EmbeddingProvider | None = None,
 ) -> dict[str, Any]:
-    """Ingest LoCoMo conversation files through ``RememberDrafts`` (one commit per session).
+    """Ingest LoCoMo conversation files through ``RememberDrafts`` (one plan per session).
+
+    A conversation's plans (its speakers, then each session) are committed in order with
+    ``CharacterMemory.commit_many``, so its texts are embedded in calls of the provider's
+    ``preferred_batch_size`` while later sessions are written.
 
     Args:
         files: LoCoMo conversation files.
@@ -87,15 +93,9 @@ async def ingest_locomo(
                 if memory is not None:
                     await memory.close()
                 memory = await CharacterMemory.open(settings, name, embedding_provider=embedder)
-            for drafts in (notions, *(s.drafts for s in sessions)):
-                outcome = await memory.commit(await memory.prepare(drafts))
-                if outcome.repair_markers:
-                    raise CharmemError(
-                        f"ingest of {conversation.conversation_id} left repair markers "
-                        f"{outcome.repair_markers}; run the same command again to repair"
-                    )
-                objects += len(outcome.object_ids)
-                bar.update(1)
+            outcomes = await _commit_conversation(memory, conversation.conversation_id, notions, sessions)
+            objects += sum(len(outcome.object_ids) for outcome in outcomes)
+            bar.update(len(outcomes))
     finally:
         bar.close()
         if memory is not None:
@@ -108,6 +108,25 @@ async def ingest_locomo(
         "embedding_seconds": embedder.seconds,
         "texts": embedder.texts,
     }
+
+
+async def _commit_conversation(
+    memory: CharacterMemory, conversation_id: str, notions: RememberDrafts, sessions: Sequence[SessionDrafts]
+) -> list[RememberOutcome]:
+    """Commit a conversation's notions, then its sessions, in one ``commit_many``.
+
+    Raises:
+        CharmemError: a write left repair markers (running the command again repairs them).
+        PlanSequenceError: a session's plan failed (the sessions before it are committed).
+    """
+    drafts = (notions, *(session.drafts for session in sessions))
+    outcomes = await memory.commit_many([await memory.prepare(d) for d in drafts])
+    markers = [marker for outcome in outcomes for marker in outcome.repair_markers]
+    if markers:
+        raise CharmemError(
+            f"ingest of {conversation_id} left repair markers {markers}; run the same command again to repair"
+        )
+    return outcomes
 
 
 def print_pack(pack: ContinuityContextPack, out: Any = None) -> None:

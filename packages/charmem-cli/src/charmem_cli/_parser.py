@@ -84,7 +84,9 @@ def _add_vector_commands(commands: Any) -> None:
         action="store_true",
         help="drop the vectors first (needed when the embedder model or size changed)",
     )
-    rebuild.add_argument("--batch-size", type=int, default=64, help="texts per embedding call (default 64)")
+    rebuild.add_argument(
+        "--batch-size", type=int, help="texts per embedding call (default: the embedder's preferred size)"
+    )
     rebuild.add_argument("--quiet", action="store_true", help="no progress bar")
     check_cmd = _command(
         commands,
@@ -115,7 +117,7 @@ def _add_admin_commands(commands: Any) -> None:
     )
     import_cmd.add_argument("directory", type=Path)
     import_cmd.add_argument(
-        "--batch-size", type=int, default=64, help="texts per embedding call (default 64)"
+        "--batch-size", type=int, help="texts per embedding call (default: the embedder's preferred size)"
     )
     import_cmd.add_argument("--json", action="store_true", help="print the import report as JSON")
     import_cmd.add_argument("--quiet", action="store_true", help="no progress bar")

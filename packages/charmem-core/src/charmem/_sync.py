@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -136,6 +136,12 @@ class SyncCharacterMemory:
         """See :meth:`CharacterMemory.commit`."""
         return self._run(self._memory.commit(plan, options))
 
+    def commit_many(
+        self, plans: Sequence[RememberWritePlan], options: CommitOptions | None = None
+    ) -> list[RememberOutcome]:
+        """See :meth:`CharacterMemory.commit_many`."""
+        return self._run(self._memory.commit_many(plans, options))
+
     def remember(
         self, item: RememberInput | RememberDrafts, options: RememberOptions | None = None
     ) -> RememberOutcome:
@@ -163,7 +169,7 @@ class SyncCharacterMemory:
         return self._run(self._memory.rebuild_stats())
 
     def rebuild_vector_index(
-        self, *, batch_size: int = 64, on_progress: ProgressCallback | None = None
+        self, *, batch_size: int | None = None, on_progress: ProgressCallback | None = None
     ) -> VectorRebuildReport:
         """See :meth:`CharacterMemory.rebuild_vector_index`."""
         return self._run(self._memory.rebuild_vector_index(batch_size=batch_size, on_progress=on_progress))

@@ -11,7 +11,10 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from charmem.domain.plan import RememberOutcome
 
 __all__ = [
     "EXCERPT_CHARS",
@@ -29,6 +32,7 @@ __all__ = [
     "LifecycleErrorKind",
     "LifecycleValidationError",
     "MemoryNotOpenedError",
+    "PlanSequenceError",
     "PlanValidationError",
     "PurgeTargetError",
     "PurgedMemoryError",
@@ -154,6 +158,29 @@ class PlanValidationError(CharmemError):
         self.reasons: dict[str, tuple[str, ...]] = {
             key: tuple(value) for key, value in (reasons or {}).items()
         }
+
+
+class PlanSequenceError(CharmemError):
+    """A plan of a sequence (``CharacterMemory.commit_many``) failed.
+
+    The plans before it are committed (graph, vectors and statistics, as ``commit`` would have
+    left them); it and every plan after it wrote nothing. Fix it and commit
+    ``plans[index:]``.
+
+    Attributes:
+        index: position of the failed plan in the sequence (0-based).
+        outcomes: the outcomes of the plans committed before it, in order (``index`` of them).
+        error: the failed plan's own error (``PlanValidationError``, ``IdConflictError``,
+            ``PurgedMemoryError``, ``BackendError``: as ``commit`` raises); also the cause.
+    """
+
+    def __init__(
+        self, message: str, *, index: int, outcomes: Sequence[RememberOutcome], error: CharmemError
+    ) -> None:
+        super().__init__(message)
+        self.index = index
+        self.outcomes = tuple(outcomes)
+        self.error = error
 
 
 class _NamedIdsError(PlanValidationError):

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
-
-import attrs
 
 from charmem._checks import check_embedding_provider, positive_seconds
 from charmem._flight import DEFAULT_CLOSE_TIMEOUT_S, InFlight, operation
 from charmem._opening import OpenOptions, opening
+from charmem._stores import MemoryStores
 from charmem._sync import SyncCharacterMemory
 from charmem.clock import SystemClock
 from charmem.domain.drafts import LinkDraft, RememberDrafts, RememberInput
@@ -55,7 +54,7 @@ from charmem.ports import (
 )
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S, Settings, validate_collection_name
 from charmem.tokens import WhitespaceTokenCounter
-from charmem.usecases.commit import commit_plan, rebuild_stats
+from charmem.usecases.commit import commit_plan, commit_plans, rebuild_stats
 from charmem.usecases.lifecycle import LifecycleStores, correct_memory, forget_memory, link_memories
 from charmem.usecases.maintenance import ProgressCallback, VectorRebuildReport, rebuild_vector_index
 from charmem.usecases.planning import build_plan
@@ -76,20 +75,6 @@ __all__ = [
 log = get_logger("charmem.memory")
 T = TypeVar("T")
 P = ParamSpec("P")
-
-
-@attrs.frozen
-class MemoryStores:
-    """The stores behind one open memory, for operational tools and tests.
-
-    Not part of the memory API: the facade offers no enumeration or lookup of its own (only
-    ``retrieve``). :mod:`charmem.admin` reaches the stores through the memory it is given, and
-    tests through :func:`charmem.testing.stores_of`.
-    """
-
-    graph: GraphStore
-    vectors: VectorIndex
-    stats: RetrievalStatsStore
 
 
 class CharacterMemory:
@@ -334,6 +319,41 @@ class CharacterMemory:
         return outcome
 
     @operation
+    async def commit_many(
+        self, plans: Sequence[RememberWritePlan], options: CommitOptions | None = None
+    ) -> list[RememberOutcome]:
+        """Commit plans in order, each as :meth:`commit` would, embedding texts across plans.
+
+        For bulk ingest: texts go in calls of ``preferred_batch_size`` as later plans are written.
+
+        Returns:
+            list[RememberOutcome]: one per plan, in order.
+
+        Raises:
+            DraftValidationError: ``plans`` is not a list or tuple of plans, or bad ``options``.
+            PlanSequenceError: plan ``index`` failed as :meth:`commit` raises (``error``): the
+                plans before it are committed (``outcomes``), it and those after are not.
+        """
+        self._check_open(plans, (list, tuple))
+        for plan in plans:
+            self._check_open(plan, RememberWritePlan)
+        self._check_open(options, (CommitOptions, type(None)))
+        async with self._write_lock:
+            outcomes = await commit_plans(
+                plans,
+                options or CommitOptions(),
+                graph=self._graph,
+                vectors=self._vectors,
+                embedder=self.embedder,
+                stats=self._stats,
+                embed_timeout_s=self.embedding_timeout_s,
+                now=self.clock.now(),
+            )
+        texts = {str(e.id): e.text for p in plans for e in p.index_entries}
+        self._log_texts("memory_texts_committed", texts=texts)
+        return outcomes
+
+    @operation
     async def remember(
         self, item: RememberInput | RememberDrafts, options: RememberOptions | None = None
     ) -> RememberOutcome:
@@ -442,7 +462,7 @@ class CharacterMemory:
 
     @operation
     async def rebuild_vector_index(
-        self, *, batch_size: int = 64, on_progress: ProgressCallback | None = None
+        self, *, batch_size: int | None = None, on_progress: ProgressCallback | None = None
     ) -> VectorRebuildReport:
         """Re-create the collection's vectors from its current graph objects.
 
@@ -455,7 +475,8 @@ class CharacterMemory:
         (see :meth:`open`). Writers wait while it runs.
 
         Args:
-            batch_size: texts per ``embed_documents`` call and points per upsert (count, >= 1).
+            batch_size: texts per ``embed_documents`` call and points per upsert (count, >= 1;
+                default: the provider's ``preferred_batch_size``, else 64).
             on_progress: ``on_progress(done, total)``: index entries written so far and in all.
 
         Returns:
@@ -463,7 +484,7 @@ class CharacterMemory:
             ``not_current`` objects left out, stale points ``removed``.
 
         Raises:
-            DraftValidationError: ``batch_size`` is not an int >= 1 (also a ``ValueError``).
+            DraftValidationError: ``batch_size`` is not None or an int >= 1 (a ``ValueError``).
             BackendError: a store or the embedder failed; the index may be partial: run it again.
         """
         self._check_open()

@@ -384,7 +384,7 @@ async def import_collection(
     memory: CharacterMemory,
     directory: str | os.PathLike[str],
     *,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     on_progress: ProgressCallback | None = None,
 ) -> ImportReport:
     """Restore a backup into the memory's collection, which must be empty in every store.
@@ -398,7 +398,7 @@ async def import_collection(
     Args:
         memory: an open memory of the backup's collection, on empty stores.
         directory: the backup directory (:func:`export_collection`).
-        batch_size: texts per embedding call during the vector rebuild (count, >= 1).
+        batch_size: texts per embedding call of the vector rebuild (>= 1; None: the embedder's).
         on_progress: ``on_progress(done, total)`` of the vector rebuild (index entries).
 
     Returns:
@@ -416,7 +416,7 @@ async def import_collection(
             written; if the rebuilds failed, the graph is restored: run
             ``rebuild_vector_index`` / ``rebuild_stats`` (or ``charmem check --repair``).
     """
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     source = Path(directory)
     manifest = await asyncio.to_thread(read_manifest, source)

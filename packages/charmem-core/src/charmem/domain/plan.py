@@ -52,10 +52,11 @@ class CommitOptions:
     """Options of ``commit``.
 
     Attributes:
-        embed_batch_size: texts per ``embed_documents`` call (count, >= 1).
+        embed_batch_size: texts per ``embed_documents`` call (count, >= 1), or ``None`` (the
+            default) for the provider's ``preferred_batch_size`` (64 when it states none).
     """
 
-    embed_batch_size: int = attrs.field(default=64, validator=_positive)
+    embed_batch_size: int | None = attrs.field(default=None, validator=attrs.validators.optional(_positive))
 
 
 @attrs.frozen(kw_only=True)

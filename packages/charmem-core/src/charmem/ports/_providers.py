@@ -20,6 +20,10 @@ class EmbeddingProvider(Protocol):
     Contract: ``embed_documents`` returns one row per text, in input order, each of
     ``vector_size`` finite floats; the same text gives the same vector. Failures raise
     :class:`~charmem.errors.BackendError`.
+
+    Optional: a ``preferred_batch_size`` attribute (a positive int) states how many texts one
+    ``embed_documents`` call should carry to embed efficiently; bulk writes gather that many
+    (:func:`~charmem.usecases.embedding.provider_batch_size`; 64 when it is absent).
     """
 
     @property

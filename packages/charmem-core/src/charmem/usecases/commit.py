@@ -15,10 +15,12 @@ from charmem.domain.graph import GraphBatch, GraphWriteResult
 from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, ObjectType, object_type_of
 from charmem.domain.plan import CommitOptions, RememberOutcome, RememberWritePlan, RepairMarkerType
-from charmem.errors import PlanValidationError
+from charmem.errors import CharmemError, PlanSequenceError, PlanValidationError
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
+from charmem.usecases.embedding import provider_batch_size
+from charmem.usecases.embedding_pipeline import VectorPipeline
 
 # Vector and stats maintenance live in charmem.usecases.maintenance; these names stay importable
 # from here, where they used to be defined.
@@ -30,12 +32,14 @@ from charmem.usecases.maintenance import (
     maintain_vectors,
     object_stats_row,
     rebuild_stats,
+    vector_work,
 )
 from charmem.usecases.validation import raise_for_invalid, validate_against_graph
 
 __all__ = [
     "UPSERT_POINTS",
     "commit_plan",
+    "commit_plans",
     "graph_stats_rows",
     "ids_by_role",
     "link_stats_row",
@@ -81,6 +85,34 @@ async def commit_plan(
         IdConflictError: an id is stored with different content; nothing was written.
         BackendError: the graph write failed; nothing was written.
     """
+    links, result, superseded = await _write_graph(plan, graph, now)
+    markers = await maintain_vectors(
+        plan.index_entries,
+        superseded,
+        graph=graph,
+        vectors=vectors,
+        embedder=embedder,
+        batch_size=provider_batch_size(embedder, options.embed_batch_size),
+        stored=plan.objects,  # written, or stored with equal content: the same speakers
+        embed_timeout_s=embed_timeout_s,
+    )
+    markers += await maintain_stats(plan.objects, links, superseded, graph=graph, stats=stats)
+    return _outcome(plan, links, result, markers)
+
+
+async def _write_graph(
+    plan: RememberWritePlan, graph: GraphStore, now: datetime | None
+) -> tuple[tuple[MemoryLink, ...], GraphWriteResult, list[MemoryId]]:
+    """Validate ``plan`` against the graph and write its batch atomically.
+
+    Returns:
+        tuple: (the links written: the plan's and the derived ones; the graph's write result;
+        the ids the plan's derived memories supersede, sorted).
+
+    Raises:
+        PlanValidationError, PurgedMemoryError, IdConflictError, BackendError: as
+            :func:`commit_plan`; nothing was written.
+    """
     if plan.collection != graph.collection:
         raise PlanValidationError(
             f"the plan was prepared for collection {plan.collection!r}, not {graph.collection!r}; "
@@ -98,18 +130,88 @@ async def commit_plan(
     superseded = sorted(
         {t for o in plan.objects if isinstance(o, DerivedMemory) for t in o.supersedes}, key=ID_ORDER
     )
-    markers = await maintain_vectors(
-        plan.index_entries,
-        superseded,
-        graph=graph,
+    return links, result, superseded
+
+
+async def commit_plans(
+    plans: Sequence[RememberWritePlan],
+    options: CommitOptions,
+    *,
+    graph: GraphStore,
+    vectors: VectorIndex,
+    embedder: EmbeddingProvider,
+    stats: RetrievalStatsStore,
+    embed_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S,
+    now: datetime | None = None,
+) -> list[RememberOutcome]:
+    """Commit plans in order, each as :func:`commit_plan` would, embedding across them.
+
+    Each plan is validated against the graph as the earlier plans left it and its graph batch is
+    written atomically, in order. Its vector work (:func:`~charmem.usecases.maintenance.vector_work`,
+    read right after its batch) goes to a :class:`~charmem.usecases.embedding_pipeline.VectorPipeline`,
+    which embeds the texts of consecutive plans in calls of the provider's batch size
+    (``options.embed_batch_size``, else
+    :func:`~charmem.usecases.embedding.provider_batch_size`) while the next graph batches are
+    written, and applies upserts and deletes in plan order. Statistics are written per plan.
+    The vectors, statistics and outcomes are those of committing the plans one by one.
+
+    Returns:
+        list[RememberOutcome]: one per plan, in order, once all vector work is applied.
+
+    Raises:
+        PlanSequenceError: plan ``index`` failed as :func:`commit_plan` raises (its error is the
+            cause and ``error``): the plans before it are committed, their vector and stats work
+            applied, and their outcomes are in ``outcomes``; it and those after wrote nothing.
+    """
+    pipeline = VectorPipeline(
         vectors=vectors,
         embedder=embedder,
-        batch_size=options.embed_batch_size,
-        stored=plan.objects,  # written, or stored with equal content: the same speakers
+        batch_size=provider_batch_size(embedder, options.embed_batch_size),
         embed_timeout_s=embed_timeout_s,
     )
-    markers += await maintain_stats(plan.objects, links, superseded, graph=graph, stats=stats)
-    return _outcome(plan, links, result, markers)
+    written: list[tuple[tuple[MemoryLink, ...], GraphWriteResult, list[RepairMarkerType]]] = []
+    failure: CharmemError | None = None
+    try:
+        for index, plan in enumerate(plans):
+            try:
+                links, result, superseded = await _write_graph(plan, graph, now)
+            except CharmemError as exc:
+                failure = exc
+                break
+            pipeline.submit(
+                index, await vector_work(plan.index_entries, superseded, graph=graph, stored=plan.objects)
+            )
+            stats_markers = await maintain_stats(plan.objects, links, superseded, graph=graph, stats=stats)
+            written.append((links, result, stats_markers))
+    except Exception:  # not a charmem error (a faulty adapter): apply what was submitted first
+        await pipeline.finish()
+        raise
+    except BaseException:  # cancelled: what was not applied shows in charmem.admin.check
+        await pipeline.cancel()
+        raise
+    vector_markers = await pipeline.finish()
+    outcomes = [
+        _outcome(plan, links, result, [*vector_markers.get(index, ()), *stats_markers])
+        for index, (plan, (links, result, stats_markers)) in enumerate(zip(plans, written, strict=False))
+    ]
+    if failure is not None:
+        raise _sequence_error(len(written), len(plans), outcomes, failure) from failure
+    return outcomes
+
+
+def _sequence_error(
+    index: int, total: int, outcomes: Sequence[RememberOutcome], error: CharmemError
+) -> PlanSequenceError:
+    """The error of a sequence whose plan ``index`` (of ``total``) failed with ``error``."""
+    before = f"plans 0-{index - 1} are committed" if index else "no plan was committed"
+    return PlanSequenceError(
+        f"plan {index} of {total} failed ({type(error).__name__}: {error}); {before}, plan {index} "
+        f"and the {total - index - 1} after it wrote nothing: fix plan {index} and commit "
+        f"plans[{index}:]",
+        index=index,
+        outcomes=outcomes,
+        error=error,
+    )
 
 
 def _outcome(

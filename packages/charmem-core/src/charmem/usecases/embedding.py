@@ -25,7 +25,32 @@ from charmem.errors import (
 from charmem.ports import EmbeddingProvider
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
 
-__all__ = ["embed_cue", "embed_texts"]
+__all__ = ["DEFAULT_EMBED_BATCH_SIZE", "embed_cue", "embed_texts", "provider_batch_size"]
+
+#: Texts per ``embed_documents`` call for a provider that states no ``preferred_batch_size``.
+DEFAULT_EMBED_BATCH_SIZE: Final = 64
+
+
+def provider_batch_size(embedder: EmbeddingProvider, requested: int | None = None) -> int:
+    """Texts per ``embed_documents`` call: ``requested``, else what the provider prefers.
+
+    A provider may state its efficient call size as an optional ``preferred_batch_size``
+    attribute (a positive int; not part of the port's required members). A provider that states
+    none, or states something else than a positive int, gets :data:`DEFAULT_EMBED_BATCH_SIZE`.
+
+    Args:
+        embedder: the provider.
+        requested: a caller's explicit size (count, >= 1), or ``None`` for the provider's.
+
+    Returns:
+        int: texts per call, >= 1.
+    """
+    if requested is not None:
+        return requested
+    stated = getattr(embedder, "preferred_batch_size", None)
+    if isinstance(stated, int) and not isinstance(stated, bool) and stated >= 1:
+        return stated
+    return DEFAULT_EMBED_BATCH_SIZE
 
 
 def _name(embedder: EmbeddingProvider) -> str:

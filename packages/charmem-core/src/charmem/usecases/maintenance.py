@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import Final
 
 import attrs
 
@@ -42,7 +41,8 @@ from charmem.ports import (
     VectorPoint,
 )
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S, Settings, validate_collection_name
-from charmem.usecases.embedding import embed_texts
+from charmem.usecases.embedding import embed_texts, provider_batch_size
+from charmem.usecases.embedding_pipeline import UPSERT_POINTS, VectorWork, embed_and_upsert_chunks
 from charmem.usecases.names import embedding_texts
 from charmem.usecases.planning import index_entries
 
@@ -51,6 +51,7 @@ __all__ = [
     "UPSERT_POINTS",
     "ProgressCallback",
     "VectorRebuildReport",
+    "VectorWork",
     "current_index_entries",
     "drop_vector_index",
     "ensure_vectors_match_graph",
@@ -63,6 +64,7 @@ __all__ = [
     "rebuild_vector_index",
     "refuse_vectors_without_graph",
     "stats_lost_beside_graph",
+    "vector_work",
 ]
 
 log = get_logger("charmem.maintenance")
@@ -74,11 +76,6 @@ ProgressCallback = Callable[[int, int], object]
 INDEXED_TYPES = (ObjectType.EPISODE, ObjectType.OBSERVATION, ObjectType.DERIVED, ObjectType.THREAD)
 _READ_BATCH = 512
 _REBUILD_BATCH = 512
-#: About the most points one ``VectorIndex.upsert`` call of a commit carries (a whole number of
-#: embedding batches, at least one):
-#: each upsert is durable on return, so fewer, larger calls write faster (bounded memory: 512
-#: vectors of 1,536 floats are about 25 MB of Python floats).
-UPSERT_POINTS: Final = 512
 
 
 @attrs.frozen(kw_only=True)
@@ -126,6 +123,43 @@ def _upsert_failed(failed: Sequence[IndexEntry | VectorPoint], exc: BaseExceptio
     return RepairMarker.VectorMaintenance(VectorOperation.UPSERT, tuple(e.id for e in failed), _cause(exc))
 
 
+async def vector_work(
+    entries: Sequence[IndexEntry],
+    also_check: Sequence[MemoryId],
+    *,
+    graph: GraphStore,
+    stored: Sequence[MemoryObject] = (),
+) -> VectorWork:
+    """What :func:`maintain_vectors` must apply for some ids, as graph currency says now; never raises.
+
+    Current entries are to be upserted with their embedding texts
+    (:func:`~charmem.usecases.names.embedding_texts`); entries and ``also_check`` ids that are no
+    longer current are to be deleted. A failed graph read becomes a marker instead.
+    """
+    ids = sorted({*(e.id for e in entries), *also_check}, key=ID_ORDER)
+    if not ids:
+        return VectorWork()
+    try:
+        currency = await graph.currency(ids)
+    except Exception as exc:  # noqa: BLE001 - reported as a repair marker, by contract
+        log.warning("vector_currency_lookup_failed", ids=len(ids), error=type(exc).__name__)
+        marker = RepairMarker.VectorMaintenance(
+            VectorOperation.UPSERT, tuple(ids), _cause(exc, "currency lookup failed: ")
+        )
+        return VectorWork(markers=(marker,))
+    upserts = [e for e in entries if currency.get(e.id) is CurrencyStatus.CURRENT]
+    deletes = tuple(i for i in ids if i in currency and currency[i] is not CurrencyStatus.CURRENT)
+    try:
+        texts = await embedding_texts(upserts, graph, stored)
+    except Exception as exc:  # noqa: BLE001 - reported as a repair marker, like currency
+        log.warning("vector_text_lookup_failed", ids=len(upserts), error=type(exc).__name__)
+        marker = RepairMarker.VectorMaintenance(
+            VectorOperation.UPSERT, tuple(e.id for e in upserts), _cause(exc, "speaker name lookup failed: ")
+        )
+        return VectorWork(deletes=deletes, markers=(marker,))
+    return VectorWork(upserts=tuple(upserts), texts=tuple(texts), deletes=deletes)
+
+
 async def maintain_vectors(
     entries: Sequence[IndexEntry],
     also_check: Sequence[MemoryId],
@@ -141,8 +175,9 @@ async def maintain_vectors(
 
     Current entries are embedded (``batch_size`` texts per provider call) and upserted (about
     :data:`UPSERT_POINTS` points per vector-index call); entries and ``also_check`` ids that are
-    no longer current are deleted. Graph currency is consulted first, so a replayed plan never puts a
-    superseded or suppressed memory back into the index (spec "Memory permanence").
+    no longer current are deleted (:func:`vector_work`). Graph currency is consulted first, so a
+    replayed plan never puts a superseded or suppressed memory back into the index (spec "Memory
+    permanence").
 
     ``stored`` may give objects as the graph holds them (a commit's objects, once written), so
     their utterances' speakers are not read back (:func:`~charmem.usecases.names.embedding_texts`).
@@ -154,42 +189,17 @@ async def maintain_vectors(
         list[RepairMarkerType]: the failed operations (one marker per failed embedding call or
         upsert call, naming its ids); empty when everything was applied.
     """
-    ids = sorted({*(e.id for e in entries), *also_check}, key=ID_ORDER)
-    if not ids:
-        return []
-    try:
-        currency = await graph.currency(ids)
-    except Exception as exc:  # noqa: BLE001 - reported as a repair marker, by contract
-        log.warning("vector_currency_lookup_failed", ids=len(ids), error=type(exc).__name__)
-        return [
-            RepairMarker.VectorMaintenance(
-                VectorOperation.UPSERT, tuple(ids), _cause(exc, "currency lookup failed: ")
-            )
-        ]
-    upserts = [e for e in entries if currency.get(e.id) is CurrencyStatus.CURRENT]
-    deletes = [i for i in ids if i in currency and currency[i] is not CurrencyStatus.CURRENT]
-    markers: list[RepairMarkerType] = []
-    try:
-        texts = await embedding_texts(upserts, graph, stored)
-    except Exception as exc:  # noqa: BLE001 - reported as a repair marker, like currency
-        log.warning("vector_text_lookup_failed", ids=len(upserts), error=type(exc).__name__)
-        markers.append(
-            RepairMarker.VectorMaintenance(
-                VectorOperation.UPSERT,
-                tuple(e.id for e in upserts),
-                _cause(exc, "speaker name lookup failed: "),
-            )
-        )
-        upserts, texts = [], []
+    work = await vector_work(entries, also_check, graph=graph, stored=stored)
+    markers = list(work.markers)
     markers += await _upsert_entries(
-        upserts,
-        texts,
+        work.upserts,
+        work.texts,
         vectors=vectors,
         embedder=embedder,
         batch_size=batch_size,
         embed_timeout_s=embed_timeout_s,
     )
-    markers += await _delete_points(deletes, vectors)
+    markers += await _delete_points(work.deletes, vectors)
     return markers
 
 
@@ -372,7 +382,7 @@ async def rebuild_vector_index(
     graph: GraphStore,
     vectors: VectorIndex,
     embedder: EmbeddingProvider,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     on_progress: ProgressCallback | None = None,
     embed_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S,
 ) -> VectorRebuildReport:
@@ -382,14 +392,17 @@ async def rebuild_vector_index(
     objects and currency in batches of 512, and builds their index entries with
     :func:`current_index_entries` (an episode gets a vector only when its summary differs from the
     text of each of its observations, as at commit). Superseded and suppressed objects stay out.
-    The entries are embedded and upserted ``batch_size`` at a time; then points that no current
-    object backs are deleted. Running it again is harmless (upserts replace).
+    The entries are embedded and upserted ``batch_size`` at a time, the next batch embedding
+    while the current one is upserted; then points that no current object backs are deleted.
+    Running it again is harmless (upserts replace).
 
     Args:
         graph: the collection's graph authority.
         vectors: the collection's vector index, open with ``embedder``'s fingerprint.
         embedder: the embedding provider.
-        batch_size: texts per ``embed_documents`` call and points per upsert (count, >= 1).
+        batch_size: texts per ``embed_documents`` call and points per upsert (count, >= 1), or
+            ``None`` for the provider's ``preferred_batch_size``
+            (:func:`~charmem.usecases.embedding.provider_batch_size`).
         on_progress: called as ``on_progress(done, total)`` with entries written so far and in
             all: once before the first batch and after each batch.
         embed_timeout_s: seconds one ``embed_documents`` call may take (``EMBEDDING_TIMEOUT_S``).
@@ -399,12 +412,16 @@ async def rebuild_vector_index(
         stale points removed.
 
     Raises:
-        DraftValidationError: ``batch_size`` is not an int >= 1 (also a ``ValueError``).
+        DraftValidationError: ``batch_size`` is not ``None`` or an int >= 1 (also a ``ValueError``).
         BackendError: a store or the embedder failed, or an embedding call timed out
             (``EmbeddingTimeoutError``); the index may then be partial: run it again.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise DraftValidationError(f"batch_size must be an int >= 1, not {batch_size!r}", field="batch_size")
+    if batch_size is not None and (
+        isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+    ):
+        raise DraftValidationError(
+            f"batch_size must be None or an int >= 1, not {batch_size!r}", field="batch_size"
+        )
     ids = await graph.object_ids(INDEXED_TYPES)
     objects: list[MemoryObject] = []
     currency: dict[MemoryId, CurrencyStatus] = {}
@@ -413,26 +430,16 @@ async def rebuild_vector_index(
         objects += (await graph.get_objects(chunk)).values()
         currency.update(await graph.currency(chunk))
     entries, not_current = current_index_entries(objects, currency)
-    total = len(entries)
-    if on_progress is not None:
-        on_progress(0, total)
-    for start in range(0, total, batch_size):
-        chunk_entries = entries[start : start + batch_size]
-        texts = await embedding_texts(chunk_entries, graph)
-        rows = await embed_texts(embedder, texts, timeout_s=embed_timeout_s)
-        await vectors.upsert(
-            [
-                VectorPoint(id=entry.id, object_type=entry.object_type, vector=row, text=text)
-                for entry, text, row in zip(chunk_entries, texts, rows, strict=True)
-            ]
-        )
-        if on_progress is not None:
-            on_progress(start + len(chunk_entries), total)
+    size = provider_batch_size(embedder, batch_size)
+    chunks = [entries[start : start + size] for start in range(0, len(entries), size)]
+    await embed_and_upsert_chunks(chunks, graph, vectors, embedder, on_progress, embed_timeout_s)
     indexed = {entry.id for entry in entries}
     stale = sorted(await vectors.point_ids() - indexed)
     if stale:
         await vectors.delete(stale)
-    report = VectorRebuildReport(objects=len(ids), indexed=total, not_current=not_current, removed=len(stale))
+    report = VectorRebuildReport(
+        objects=len(ids), indexed=len(entries), not_current=not_current, removed=len(stale)
+    )
     log.info(
         "vector_index_rebuilt",
         objects=report.objects,
