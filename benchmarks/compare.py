@@ -26,6 +26,10 @@ Systems:
   ``--chromadb-python`` (chromadb is heavy: keep it in a venv of its own); skipped with a message
   when that Python cannot import it.
 
+``--graph-flush-every N`` adds an experiment: charmem again, its Oxigraph store flushed
+(``Store.flush``: memtables written to SST files, their memory and write-ahead logs released)
+after every N commits, to measure what bounding RocksDB's memtables would save.
+
 ``--footprint`` adds, to charmem's worker, where its disk goes (per store and per kind of file)
 and where its RSS goes (``/proc/self/smaps`` grouped by mapping, the Python heap by
 ``tracemalloc``, the graph cache's entries). tracemalloc slows the worker and adds its own memory:
@@ -205,12 +209,14 @@ def chromadb_worker(data: Data, store: Path, batch: int) -> dict[str, Any]:
     return out
 
 
-def charmem_worker(data: Data, store: Path, batch: int, footprint: bool) -> dict[str, Any]:
+def charmem_worker(data: Data, store: Path, batch: int, footprint: bool, flush_every: int) -> dict[str, Any]:
     """charmem's embedded stores: build, close, disk, reopen, retrieve cold then warm, the index alone."""
     sys.path.insert(0, str(HERE))
     import _footprint
 
-    return asyncio.run(_footprint.charmem_run(data, store, batch, footprint=footprint))
+    return asyncio.run(
+        _footprint.charmem_run(data, store, batch, footprint=footprint, flush_every=flush_every)
+    )
 
 
 def worker(args: argparse.Namespace) -> int:
@@ -221,7 +227,7 @@ def worker(args: argparse.Namespace) -> int:
     elif args.worker == "chromadb":
         result = chromadb_worker(data, store, args.batch)
     else:
-        result = charmem_worker(data, store, args.batch, args.footprint)
+        result = charmem_worker(data, store, args.batch, args.footprint, args.graph_flush_every)
     result["rss_mb"]["end"] = rss_mb()
     result["peak_rss_mb"] = rss_mb()["peak"]
     result["points"] = len(data.vectors)
@@ -253,16 +259,15 @@ def importable(python: str, module: str) -> bool:
     return probe.returncode == 0
 
 
-def run_worker(python: str, system: str, data: Path, store: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """One worker in a subprocess of its own; its JSON, or ``{"error": ...}``."""
+def run_worker(
+    python: str, system: str, data: Path, store: Path, args: argparse.Namespace, *extra: str
+) -> dict[str, Any]:
+    """One worker in a subprocess of its own (``extra``: worker options); its JSON or ``{"error": ...}``."""
     store.mkdir(parents=True, exist_ok=True)
     command = [
         *(python, str(Path(__file__).resolve()), "--worker", system, "--data", str(data)),
-        *("--worker-store", str(store), "--batch", str(args.batch)),
-        *(["--footprint"] if system == "charmem-footprint" else []),
+        *("--worker-store", str(store), "--batch", str(args.batch), *extra),
     ]
-    if system == "charmem-footprint":
-        command[command.index("--worker") + 1] = "charmem"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
@@ -366,6 +371,12 @@ def parser() -> argparse.ArgumentParser:
     cli.add_argument(
         "--footprint", action="store_true", help="also charmem's disk and RSS breakdown at the largest size"
     )
+    cli.add_argument(
+        "--graph-flush-every",
+        type=int,
+        default=0,
+        help="experiment: one more charmem run that flushes Oxigraph (Store.flush) every N commits",
+    )
     cli.add_argument("--seed", type=int, default=0)
     cli.add_argument("--store", type=Path, help="working directory (default: a temporary one, removed)")
     cli.add_argument("--json-out", type=Path, help="write every figure as JSON")
@@ -405,10 +416,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                     continue
                 print(f"{n:,} x {args.dim}: {system}", file=sys.stderr)
                 size["systems"][system] = run_worker(python, system, data, work / f"store-{system}", args)
+            if args.graph_flush_every:
+                label = f"charmem, graph flushed every {args.graph_flush_every} commits"
+                print(f"{n:,} x {args.dim}: {label}", file=sys.stderr)
+                size["systems"][label] = run_worker(
+                    sys.executable,
+                    "charmem",
+                    data,
+                    work / "store-flush",
+                    args,
+                    *("--graph-flush-every", str(args.graph_flush_every)),
+                )
             if args.footprint and n == max(args.sizes):
                 print(f"{n:,} x {args.dim}: charmem footprint (tracemalloc)", file=sys.stderr)
                 document["footprint"] = run_worker(
-                    sys.executable, "charmem-footprint", data, work / "store-footprint", args
+                    sys.executable, "charmem", data, work / "store-footprint", args, "--footprint"
                 )
             document["sizes"][f"{n:,} x {args.dim}"] = size
             shutil.rmtree(data, ignore_errors=True)
