@@ -21,13 +21,17 @@ with its ratio to it (machines are noisy, ratios much less so):
   above runs interleaved with the other columns on one BLAS thread, top 40). A second table
   gives, per size, warm retrieve (c2) / floor (target <= 12), (c2) / (b+) (<= 2) and cold (c3) /
   floor (<= 25), the targets being stated at 5,000 x 1,536; ``--json-out`` holds them under
-  ``targets``.
+  ``targets``. The floor is timed again on one BLAS thread (not a target): on busy cores the
+  unlimited floor is inflated by thread contention, which flatters every ratio to it. The
+  objects the garbage collector tracks are counted per size (a full collection's pause grows
+  with them).
 - **Write throughput** (embedding excluded: the provider hands back precomputed vectors, and the
   CLI's ``TimedEmbedder`` subtracts even that): ``remember`` one memory at a time, and a bulk plan
   of ``--batch`` memories per ``commit``; with the share of commit time spent in the graph, the
   vector index and the stats store (timing proxies around the three adapters).
-- **Disk** bytes per memory for the graph, the vectors and the stats (the marginal bytes between
-  two sizes in brackets: the fixed cost of a store dominates small sizes), the bytes each store
+- **Disk** bytes (allocated blocks, as ``du``) per memory for the graph, the vectors and the
+  stats (the marginal bytes between two sizes in brackets: the fixed cost of a store dominates
+  small sizes), the bytes each store
   holds after ``close()``, vector points, and the process's peak RSS while that size was written
   and measured (the kernel's peak is reset before each size).
 - **HNSW** at the largest size (``--hnsw-m`` x ``--hnsw-ef``): recall@10 against the exact top 10
@@ -494,9 +498,13 @@ class LoopLag:
 
 
 def directory_bytes(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    """Bytes the files under ``path`` take on disk: allocated blocks, as ``du`` counts them.
+
+    Qdrant Edge preallocates sparse files (32 MB storage chunks, its write-ahead log): their
+    sizes are far above the disk they use.
+    """
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    return sum(p.stat().st_blocks * 512 for p in files)
 
 
 def rss_mb() -> tuple[float, float]:
@@ -1001,12 +1009,17 @@ async def measure_size(
         gc.freeze()
     latencies = await query_latencies(stack, queries, local if n <= 50_000 else None, "bench")
     floor_queries = stack.corpus.queries(n, FLOOR_QUERIES, args.seed + n + 1)
-    floor = floor_samples(stack.corpus.vectors[: stack.count], [v for _t, v in floor_queries])
+    matrix = stack.corpus.vectors[: stack.count]
+    floor = floor_samples(matrix, [v for _t, v in floor_queries])
+    with threadpool_limits(limits=1):  # the same on one BLAS thread: how much the cores' load inflates it
+        floor_one_thread = floor_samples(matrix, [v for _t, v in floor_queries])
     disk = stack.disk()
     latencies["retrieve_cold"], closed = await reopened(stack, queries)
     assert stack.memory is not None
     out: dict[str, Any] = {
         "floor": floor,
+        "floor_one_thread": floor_one_thread,
+        "gc_tracked_objects": len(gc.get_objects()),
         "latency": latencies,
         "writes": writes,
         "disk": disk,
@@ -1250,6 +1263,10 @@ def render(results: Sequence[dict[str, Any]], large: dict[str, Any] | None, cons
             {n: latency_cell(d["floor"], None) for n, d in data.items()},
             growth_cell([(n, percentiles(d["floor"])[0]) for n, d in data.items()]),
         )
+        row(
+            "  the same on one BLAS thread (not a target)",
+            {n: latency_cell(d["floor_one_thread"], None) for n, d in data.items()},
+        )
         for key, label in LATENCY_ROWS:
             cells = {
                 n: latency_cell(d["latency"].get(key), d["latency"]["numpy"] if key != "numpy" else None)
@@ -1303,9 +1320,9 @@ def render(results: Sequence[dict[str, Any]], large: dict[str, Any] | None, cons
                 if d["disk_marginal"] is not None:
                     cell += f" ({human_bytes(d['disk_marginal'][key])})"
                 cells[n] = cell
-            row(f"disk per memory: {key} (marginal in brackets)", cells)
+            row(f"disk per memory: {key} (marginal in brackets, du)", cells)
         row(
-            "disk after close: graph / vectors / stats",
+            "disk after close (du): graph / vectors / stats",
             {
                 n: " / ".join(human_bytes(d["disk_closed"][k]) for k in ("graph", "vectors", "stats"))
                 for n, d in data.items()
@@ -1314,6 +1331,10 @@ def render(results: Sequence[dict[str, Any]], large: dict[str, Any] | None, cons
         row(
             "RSS of the process: now / peak (this size)",
             {n: "{:.0f} / {:.0f} MB".format(*d["rss_mb"]) for n, d in data.items()},
+        )
+        row(
+            "objects the GC tracks (after the queries)",
+            {n: f"{d['gc_tracked_objects']:,}" for n, d in data.items()},
         )
         hop = percentiles(result["thread_hop"])[0]
         smallest = data[min(data)]["latency"]["edge_dense"]
