@@ -464,7 +464,8 @@ class LoopLag:
         ``sources`` maps a name to (start, end, call) intervals (store calls, shard flushes);
         garbage collections are a source too. A tick's overlap with a source is capped at its
         lag, so the sums read as "lag during which this was running" (sources may overlap each
-        other, so they can add up to more than the lag). Also the worst tick's own breakdown.
+        other, so they can add up to more than the lag). Also the worst tick's own breakdown, and
+        per source the count, median and longest duration of its calls.
         """
         every = {"gc": [(start, end, "collect") for start, end in self.gc_runs]}
         for name, intervals in sources.items():
@@ -488,7 +489,17 @@ class LoopLag:
         if self.lags:
             i = max(range(len(self.lags)), key=self.lags.__getitem__)
             worst = overlaps(*self.ticks[i], self.lags[i])
+        calls = {
+            name: {
+                "count": len(spans),
+                "median_ms": statistics.median(e - s for s, e, _c in spans) * 1000,
+                "max_ms": max(e - s for s, e, _c in spans) * 1000,
+            }
+            for name, spans in every.items()
+            if spans
+        }
         return {
+            "calls": calls,
             "late_ms": late_ms,
             "late_ticks": len(late),
             "late_lag_ms": sum(lag for lag, _t in late) * 1000,
@@ -1178,6 +1189,18 @@ def lag_rows(row: Callable[[str, dict[int, str]], None], loads: Mapping[int, dic
     row(
         "  ticks > 10 ms: count, lag; overlapped by",
         {n: made_of_cell(load["loop_lag_made_of"]) for n, load in loads.items()},
+    )
+    row(
+        "  writer's slowest calls: median / max ms",
+        {
+            n: ", ".join(
+                f"{k} {v['median_ms']:.0f}/{v['max_ms']:.0f}"
+                for k, v in sorted(
+                    load["loop_lag_made_of"]["calls"].items(), key=lambda kv: -kv[1]["median_ms"]
+                )[:3]
+            )
+            for n, load in loads.items()
+        },
     )
     row(
         "  the worst tick overlapped",
