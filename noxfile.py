@@ -1,4 +1,4 @@
-"""nox sessions: tests, demo, lint, bench, bench-locomo, crash, disk-full, fuzz.
+"""nox sessions: tests, demo, lint, bench, bench-compare, bench-locomo, crash, disk-full, fuzz.
 
 Plain pip: uv does not see the local CPU torch wheel.
 """
@@ -86,6 +86,18 @@ def bench(session: nox.Session) -> None:
     """
     install_all(session)
     session.run("python", "benchmarks/latency.py", *session.posargs, env=OFFLINE)
+
+
+@nox.session(name="bench-compare")
+def bench_compare(session: nox.Session) -> None:
+    """charmem side by side with qdrant-client local mode and chromadb on the same vectors.
+
+    chromadb and qdrant-client go into this session's venv only (not requirements/dev.txt: CI
+    installs that). Arguments after -- go to benchmarks/compare.py (e.g. -- --sizes 5000 --footprint).
+    """
+    install_all(session)
+    session.install("chromadb", "qdrant-client")
+    session.run("python", "benchmarks/compare.py", *session.posargs, env=OFFLINE)
 
 
 #: What the lint session type-checks (in one mypy run, strict by pyproject.toml): every

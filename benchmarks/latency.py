@@ -10,24 +10,40 @@ with its ratio to it (machines are noisy, ratios much less so):
   cue, as ``retrieve`` makes it, (c) the full ``CharacterMemory.retrieve`` (embedded Oxigraph,
   Qdrant Edge, SQLite stats: the CLI's stores) with graph authority and expansion, its memories
   mostly read from the store for the first time in the process, (c2) the same retrieve right
-  again, every graph read answered by the process's graph cache, (d) qdrant-client
-  in local mode (``QdrantClient(":memory:")``, what a Python user would otherwise pick; up to
-  50,000). The "growth" column fits log(p50) against log(N) (the exponent: 1 is linear) and gives
-  the p50 added per 1,000 memories between the smallest and the largest size.
+  again, every graph read answered by the process's graph cache, (c3) retrieve on the REOPENED
+  store (``close()``, then ``CharacterMemory.open`` again in this process: every query's first
+  retrieve counted, no warm-up), (d) qdrant-client in local mode (``QdrantClient(":memory:")``,
+  what a Python user would otherwise pick; up to 50,000). The "growth" column fits log(p50)
+  against log(N) (the exponent: 1 is linear) and gives the p50 added per 1,000 memories between
+  the smallest and the largest size.
+- **The floor** the issue's targets divide by: ``np.argpartition(-(M @ q), 10)[:10]`` over the
+  float32 (N, D) matrix in memory, 200 queries timed in a loop of their own (no thread limit; (a)
+  above runs interleaved with the other columns on one BLAS thread, top 40). A second table
+  gives, per size, warm retrieve (c2) / floor (target <= 12), (c2) / (b+) (<= 2) and cold (c3) /
+  floor (<= 25), the targets being stated at 5,000 x 1,536; ``--json-out`` holds them under
+  ``targets``. The floor is timed again on one BLAS thread (not a target): on busy cores the
+  unlimited floor is inflated by thread contention, which flatters every ratio to it. The
+  objects the garbage collector tracks are counted per size (a full collection's pause grows
+  with them).
 - **Write throughput** (embedding excluded: the provider hands back precomputed vectors, and the
   CLI's ``TimedEmbedder`` subtracts even that): ``remember`` one memory at a time, and a bulk plan
   of ``--batch`` memories per ``commit``; with the share of commit time spent in the graph, the
   vector index and the stats store (timing proxies around the three adapters).
-- **Disk** bytes per memory for the graph, the vectors and the stats (the marginal bytes between
-  two sizes in brackets: the fixed cost of a store dominates small sizes), vector points, and the
-  process's peak RSS.
+- **Disk** bytes (allocated blocks, as ``du``) per memory for the graph, the vectors and the
+  stats (the marginal bytes between two sizes in brackets: the fixed cost of a store dominates
+  small sizes), the bytes each store
+  holds after ``close()``, vector points, and the process's peak RSS while that size was written
+  and measured (the kernel's peak is reset before each size).
 - **HNSW** at the largest size (``--hnsw-m`` x ``--hnsw-ef``): recall@10 against the exact top 10
   (numpy) on the same clustered vectors, p50 / p95 and the ratio to numpy; build time; how long
   the event loop was blocked during the build (charmem builds in a child process) against an
   in-process ``EdgeShard.optimize()`` in a worker thread (which holds the GIL).
-- **Concurrency** at the largest size: 8 concurrent retrieves and one writer (``remember``) in one
+- **Concurrency** at each size: 8 concurrent retrieves and one writer (``remember``) in one
   process for ``--concurrency-seconds``: retrieves/s against retrieves alone, commits/s, and the
-  event loop's worst lag (a 5 ms ticker).
+  event loop's lag (a 5 ms ticker: worst and p99), and what the late ticks (over 10 ms) were
+  made of: how much of their lag overlapped a garbage collection (``gc.callbacks``), the
+  writer's store calls (graph, vectors, stats) and the Qdrant Edge shard's ``update`` and
+  ``flush`` in the index's worker thread.
 - ``--large``: the vector index alone at 1,000,000 x 384 (dense, no text), exact scan and HNSW
   (the first ``--hnsw-m``, ``ef`` swept), against numpy; the full ``retrieve`` is not measured
   (ingesting a million memories through ``commit`` takes hours at the measured bulk rate, which
@@ -41,6 +57,8 @@ One ``remember`` of a text is one memory (an episode and its observation), one v
     python benchmarks/latency.py                                   # 100, 1,000, 5,000 x 1,536, 384
     python benchmarks/latency.py --sizes 100,1000,5000,50000 --json-out latency.json
     python benchmarks/latency.py --large --dims 384                # + 1,000,000 x 384, index alone
+    python benchmarks/latency.py --sizes 5000 --dims 1536 --hnsw-m ''   # the issue's targets only
+    python benchmarks/latency.py --sizes 1000,10000,100000 --dims 384 --hnsw-m '' # growth table
     nox -s bench -- --sizes 100,1000
 """
 
@@ -49,6 +67,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import contextvars
 import gc
 import json
 import math
@@ -91,6 +110,8 @@ from charmem_qdrant._hnsw import shard_config
 COLLECTION = "latency"
 LIMIT = 40  # RetrievalContext's default candidate_limit: what retrieve asks the index for
 RECALL_K = 10
+FLOOR_K = 10  # the floor's top k
+FLOOR_QUERIES = 200  # the floor's queries, timed in a loop of their own
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 SCOPE = RetrievalContext(query="scope").object_type_defaults
 LARGE_N = 1_000_000
@@ -297,12 +318,22 @@ def numpy_calls(
     return [call(v) for _t, v in queries]
 
 
+#: Set in the writer task of the concurrency run: its store calls are the ones recorded.
+WRITER: contextvars.ContextVar[bool] = contextvars.ContextVar("writer", default=False)
+
+
 class Timed:
-    """Wraps an adapter and adds up the seconds its coroutine methods take (write shares)."""
+    """Wraps an adapter and adds up the seconds its coroutine methods take (write shares).
+
+    While ``intervals`` is a list (not ``None``), each call the writer task makes (``WRITER``
+    set) is appended too, as (start, end, method): the loop-lag attribution tells which of the
+    writer's store calls a late tick overlapped (the readers' calls overlap every tick).
+    """
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
         self.seconds = 0.0
+        self.intervals: list[tuple[float, float, str]] | None = None
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._inner, name)
@@ -314,7 +345,36 @@ class Timed:
             try:
                 return await value(*args, **kwargs)
             finally:
-                self.seconds += time.perf_counter() - start
+                end = time.perf_counter()
+                self.seconds += end - start
+                if self.intervals is not None and WRITER.get():
+                    self.intervals.append((start, end, name))
+
+        return timed
+
+
+class ShardCalls:
+    """Wraps a Qdrant Edge shard: records when its ``update`` and ``flush`` calls ran.
+
+    They run in the vector index's worker thread; a late tick of the event loop that overlaps a
+    flush points at it (the GIL held, or the cores busy).
+    """
+
+    def __init__(self, shard: Any) -> None:
+        self._shard = shard
+        self.intervals: list[tuple[float, float, str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._shard, name)
+        if name not in ("update", "flush"):
+            return value
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return value(*args, **kwargs)
+            finally:
+                self.intervals.append((start, time.perf_counter(), name))
 
         return timed
 
@@ -392,11 +452,70 @@ class LoopLag:
     def worst_ms(self) -> float:
         return max(self.lags, default=0.0) * 1000
 
+    @property
+    def p99_ms(self) -> float:
+        return sorted(self.lags)[int(0.99 * (len(self.lags) - 1))] * 1000 if self.lags else 0.0
+
+    def made_of(
+        self, sources: Mapping[str, Sequence[tuple[float, float, str]]], late_ms: float = 10.0
+    ) -> dict[str, Any]:
+        """What the late ticks (lag over ``late_ms``) overlapped: ms per source, summed over them.
+
+        ``sources`` maps a name to (start, end, call) intervals (store calls, shard flushes);
+        garbage collections are a source too. A tick's overlap with a source is capped at its
+        lag, so the sums read as "lag during which this was running" (sources may overlap each
+        other, so they can add up to more than the lag). Also the worst tick's own breakdown, and
+        per source the count, median and longest duration of its calls.
+        """
+        every = {"gc": [(start, end, "collect") for start, end in self.gc_runs]}
+        for name, intervals in sources.items():
+            calls = sorted({call for _s, _e, call in intervals})
+            for call in calls:
+                every[f"{name}.{call}"] = [i for i in intervals if i[2] == call]
+
+        def overlaps(asleep: float, woke: float, lag: float) -> dict[str, float]:
+            start = woke - lag  # the tick was due here: the lag is [start, woke]
+            return {
+                name: min(lag, sum(max(0.0, min(woke, e) - max(start, s)) for s, e, _c in spans)) * 1000
+                for name, spans in every.items()
+            }
+
+        late = [(lag, tick) for lag, tick in zip(self.lags, self.ticks, strict=True) if lag * 1000 > late_ms]
+        totals: dict[str, float] = dict.fromkeys(every, 0.0)
+        for lag, (asleep, woke) in late:
+            for name, value in overlaps(asleep, woke, lag).items():
+                totals[name] += value
+        worst: dict[str, float] = {}
+        if self.lags:
+            i = max(range(len(self.lags)), key=self.lags.__getitem__)
+            worst = overlaps(*self.ticks[i], self.lags[i])
+        calls = {
+            name: {
+                "count": len(spans),
+                "median_ms": statistics.median(e - s for s, e, _c in spans) * 1000,
+                "max_ms": max(e - s for s, e, _c in spans) * 1000,
+            }
+            for name, spans in every.items()
+            if spans
+        }
+        return {
+            "calls": calls,
+            "late_ms": late_ms,
+            "late_ticks": len(late),
+            "late_lag_ms": sum(lag for lag, _t in late) * 1000,
+            "overlap_ms": {k: v for k, v in totals.items() if v > 0},
+            "worst_overlap_ms": {k: v for k, v in worst.items() if v > 0},
+        }
+
 
 def directory_bytes(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    """Bytes the files under ``path`` take on disk: allocated blocks, as ``du`` counts them.
+
+    Qdrant Edge preallocates sparse files (32 MB storage chunks, its write-ahead log): their
+    sizes are far above the disk they use.
+    """
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    return sum(p.stat().st_blocks * 512 for p in files)
 
 
 def rss_mb() -> tuple[float, float]:
@@ -409,6 +528,26 @@ def rss_mb() -> tuple[float, float]:
                 fields[key] = int(value.split()[0]) / 1024
     peak = fields.get("VmHWM", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     return fields.get("VmRSS", peak), peak
+
+
+def reset_peak_rss() -> None:
+    """Reset the kernel's peak RSS of this process (``VmHWM``), so a size's peak is its own (Linux)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def floor_samples(matrix: np.ndarray, vectors: Sequence[np.ndarray]) -> list[float]:
+    """The floor: seconds of ``np.argpartition(-(M @ q), 10)[:10]`` per query, in a loop of its own.
+
+    Over the float32 (N, D) matrix in memory, no thread limit, each query once (200 by default):
+    the ratios the targets are stated in divide by the median of these.
+    """
+    samples = []
+    for q in vectors:
+        start = time.perf_counter()
+        np.argpartition(-(matrix @ q), FLOOR_K)[:FLOOR_K]
+        samples.append(time.perf_counter() - start)
+    return samples
 
 
 def searcher(index: EdgeVectorIndex, vector: np.ndarray, limit: int) -> Callable[[], Awaitable[Any]]:
@@ -704,6 +843,23 @@ async def in_process_optimize(path: Path, matrix: np.ndarray, m: int, ef_constru
 # ------------------------------------------------------------------------------- concurrency
 
 
+def watch_shard(stack: Stack) -> ShardCalls | None:
+    """Record the shard's update and flush calls (``None`` if the index keeps no ``_shard``)."""
+    index = stack.timed["vectors"]._inner
+    shard = getattr(index, "_shard", None)
+    if shard is None:
+        return None
+    calls = ShardCalls(shard)
+    index._shard = calls
+    return calls
+
+
+def unwatch_shard(stack: Stack, calls: ShardCalls) -> None:
+    index = stack.timed["vectors"]._inner
+    if getattr(index, "_shard", None) is calls:
+        index._shard = calls._shard
+
+
 async def concurrency(
     stack: Stack, queries: Sequence[tuple[str, np.ndarray]], seconds: float
 ) -> dict[str, Any]:
@@ -711,7 +867,7 @@ async def concurrency(
     memory = stack.memory
     assert memory is not None
     stack.embedder.know_queries(queries)
-    texts = stack.corpus.texts(stack.count + 5000)
+    texts = stack.corpus.texts(min(len(stack.corpus.vectors), stack.count + 5000))
     stack.embedder.know(texts, 0)
     rng = random.Random(5)
 
@@ -729,9 +885,13 @@ async def concurrency(
         alone_seconds = time.perf_counter() - start
 
     commits = 0
+    shard = watch_shard(stack)
+    for proxy in stack.timed.values():
+        proxy.intervals = []
 
     async def writer(deadline: float) -> None:
         nonlocal commits
+        WRITER.set(True)  # this task's own context
         while time.perf_counter() < deadline and stack.count < len(texts):
             i = stack.count
             await memory.remember(RememberInput(texts[i], occurred_at=T0 + timedelta(minutes=i)))
@@ -744,6 +904,12 @@ async def concurrency(
         deadline = start + seconds
         await asyncio.gather(writer(deadline), *(retrieves(deadline, loaded) for _ in range(8)))
         elapsed = time.perf_counter() - start
+    sources = {f"writer {name}": proxy.intervals or [] for name, proxy in stack.timed.items()}
+    for proxy in stack.timed.values():
+        proxy.intervals = None
+    if shard is not None:
+        sources["shard"] = shard.intervals
+        unwatch_shard(stack, shard)
     return {
         "alone_per_second": len(alone) / alone_seconds,
         "alone_latency": alone,
@@ -752,7 +918,8 @@ async def concurrency(
         "commits_per_second": commits / elapsed,
         "latency": loaded,
         "loop_lag_ms": lag.worst_ms,
-        "loop_lag_p99_ms": sorted(lag.lags)[int(0.99 * (len(lag.lags) - 1))] * 1000 if lag.lags else 0.0,
+        "loop_lag_p99_ms": lag.p99_ms,
+        "loop_lag_made_of": lag.made_of(sources),
         "loop_lag_without_gc_ms": lag.worst_without_gc_ms,
         "alone_loop_lag_without_gc_ms": alone_lag.worst_without_gc_ms,
         "gc_pause_ms": max(lag.worst_gc_pause_ms, alone_lag.worst_gc_pause_ms),
@@ -804,6 +971,82 @@ async def large_index(
 # ------------------------------------------------------------------------------- the run
 
 
+def fill_local(local: Any, name: str, vectors: np.ndarray, first: int, stop: int) -> None:
+    """Upsert rows ``first`` to ``stop`` of ``vectors`` into the qdrant-client collection."""
+    from qdrant_client import models
+
+    for start in range(first, stop, 2000):
+        local.upsert(
+            name,
+            points=[
+                models.PointStruct(id=i, vector=vectors[i].tolist(), payload={"object_type": "observation"})
+                for i in range(start, min(stop, start + 2000))
+            ],
+        )
+
+
+async def reopened(
+    stack: Stack, queries: Sequence[tuple[str, np.ndarray]]
+) -> tuple[list[float], dict[str, int]]:
+    """Close the store, measure its disk, open it again and time the first retrieve of each query.
+
+    Returns:
+        (seconds per retrieve, every one counted, on the reopened store; bytes per store after close).
+    """
+    assert stack.memory is not None
+    await stack.memory.close()
+    gc.collect()
+    closed = stack.disk()
+    memory = await stack.open()
+    cold = []
+    for text, _vector in queries:
+        start = time.perf_counter()
+        await memory.retrieve(RetrievalContext(query=text))
+        cold.append(time.perf_counter() - start)
+    return cold, closed
+
+
+async def measure_size(
+    args: argparse.Namespace, stack: Stack, n: int, local: Any, console: Console
+) -> dict[str, Any]:
+    """Grow the store to ``n`` memories and take every per-size measure (peak RSS of this size only)."""
+    dim = stack.corpus.dim
+    reset_peak_rss()
+    console.log(f"dim {dim}: remembering up to {n:,} memories")
+    writes = await stack.grow(n, singles=min(args.singles, max(1, n // 4)))
+    console.log(f"dim {dim}, {n:,} memories: queries")
+    queries = stack.corpus.queries(n, args.queries, args.seed + n)
+    if args.gc_freeze:  # what a long-running application may do once it has started
+        gc.freeze()
+    latencies = await query_latencies(stack, queries, local if n <= 50_000 else None, "bench")
+    floor_queries = stack.corpus.queries(n, FLOOR_QUERIES, args.seed + n + 1)
+    matrix = stack.corpus.vectors[: stack.count]
+    floor = floor_samples(matrix, [v for _t, v in floor_queries])
+    with threadpool_limits(limits=1):  # the same on one BLAS thread: how much the cores' load inflates it
+        floor_one_thread = floor_samples(matrix, [v for _t, v in floor_queries])
+    disk = stack.disk()
+    latencies["retrieve_cold"], closed = await reopened(stack, queries)
+    assert stack.memory is not None
+    out: dict[str, Any] = {
+        "floor": floor,
+        "floor_one_thread": floor_one_thread,
+        "gc_tracked_objects": len(gc.get_objects()),
+        "latency": latencies,
+        "writes": writes,
+        "disk": disk,
+        "disk_closed": closed,
+        "vector_points": await stores_of(stack.memory).vectors.count(),
+    }
+    if args.concurrency_seconds > 0:
+        console.log(f"dim {dim}, {n:,}: 8 retrieves + 1 writer for {args.concurrency_seconds:g} s")
+        out["concurrency"] = {
+            "n": n,
+            **await concurrency(stack, stack.corpus.queries(n, 50, args.seed + 7), args.concurrency_seconds),
+        }
+    out["rss_mb"] = rss_mb()
+    return out
+
+
 async def run_dim(
     args: argparse.Namespace, dim: int, corpus: Corpus, work: Path, console: Console
 ) -> dict[str, Any]:
@@ -812,68 +1055,32 @@ async def run_dim(
     stack = Stack(work / f"store-{dim}", corpus, args.batch)
     await stack.open()
     local: Any = None
-    local_name = "bench"
     if not args.no_qdrant_client:
         from qdrant_client import QdrantClient, models
 
         local = QdrantClient(location=":memory:")
         local.create_collection(
-            local_name, vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE)
+            "bench", vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE)
         )
     local_count = 0
     result: dict[str, Any] = {"dim": dim, "sizes": {}}
-    previous_disk: dict[str, int] | None = None
-    previous_n = 0
+    previous: tuple[int, dict[str, int]] | None = None
     try:
         for n in sizes:
-            console.log(f"dim {dim}: remembering up to {n:,} memories")
-            writes = await stack.grow(n, singles=min(args.singles, max(1, n // 4)))
             if local is not None and n <= 50_000:
-                for first in range(local_count, n, 2000):
-                    stop = min(n, first + 2000)
-                    local.upsert(
-                        local_name,
-                        points=[
-                            models.PointStruct(
-                                id=i,
-                                vector=corpus.vectors[i].tolist(),
-                                payload={"object_type": "observation"},
-                            )
-                            for i in range(first, stop)
-                        ],
-                    )
+                fill_local(local, "bench", corpus.vectors, local_count, n)
                 local_count = n
-            console.log(f"dim {dim}, {n:,} memories: queries")
-            queries = corpus.queries(n, args.queries, args.seed + n)
-            if args.gc_freeze:  # what a long-running application may do once it has started
-                gc.freeze()
-            latencies = await query_latencies(stack, queries, local if n <= 50_000 else None, local_name)
-            disk = stack.disk()
-            marginal = (
-                {k: (disk[k] - previous_disk[k]) / (n - previous_n) for k in disk}
-                if previous_disk is not None
+            size = await measure_size(args, stack, n, local, console)
+            size["disk_marginal"] = (
+                {k: (size["disk"][k] - previous[1][k]) / (n - previous[0]) for k in size["disk"]}
+                if previous is not None
                 else None
             )
-            assert stack.memory is not None
-            result["sizes"][n] = {
-                "latency": latencies,
-                "writes": writes,
-                "disk": disk,
-                "disk_marginal": marginal,
-                "vector_points": await stores_of(stack.memory).vectors.count(),
-                "rss_mb": rss_mb(),
-            }
-            previous_disk, previous_n = disk, n
+            result["sizes"][n] = size
+            previous = (n, size["disk"])
         result["thread_hop"] = await thread_hop()
-        largest = sizes[-1]
-        if args.concurrency_seconds > 0:
-            console.log(f"dim {dim}: 8 retrieves + 1 writer for {args.concurrency_seconds:g} s")
-            result["concurrency"] = {
-                "n": largest,
-                **await concurrency(
-                    stack, corpus.queries(largest, 50, args.seed + 7), args.concurrency_seconds
-                ),
-            }
+        if "concurrency" in result["sizes"][sizes[-1]]:
+            result["concurrency"] = result["sizes"][sizes[-1]]["concurrency"]
     finally:
         assert stack.memory is not None
         await stack.memory.close()
@@ -938,8 +1145,137 @@ LATENCY_ROWS = (
     ("edge_fused", "(b+) vector index, dense + BM25 (as retrieve)"),
     ("retrieve", "(c) retrieve() full: graph + expansion"),
     ("retrieve_warm", "(c2) the same retrieve() again (warm cache)"),
+    ("retrieve_cold", "(c3) retrieve() on the reopened store (cold)"),
     ("qdrant_client", "(d) qdrant-client local mode"),
 )
+
+
+def lag_rows(row: Callable[[str, dict[int, str]], None], loads: Mapping[int, dict[str, Any]]) -> None:
+    """The concurrency rows: throughput, the event loop's lag and what its late ticks overlapped."""
+    row(
+        "8 retrieves + 1 writer: retrieves/s",
+        {
+            n: f"{load['retrieves_per_second']:.1f}/s  "
+            f"{ratio(load['retrieves_per_second'] / load['alone_per_second'])} "
+            f"of alone ({load['alone_per_second']:.1f}/s)"
+            for n, load in loads.items()
+        },
+    )
+    row(
+        "  commits/s, retrieve p50/p95",
+        {
+            n: "{:.1f}/s, {} / {} ms".format(
+                load["commits_per_second"], *map(ms, percentiles(load["latency"]))
+            )
+            for n, load in loads.items()
+        },
+    )
+    row(
+        "  event loop lag: worst, p99 (alone)",
+        {
+            n: f"{load['loop_lag_ms']:.0f} ms, p99 {load['loop_lag_p99_ms']:.0f} "
+            f"(alone {load['alone_loop_lag_ms']:.0f})"
+            for n, load in loads.items()
+        },
+    )
+    row(
+        "  worst without GC pauses (alone)",
+        {
+            n: f"{load['loop_lag_without_gc_ms']:.0f} ms (alone {load['alone_loop_lag_without_gc_ms']:.0f}); "
+            f"longest GC {load['gc_pause_ms']:.0f} ms"
+            for n, load in loads.items()
+        },
+    )
+    row(
+        "  ticks > 10 ms: count, lag; overlapped by",
+        {n: made_of_cell(load["loop_lag_made_of"]) for n, load in loads.items()},
+    )
+    row(
+        "  writer's slowest calls: median / max ms",
+        {
+            n: ", ".join(
+                f"{k} {v['median_ms']:.0f}/{v['max_ms']:.0f}"
+                for k, v in sorted(
+                    load["loop_lag_made_of"]["calls"].items(), key=lambda kv: -kv[1]["median_ms"]
+                )[:3]
+            )
+            for n, load in loads.items()
+        },
+    )
+    row(
+        "  the worst tick overlapped",
+        {
+            n: ", ".join(f"{k} {v:.0f}" for k, v in top(load["loop_lag_made_of"]["worst_overlap_ms"]))
+            or "nothing recorded"
+            for n, load in loads.items()
+        },
+    )
+
+
+def top(values: Mapping[str, float], count: int = 3) -> list[tuple[str, float]]:
+    return sorted(values.items(), key=lambda kv: -kv[1])[:count]
+
+
+def made_of_cell(made_of: Mapping[str, Any]) -> str:
+    head = f"{made_of['late_ticks']}, {made_of['late_lag_ms']:.0f} ms"
+    parts = ", ".join(f"{k} {v:.0f}" for k, v in top(made_of["overlap_ms"]))
+    return f"{head}: {parts}" if parts else head
+
+
+#: The issue's targets (at 5,000 x 1,536), as (label, numerator, denominator, at most).
+TARGETS = (
+    ("warm retrieve / floor", "retrieve_warm", "floor", 12.0),
+    ("warm retrieve / VectorIndex.search (b+)", "retrieve_warm", "edge_fused", 2.0),
+    ("cold retrieve (reopened) / floor", "retrieve_cold", "floor", 25.0),
+)
+
+
+def target_ratios(size: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """The issue's ratios of one size (p50 over p50) with their targets."""
+
+    def p50(key: str) -> float:
+        return percentiles(size[key] if key.startswith("floor") else size["latency"][key])[0]
+
+    def one_thread(den: str) -> str:
+        return "floor_one_thread" if den == "floor" and "floor_one_thread" in size else den
+
+    return {
+        label: {
+            "ratio": p50(num) / p50(den),
+            "target": most,
+            "p50_ms": p50(num),
+            "reference_ms": p50(den),
+            "ratio_one_thread_floor": p50(num) / p50(one_thread(den)),
+        }
+        for label, num, den, most in TARGETS
+    }
+
+
+def render_targets(results: Sequence[dict[str, Any]], console: Console) -> None:
+    table = Table(title="issue targets: p50 ratios measured in one run (stated at 5,000 x 1,536)")
+    table.add_column("dims x N", no_wrap=True)
+    table.add_column("floor p50", justify="right")
+    for label, *_rest in TARGETS:
+        table.add_column(label, justify="right")
+    for result in results:
+        for n, size in result["sizes"].items():
+            ratios = target_ratios(size)
+            table.add_row(
+                f"{result['dim']} x {n:,}",
+                f"{ms(percentiles(size['floor'])[0])} ms",
+                *(
+                    f"{ms(r['p50_ms'])} ms  x{r['ratio']:.3g} "
+                    + ("[green]ok[/green]" if r["ratio"] <= r["target"] else "[red]over[/red]")
+                    + f" (<= {r['target']:g})"
+                    + (
+                        f"; 1-thread floor x{r['ratio_one_thread_floor']:.3g}"
+                        if r["ratio_one_thread_floor"] != r["ratio"]
+                        else ""
+                    )
+                    for r in ratios.values()
+                ),
+            )
+    console.print(table)
 
 
 def render(results: Sequence[dict[str, Any]], large: dict[str, Any] | None, console: Console) -> None:
@@ -959,6 +1295,15 @@ def render(results: Sequence[dict[str, Any]], large: dict[str, Any] | None, cons
         data = result["sizes"]
         table.add_section()
         table.add_row(f"[bold]{dim} dimensions[/bold]", *[""] * (len(columns) + 1))
+        row(
+            "floor: argpartition k=10, own loop, p50/p95",
+            {n: latency_cell(d["floor"], None) for n, d in data.items()},
+            growth_cell([(n, percentiles(d["floor"])[0]) for n, d in data.items()]),
+        )
+        row(
+            "  the same on one BLAS thread (not a target)",
+            {n: latency_cell(d["floor_one_thread"], None) for n, d in data.items()},
+        )
         for key, label in LATENCY_ROWS:
             cells = {
                 n: latency_cell(d["latency"].get(key), d["latency"]["numpy"] if key != "numpy" else None)
@@ -1012,10 +1357,21 @@ def render(results: Sequence[dict[str, Any]], large: dict[str, Any] | None, cons
                 if d["disk_marginal"] is not None:
                     cell += f" ({human_bytes(d['disk_marginal'][key])})"
                 cells[n] = cell
-            row(f"disk per memory: {key} (marginal in brackets)", cells)
+            row(f"disk per memory: {key} (marginal in brackets, du)", cells)
         row(
-            "RSS of the process: now / peak",
+            "disk after close (du): graph / vectors / stats",
+            {
+                n: " / ".join(human_bytes(d["disk_closed"][k]) for k in ("graph", "vectors", "stats"))
+                for n, d in data.items()
+            },
+        )
+        row(
+            "RSS of the process: now / peak (this size)",
             {n: "{:.0f} / {:.0f} MB".format(*d["rss_mb"]) for n, d in data.items()},
+        )
+        row(
+            "objects the GC tracks (after the queries)",
+            {n: f"{d['gc_tracked_objects']:,}" for n, d in data.items()},
         )
         hop = percentiles(result["thread_hop"])[0]
         smallest = data[min(data)]["latency"]["edge_dense"]
@@ -1044,37 +1400,9 @@ def render(results: Sequence[dict[str, Any]], large: dict[str, Any] | None, cons
                     "  vs optimize() in a worker thread (GIL)",
                     {n: f"{probe['build_seconds']:.1f} s, loop lag {probe['loop_lag_ms'] / 1000:.1f} s"},
                 )
-        load = result.get("concurrency")
-        if load:
-            n = load["n"]
-            p50, p95 = percentiles(load["latency"])
-            row(
-                "8 retrieves + 1 writer: retrieves/s",
-                {
-                    n: f"{load['retrieves_per_second']:.1f}/s  "
-                    f"{ratio(load['retrieves_per_second'] / load['alone_per_second'])} "
-                    f"of alone ({load['alone_per_second']:.1f}/s)"
-                },
-            )
-            row(
-                "  commits/s, retrieve p50/p95",
-                {n: f"{load['commits_per_second']:.1f}/s, {ms(p50)} / {ms(p95)} ms"},
-            )
-            row(
-                "  event loop worst lag (alone)",
-                {
-                    n: f"{load['loop_lag_ms']:.0f} ms (p99 {load['loop_lag_p99_ms']:.0f}; "
-                    f"alone {load['alone_loop_lag_ms']:.0f})"
-                },
-            )
-            row(
-                "  the same without GC pauses (alone)",
-                {
-                    n: f"{load['loop_lag_without_gc_ms']:.0f} ms (alone "
-                    f"{load['alone_loop_lag_without_gc_ms']:.0f}); longest GC pause "
-                    f"{load['gc_pause_ms']:.0f} ms"
-                },
-            )
+        loads = {n: d["concurrency"] for n, d in data.items() if "concurrency" in d}
+        if loads:
+            lag_rows(row, loads)
     if large:
         table.add_section()
         table.add_row(f"[bold]{LARGE_DIM} dimensions, index alone[/bold]", *[""] * (len(columns) + 1))
@@ -1205,9 +1533,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             )
     out = Console(width=max(160, Console().width), soft_wrap=False)
     render(results, large, out)
+    render_targets(results, out)
     if args.gc_freeze:
         out.print("gc.freeze() ran after each size was written (--gc-freeze)")
     document = jsonable(results, large)
+    document["targets"] = {
+        f"{r['dim']}x{n}": target_ratios(size) for r in results for n, size in r["sizes"].items()
+    }
     document["arguments"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     document["machine"] = {
         "cpus": os.cpu_count(),

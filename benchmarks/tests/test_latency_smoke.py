@@ -36,6 +36,9 @@ def test_latency_benchmark_runs_at_a_tiny_size(tmp_path: Path, capsys: pytest.Ca
         "(d) qdrant-client",
         "HNSW m=8 ef=16",
         "1 writer",
+        "(c3) retrieve() on the reopened store",
+        "warm retrieve / floor",
+        "cold retrieve (reopened) / floor",
     ):
         assert label in table
     document = json.loads(out.read_text(encoding="utf-8"))
@@ -50,11 +53,22 @@ def test_latency_benchmark_runs_at_a_tiny_size(tmp_path: Path, capsys: pytest.Ca
             "edge_fused",
             "retrieve",
             "retrieve_warm",
+            "retrieve_cold",
             "qdrant_client",
         }
+        assert size["floor"]["count"] == size["floor_one_thread"]["count"] == 200
+        assert size["gc_tracked_objects"] > 0
+        assert all(size["disk_closed"][store] > 0 for store in ("graph", "vectors", "stats"))
+        lag = size["concurrency"]["loop_lag_made_of"]
+        assert lag["late_ticks"] >= 0 and isinstance(lag["overlap_ms"], dict)
         assert all(size["disk"][store] > 0 for store in ("graph", "vectors", "stats"))
     (run,) = result["hnsw"]["runs"]
     assert run["completeness"] == ["approximate"]
     assert 0.0 <= run["recall"] <= 1.0
     assert result["concurrency"]["commits_per_second"] > 0
+    assert set(document["targets"]["32x24"]) == {
+        "warm retrieve / floor",
+        "warm retrieve / VectorIndex.search (b+)",
+        "cold retrieve (reopened) / floor",
+    }
     assert list(tmp_path.iterdir()) == [out]  # the working directory was removed
