@@ -59,7 +59,7 @@ def _stats_rows(root: Path) -> int:
         return 0
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as db:
-            return int(db.execute("SELECT COUNT(*) FROM stats_rows").fetchone()[0])
+            return int(db.execute("SELECT COUNT(*) FROM retrieval_stats").fetchone()[0])
     except sqlite3.Error:
         return 0
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -256,6 +257,33 @@ async def test_a_garbage_stats_file_is_moved_aside_and_rebuilt_by_the_open(tmp_p
         _settings(tmp_path), COLLECTION, embedding_provider=HashingEmbeddingProvider()
     )
     assert report.consistent, report.describe()  # rows rebuilt from the graph
+
+
+async def test_a_stats_file_of_an_earlier_release_is_upgraded_and_rebuilt_by_the_open(
+    tmp_path: Path,
+) -> None:
+    """The old ``stats_rows`` table (text ids, a rowid table) is dropped; the open rebuilds."""
+    await _populate(tmp_path)
+    stats = tmp_path / "retrieval-stats.sqlite3"
+    with sqlite3.connect(stats) as db:
+        rows = db.execute("SELECT COUNT(*) FROM retrieval_stats").fetchone()[0]
+        db.execute("DROP TABLE retrieval_stats")
+        db.execute(
+            "CREATE TABLE stats_rows (collection TEXT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL,"
+            " key TEXT NOT NULL, current INTEGER NOT NULL, from_id TEXT, to_id TEXT,"
+            " PRIMARY KEY (collection, id))"
+        )
+        db.execute("INSERT INTO stats_rows VALUES ('x', 'not-an-id', 'object', 'episode', 1, NULL, NULL)")
+    assert rows > 0
+    assert set(TEXTS) <= await _recalled(_settings(tmp_path))
+    with sqlite3.connect(stats) as db:
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert db.execute("SELECT COUNT(*) FROM retrieval_stats").fetchone()[0] == rows
+    assert "stats_rows" not in tables
+    report = await check_settings(
+        _settings(tmp_path), COLLECTION, embedding_provider=HashingEmbeddingProvider()
+    )
+    assert report.consistent, report.describe()
 
 
 def test_check_repair_rebuilds_a_garbage_stats_file(

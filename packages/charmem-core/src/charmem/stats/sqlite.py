@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,20 +27,29 @@ __all__ = ["SQLiteRetrievalStatsStore"]
 
 _log = get_logger("charmem.stats")
 
+#: Rows keyed by ``(collection, id)`` in the primary key itself (no rowid copy), ids as their 16
+#: UUID bytes, and the endpoint indexes only over links (the only rows with endpoints).
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS stats_rows (
+CREATE TABLE IF NOT EXISTS retrieval_stats (
     collection TEXT NOT NULL,
-    id TEXT NOT NULL,
+    id BLOB NOT NULL,
     kind TEXT NOT NULL,
     key TEXT NOT NULL,
     current INTEGER NOT NULL,
-    from_id TEXT,
-    to_id TEXT,
+    from_id BLOB,
+    to_id BLOB,
     PRIMARY KEY (collection, id)
-);
-CREATE INDEX IF NOT EXISTS stats_rows_from ON stats_rows (collection, from_id);
-CREATE INDEX IF NOT EXISTS stats_rows_to ON stats_rows (collection, to_id);
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS retrieval_stats_from ON retrieval_stats (collection, from_id)
+    WHERE kind = 'link';
+CREATE INDEX IF NOT EXISTS retrieval_stats_to ON retrieval_stats (collection, to_id)
+    WHERE kind = 'link';
 """
+
+#: The table of earlier releases (ids as text, a rowid table and full indexes: about 2.5x the
+#: bytes). Its rows are derived data, so opening drops it and each collection's rows are rebuilt
+#: from the graph when the collection opens.
+_OLD_TABLE = "stats_rows"
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -52,11 +62,28 @@ def _connect(path: Path) -> sqlite3.Connection:
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
+        _drop_old_table(db)
         db.executescript(_SCHEMA)
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _drop_old_table(db: sqlite3.Connection) -> None:
+    """Drop the table of earlier releases, if the file has one (its rows are rebuilt on open)."""
+    found = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_OLD_TABLE,)
+    ).fetchone()
+    if found is None:
+        return
+    db.execute("DROP TABLE stats_rows")
+    db.execute("VACUUM")
+    _log.info(
+        "retrieval_stats_table_upgraded",
+        dropped=_OLD_TABLE,
+        action="each collection's rows are rebuilt from the graph when it opens",
+    )
 
 
 def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
@@ -165,19 +192,19 @@ class SQLiteRetrievalStatsStore:
         rows = [
             (
                 self.collection,
-                str(e.id),
+                e.id.value.bytes,
                 e.kind,
                 e.key,
                 int(e.current),
-                None if e.from_id is None else str(e.from_id),
-                None if e.to_id is None else str(e.to_id),
+                None if e.from_id is None else e.from_id.value.bytes,
+                None if e.to_id is None else e.to_id.value.bytes,
             )
             for e in entries
         ]
         if rows:
             await asyncio.to_thread(
                 self._run,
-                "INSERT OR REPLACE INTO stats_rows VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO retrieval_stats VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
                 many=True,
             )
@@ -189,44 +216,49 @@ class SQLiteRetrievalStatsStore:
         counts = dict.fromkeys(ids, 0)
         if not ids:
             return counts
-        keys = [str(i) for i in ids]
+        keys = [i.value.bytes for i in ids]
         marks = ",".join("?" * len(keys))
         rel_sql = "" if relation is None else " AND key = ?"
-        rel_param: list[str] = [] if relation is None else [relation.value]
+        rel_param: list[object] = [] if relation is None else [relation.value]
         sql = (
             f"SELECT node, COUNT(*) FROM ("  # noqa: S608 - only placeholders are interpolated
-            f" SELECT from_id AS node FROM stats_rows WHERE collection = ? AND kind = 'link'"
+            f" SELECT from_id AS node FROM retrieval_stats WHERE collection = ? AND kind = 'link'"
             f" AND from_id IN ({marks}){rel_sql}"
-            f" UNION ALL SELECT to_id AS node FROM stats_rows WHERE collection = ? AND kind = 'link'"
+            f" UNION ALL SELECT to_id AS node FROM retrieval_stats WHERE collection = ? AND kind = 'link'"
             f" AND to_id IN ({marks}){rel_sql} AND to_id != from_id"
             f") GROUP BY node"
         )
         params = [self.collection, *keys, *rel_param, self.collection, *keys, *rel_param]
         for node, count in await asyncio.to_thread(self._run, sql, params):
-            counts[MemoryId(node)] = int(count)
+            counts[MemoryId(uuid.UUID(bytes=node))] = int(count)
         return counts
 
     async def summary(self) -> StatsSummary:
         """Counters of the collection."""
         rows = await asyncio.to_thread(
             self._run,
-            "SELECT id, kind, key, current FROM stats_rows WHERE collection = ?",
+            "SELECT id, kind, key, current FROM retrieval_stats WHERE collection = ?",
             (self.collection,),
         )
         return summarise(
-            [StatsEntry(id=MemoryId(r[0]), kind=r[1], key=r[2], current=bool(r[3])) for r in rows]
+            [
+                StatsEntry(id=MemoryId(uuid.UUID(bytes=r[0])), kind=r[1], key=r[2], current=bool(r[3]))
+                for r in rows
+            ]
         )
 
     async def row_count(self) -> int:
         """Number of rows of the collection."""
         rows = await asyncio.to_thread(
-            self._run, "SELECT COUNT(*) FROM stats_rows WHERE collection = ?", (self.collection,)
+            self._run, "SELECT COUNT(*) FROM retrieval_stats WHERE collection = ?", (self.collection,)
         )
         return int(rows[0][0])
 
     async def clear(self) -> None:
         """Remove every row of the collection."""
-        await asyncio.to_thread(self._run, "DELETE FROM stats_rows WHERE collection = ?", (self.collection,))
+        await asyncio.to_thread(
+            self._run, "DELETE FROM retrieval_stats WHERE collection = ?", (self.collection,)
+        )
 
     async def close(self) -> None:
         """Close the connection (idempotent)."""
