@@ -445,18 +445,18 @@ def _instant_from_json(value: Any) -> datetime:  # noqa: ANN401 - any field valu
     return datetime.fromisoformat(value)
 
 
-def _ids_from_json(values: Any) -> list[MemoryId]:  # noqa: ANN401 - any field value
-    return [MemoryId(ref) for ref in values]
-
-
-#: How a record's JSON value of each field kind becomes the constructor's argument (``None``
-#: stays ``None``); kinds left out pass as they are (the constructor converts and validates them).
+#: Converters of a record's JSON values (not ``None``) by field kind; the constructor checks the rest.
 _FROM_JSON: Final[dict[Kind, Callable[[Any], Any]]] = {
     Kind.INSTANT: _instant_from_json,
     Kind.REF: MemoryId,
     Kind.OPT_REF: MemoryId,
-    Kind.REFS: _ids_from_json,
+    Kind.REFS: lambda values: [MemoryId(ref) for ref in values],
     Kind.RELATION: Relation,
+}
+#: Per stored type: (attribute, its kind's converter or ``None``) of every record key.
+_DECODERS: Final[dict[type, tuple[tuple[str, Callable[[Any], Any] | None], ...]]] = {
+    cls: tuple((attr, _FROM_JSON.get(kind)) for attr, kind in fields)
+    for cls, fields in _RECORD_FIELDS.items()
 }
 
 
@@ -512,8 +512,7 @@ def decode_item(node: NodeTriples, memory_id: MemoryId | None = None) -> StoredI
     try:
         kwargs: dict[str, Any] = {"id": v.memory_id_of(node.iri) if memory_id is None else memory_id}
         for attr, convert in _DECODERS[cls]:
-            value = data[attr]
-            kwargs[attr] = value if convert is None or value is None else convert(value)
+            kwargs[attr] = value if (value := data[attr]) is None or convert is None else convert(value)
         if cls is DerivedMemory:
             kwargs["assertions"] = [
                 BeliefAssertion(MemoryId(a["subject"]), KnownAs(a["known_as"])) for a in data["assertions"]
@@ -524,14 +523,6 @@ def decode_item(node: NodeTriples, memory_id: MemoryId | None = None) -> StoredI
     except (KeyError, TypeError, ValueError) as exc:  # DraftValidationError is a ValueError
         raise CorruptNodeError(f"{node.iri} does not decode to a valid {cls.__name__}: {exc}") from exc
     return item
-
-
-#: Per stored type: (attribute, converter of its JSON value or ``None``) of every record key, so
-#: decoding calls a converter only for the fields that need one (:data:`_FROM_JSON`).
-_DECODERS: Final[dict[type, tuple[tuple[str, Callable[[Any], Any] | None], ...]]] = {
-    cls: tuple((attr, _FROM_JSON.get(kind)) for attr, kind in fields)
-    for cls, fields in _RECORD_FIELDS.items()
-}
 
 
 #: Predicates whose objects are references to other nodes (reference fields, assertion subjects).
