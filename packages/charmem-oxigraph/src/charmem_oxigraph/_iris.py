@@ -90,14 +90,12 @@ def retry_iris(missed: Iterable[MemoryId], hinted: Mapping[MemoryId, str], kinds
     ]
 
 
-#: Kinds a reference declares for each side (from, to) of a relation's links; an id referenced
-#: before it was stored carries one of these, or ``object`` when nothing declares its kind.
-_DECLARED_ENDPOINT_KINDS: Final[dict[Relation, tuple[tuple[str, ...], tuple[str, ...]]]] = {
-    relation: (
-        tuple(kind for kind in ENDPOINT_KINDS.get(relation, (None, None))[:1] if kind is not None),
-        tuple(kind for kind in ENDPOINT_KINDS.get(relation, (None, None))[1:] if kind is not None),
-    )
+#: The kind a link of each relation names an endpoint not stored yet by, per side (from, to): the
+#: kind the relation declares for that side, else ``object``.
+_UNSTORED_ENDPOINT_KINDS: Final[dict[Relation, tuple[str, str]]] = {
+    relation: (from_kind or "object", to_kind or "object")
     for relation in Relation
+    for from_kind, to_kind in [ENDPOINT_KINDS.get(relation, (None, None))]
 }
 
 
@@ -123,8 +121,10 @@ def endpoint_iris(
     """The IRIs the ``vocab:from`` and the ``vocab:to`` of a link of ``relations`` may use for ``ids``.
 
     A link refers to an endpoint by the endpoint's stored kind when it was known at write time,
-    else by the kind its relation declares for that side, else ``object``; an id of unknown kind
-    may be any node kind on either side.
+    else by the kind its relation declares for that side, else ``object``
+    (:func:`charmem_oxigraph._writing.plan_write`): an id of known kind is bound as that kind and
+    as the unstored kinds of the wanted relations on that side; an id of unknown kind as every
+    stored kind too.
 
     Args:
         ids: the endpoint ids.
@@ -135,22 +135,18 @@ def endpoint_iris(
         tuple[list[str], list[str]]: the IRIs to bind to ``vocab:from``, and to ``vocab:to``.
     """
     chosen = Relation if relations is None else [Relation(relation) for relation in relations]
-    declared = [
-        [kind for relation in chosen for kind in _DECLARED_ENDPOINT_KINDS[relation][side]] for side in (0, 1)
+    unstored = [
+        dict.fromkeys(_UNSTORED_ENDPOINT_KINDS[relation][side] for relation in chosen) for side in (0, 1)
     ]
     sides: tuple[list[str], list[str]] = ([], [])
-    of_known: dict[tuple[int, str], tuple[str, ...]] = {}  # the kinds to bind per side and known kind
+    of_kind: dict[tuple[int, str | None], tuple[str, ...]] = {}  # the kinds to bind per side and kind
     for memory_id in ids:
         kind = known.get(memory_id)
-        if kind is None:
-            every = v.node_iris_of(v.NODE_KINDS, memory_id)
-            sides[0].extend(every)
-            sides[1].extend(every)
-            continue
         for side, found in enumerate(sides):
-            kinds = of_known.get((side, kind))
+            kinds = of_kind.get((side, kind))
             if kinds is None:
-                kinds = of_known[side, kind] = tuple(dict.fromkeys((kind, "object", *declared[side])))
+                stored = STORED_KINDS if kind is None else (kind,)
+                kinds = of_kind[side, kind] = tuple(dict.fromkeys((*stored, *unstored[side])))
             found.extend(v.node_iris_of(kinds, memory_id))
     return sides
 
