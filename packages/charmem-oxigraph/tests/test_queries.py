@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from charmem.domain.graph import GraphBatch, LifecycleAction
@@ -150,3 +151,43 @@ async def test_object_and_link_ids_list_the_collection_only() -> None:
     assert len(await other.object_ids()) == 1
     await other.close()
     await store.close()
+
+
+async def test_links_written_before_their_endpoints_are_found_from_either_side(tmp_path: Path) -> None:
+    """A link names an endpoint not stored yet by its relation's declared kind, or ``object``.
+
+    Once the endpoints are stored (as other kinds than declared, too) and their kinds are known to
+    a reopened store, ``links_of`` finds every such link from the side it names them on.
+    """
+    ep, obs, person, arc, source = (
+        episode(),
+        observation(MemoryId.new()),
+        entity(),
+        thread(),
+        observation(MemoryId.new()),
+    )
+    odd, belief = entity(), derived()  # odd: an entity a has_observation link names as an episode
+    links = [
+        link(ep.id, Relation.HAS_OBSERVATION, obs.id),  # episode:, observation:
+        link(odd.id, Relation.HAS_OBSERVATION, obs.id),  # episode: for an entity
+        link(ep.id, Relation.INVOLVES, person.id),  # entity:
+        link(belief.id, Relation.PART_OF_THREAD, arc.id),  # object: on the from side, thread: on the to side
+        link(belief.id, Relation.DERIVED_FROM, source.id),  # object: on the to side
+        link(arc.id, Relation.SUPPORTS, odd.id),  # object: on both sides
+    ]
+    path = tmp_path / "early"
+    async with await OxigraphGraphStore.open_async("test", path=path) as store:
+        await store.write_batch(GraphBatch(links=links))
+        await store.write_batch(GraphBatch(objects=[ep, obs, person, arc, source, odd, belief]))
+    async with await OxigraphGraphStore.open_async("test", path=path) as store:
+        every = [ep.id, obs.id, person.id, arc.id, source.id, odd.id, belief.id]
+        assert len(await store.get_objects(every)) == len(every)  # their kinds are known now
+        for memory_id in every:
+            touching = sorted(
+                (lk for lk in links if memory_id in (lk.from_id, lk.to_id)), key=lambda lk: lk.id
+            )
+            assert await store.links_of([memory_id]) == touching
+            for relation in {lk.relation for lk in touching}:
+                assert await store.links_of([memory_id], relations=[relation]) == [
+                    lk for lk in touching if lk.relation is relation
+                ]

@@ -439,20 +439,25 @@ def single(props: dict[str, list[Term]], iri: str, predicate: str) -> Term | Non
     return values[0] if values else None
 
 
-def _from_json(kind: Kind, value: Any) -> Any:  # noqa: ANN401 - any field value
-    if value is None:
-        return None
-    if kind is Kind.INSTANT:
-        if not isinstance(value, str):
-            raise CorruptNodeError(f"expected an instant, got {value!r}")
-        return datetime.fromisoformat(value)
-    if kind is Kind.REF or kind is Kind.OPT_REF:
-        return MemoryId(value)
-    if kind is Kind.REFS:
-        return [MemoryId(ref) for ref in value]
-    if kind is Kind.RELATION:
-        return Relation(value)
-    return value  # the constructor converts and validates the rest
+def _instant_from_json(value: Any) -> datetime:  # noqa: ANN401 - any field value
+    if not isinstance(value, str):
+        raise CorruptNodeError(f"expected an instant, got {value!r}")
+    return datetime.fromisoformat(value)
+
+
+#: Converters of a record's JSON values (not ``None``) by field kind; the constructor checks the rest.
+_FROM_JSON: Final[dict[Kind, Callable[[Any], Any]]] = {
+    Kind.INSTANT: _instant_from_json,
+    Kind.REF: MemoryId,
+    Kind.OPT_REF: MemoryId,
+    Kind.REFS: lambda values: [MemoryId(ref) for ref in values],
+    Kind.RELATION: Relation,
+}
+#: Per stored type: (attribute, its kind's converter or ``None``) of every record key.
+_DECODERS: Final[dict[type, tuple[tuple[str, Callable[[Any], Any] | None], ...]]] = {
+    cls: tuple((attr, _FROM_JSON.get(kind)) for attr, kind in fields)
+    for cls, fields in _RECORD_FIELDS.items()
+}
 
 
 def record_of(node: NodeTriples) -> dict[str, Any]:
@@ -485,11 +490,12 @@ def parse_record(iri: str, text: str) -> dict[str, Any]:
     return data
 
 
-def decode_item(node: NodeTriples) -> StoredItem:
+def decode_item(node: NodeTriples, memory_id: MemoryId | None = None) -> StoredItem:
     """Rebuild the object, link or record stored as ``node`` from its record literal.
 
     Args:
         node: the node's triples (its ``rdf:type`` and ``vocab:record`` are read).
+        memory_id: the id its IRI carries, when the caller has read it already.
 
     Returns:
         StoredItem: a value equal to the one written (``==`` and ``content_equal``).
@@ -504,9 +510,9 @@ def decode_item(node: NodeTriples) -> StoredItem:
     cls = _CLASS_OF_KIND[kind]
     data = record_of(node)
     try:
-        kwargs: dict[str, Any] = {"id": v.memory_id_of(node.iri)}
-        for attr, field_kind in _RECORD_FIELDS[cls]:
-            kwargs[attr] = _from_json(field_kind, data[attr])
+        kwargs: dict[str, Any] = {"id": v.memory_id_of(node.iri) if memory_id is None else memory_id}
+        for attr, convert in _DECODERS[cls]:
+            kwargs[attr] = value if (value := data[attr]) is None or convert is None else convert(value)
         if cls is DerivedMemory:
             kwargs["assertions"] = [
                 BeliefAssertion(MemoryId(a["subject"]), KnownAs(a["known_as"])) for a in data["assertions"]

@@ -42,7 +42,7 @@ def unique(ids: Iterable[MemoryId]) -> list[MemoryId]:
 
 def iris(ids: Iterable[MemoryId], kinds: Sequence[str]) -> list[str]:
     """Every IRI ``urn:charmem:<kind>:<id>`` an id may be stored or referenced under."""
-    return [v.node_iri(kind, memory_id) for memory_id in ids for kind in kinds]
+    return [iri for memory_id in ids for iri in v.node_iris_of(kinds, memory_id)]
 
 
 def node_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str], kinds: Sequence[str]) -> list[str]:
@@ -55,11 +55,14 @@ def node_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str], kinds: Seq
         known: stored kinds already known (:meth:`charmem_oxigraph._cache.GraphCache.kinds`).
         kinds: the kinds an id of unknown kind may be stored as.
     """
-    return [
-        v.node_iri(kind, memory_id)
-        for memory_id in ids
-        for kind in ((known[memory_id],) if memory_id in known else kinds)
-    ]
+    found: list[str] = []
+    for memory_id in ids:
+        kind = known.get(memory_id)
+        if kind is None:
+            found.extend(v.node_iris_of(kinds, memory_id))
+        else:
+            found.append(v.node_iri(kind, memory_id))
+    return found
 
 
 def kind_hints(types: Mapping[MemoryId, ObjectType]) -> dict[MemoryId, str]:
@@ -87,11 +90,12 @@ def retry_iris(missed: Iterable[MemoryId], hinted: Mapping[MemoryId, str], kinds
     ]
 
 
-#: Kinds a reference declares for an endpoint (relation table) or a field; an id referenced before
-#: it was stored carries one of these, or ``object`` when nothing declares its kind.
-_DECLARED_ENDPOINT_KINDS: Final[dict[Relation, tuple[str, ...]]] = {
-    relation: tuple(dict.fromkeys(kind for kind in ENDPOINT_KINDS.get(relation, ()) if kind is not None))
+#: The kind a link of each relation names an endpoint not stored yet by, per side (from, to): the
+#: kind the relation declares for that side, else ``object``.
+_UNSTORED_ENDPOINT_KINDS: Final[dict[Relation, tuple[str, str]]] = {
+    relation: (from_kind or "object", to_kind or "object")
     for relation in Relation
+    for from_kind, to_kind in [ENDPOINT_KINDS.get(relation, (None, None))]
 }
 
 
@@ -103,42 +107,57 @@ def currency_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str]) -> lis
     carries ``object``. An id of known kind therefore needs two IRIs; an unknown one every object
     kind plus ``object`` (links and records have no currency).
     """
+    unknown = (*v.OBJECT_KINDS, "object")
     return [
-        v.node_iri(kind, memory_id)
+        iri
         for memory_id in ids
-        for kind in ((known[memory_id], "object") if memory_id in known else (*v.OBJECT_KINDS, "object"))
+        for iri in v.node_iris_of((known[memory_id], "object") if memory_id in known else unknown, memory_id)
     ]
 
 
 def endpoint_iris(
     ids: Iterable[MemoryId], known: Mapping[MemoryId, str], relations: Sequence[Relation] | None
-) -> list[str]:
-    """The IRIs a link of ``relations`` (``None``: any) may use for each endpoint id.
+) -> tuple[list[str], list[str]]:
+    """The IRIs the ``vocab:from`` and the ``vocab:to`` of a link of ``relations`` may use for ``ids``.
 
     A link refers to an endpoint by the endpoint's stored kind when it was known at write time,
-    else by the kind its relation declares for that side, else ``object``; an id of unknown kind
-    may be any node kind.
+    else by the kind its relation declares for that side, else ``object``
+    (:func:`charmem_oxigraph._writing.plan_write`): an id of known kind is bound as that kind and
+    as the unstored kinds of the wanted relations on that side; an id of unknown kind as every
+    stored kind too.
+
+    Args:
+        ids: the endpoint ids.
+        known: stored kinds already known (:meth:`charmem_oxigraph._cache.GraphCache.kinds`).
+        relations: the relations of the links wanted (``None``: any).
+
+    Returns:
+        tuple[list[str], list[str]]: the IRIs to bind to ``vocab:from``, and to ``vocab:to``.
     """
-    declared: dict[str, None] = {}
-    for relation in Relation if relations is None else relations:
-        declared.update(dict.fromkeys(_DECLARED_ENDPOINT_KINDS[Relation(relation)]))
-    return [
-        v.node_iri(kind, memory_id)
-        for memory_id in ids
-        for kind in (
-            tuple(dict.fromkeys((known[memory_id], "object", *declared)))
-            if memory_id in known
-            else v.NODE_KINDS
-        )
+    chosen = Relation if relations is None else [Relation(relation) for relation in relations]
+    unstored = [
+        dict.fromkeys(_UNSTORED_ENDPOINT_KINDS[relation][side] for relation in chosen) for side in (0, 1)
     ]
+    sides: tuple[list[str], list[str]] = ([], [])
+    of_kind: dict[tuple[int, str | None], tuple[str, ...]] = {}  # the kinds to bind per side and kind
+    for memory_id in ids:
+        kind = known.get(memory_id)
+        for side, found in enumerate(sides):
+            kinds = of_kind.get((side, kind))
+            if kinds is None:
+                stored = STORED_KINDS if kind is None else (kind,)
+                kinds = of_kind[side, kind] = tuple(dict.fromkeys((*stored, *unstored[side])))
+            found.extend(v.node_iris_of(kinds, memory_id))
+    return sides
 
 
 def episode_turn_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str]) -> list[str]:
     """The IRIs the ``vocab:from`` of a ``has_observation`` link from each episode id may carry.
 
-    The same as :func:`endpoint_iris` for that relation (:func:`charmem_oxigraph._queries.episode_turns`).
+    The ``vocab:from`` side of :func:`endpoint_iris` for that relation
+    (:func:`charmem_oxigraph._queries.episode_turns`).
     """
-    return endpoint_iris(ids, known, (Relation.HAS_OBSERVATION,))
+    return endpoint_iris(ids, known, (Relation.HAS_OBSERVATION,))[0]
 
 
 def relation_iris(relations: Sequence[Relation] | None) -> list[str] | None:

@@ -68,6 +68,9 @@ Row = Any
 _OBJECT_CLASSES: Final = frozenset(iri for iri, kind in v.ITEM_CLASSES.items() if kind in v.OBJECT_KINDS)
 
 
+#: Characters of a UUID's canonical text, the end of every node IRI.
+_UUID_TEXT: Final = 36
+
 #: Sort key ordering links by id (a MemoryId orders as its UUID's integer), compared in C.
 BY_LINK_ID: Final = operator.attrgetter("id.value.int")
 
@@ -84,9 +87,13 @@ def turns_from_rows(rows: Iterable[Row]) -> dict[MemoryId, list[EpisodeTurn]]:
     turns: dict[MemoryId, list[EpisodeTurn]] = {}
     try:
         for episode_term, _link, observation, record in rows:
-            episode_id = v.memory_id_of(episode_term.value)
+            episode_iri = episode_term.value
+            episode_id = v.memory_id_of(episode_iri)
             data = parse_record(observation.value, record.value)
-            if MemoryId(data["episode_id"]) != episode_id:
+            # The record holds the id as the writer's canonical text, as the IRI does: equal text
+            # is the same id; other text is compared as an id (and fails if it is none).
+            stored = data["episode_id"]
+            if stored != episode_iri[-_UUID_TEXT:] and MemoryId(stored) != episode_id:
                 continue
             turns.setdefault(episode_id, []).append(
                 EpisodeTurn(
@@ -200,7 +207,7 @@ def decode_nodes(nodes: Mapping[MemoryId, NodeTriples]) -> dict[MemoryId, Stored
     Raises:
         CorruptNodeError: a node does not decode.
     """
-    return {memory_id: decode_item(node) for memory_id, node in nodes.items()}
+    return {memory_id: decode_item(node, memory_id) for memory_id, node in nodes.items()}
 
 
 def objects_only(

@@ -82,12 +82,15 @@ def records_about(graph: str, target_iris: Iterable[str]) -> str:
     )
 
 
-def links_of(graph: str, endpoint_iris: Iterable[str], relation_iris: Iterable[str] | None) -> str:
-    """Every triple of the link nodes with ``vocab:from`` or ``vocab:to`` in ``endpoint_iris``.
+def links_of(
+    graph: str, from_iris: Iterable[str], to_iris: Iterable[str], relation_iris: Iterable[str] | None
+) -> str:
+    """Every triple of the link nodes with ``vocab:from`` in ``from_iris`` or ``vocab:to`` in ``to_iris``.
 
     Args:
         graph: the collection's graph IRI.
-        endpoint_iris: IRIs an endpoint may carry.
+        from_iris: IRIs a link's ``vocab:from`` may carry.
+        to_iris: IRIs a link's ``vocab:to`` may carry.
         relation_iris: only links whose ``vocab:relation`` is one of these (``None``: any).
     """
     relation_filter = ""
@@ -96,9 +99,11 @@ def links_of(graph: str, endpoint_iris: Iterable[str], relation_iris: Iterable[s
         # slower, measured), while the filter is applied to the links the endpoints already bound.
         allowed = ", ".join(v.iri_ref(iri) for iri in relation_iris)
         relation_filter = f"?l {_p('relation')} ?rel . FILTER(?rel IN ({allowed})) "
+    from_side = f"{{ {_values('x', from_iris)} ?l {_p('from')} ?x }}"
+    to_side = f"{{ {_values('x', to_iris)} ?l {_p('to')} ?x }}"
     return (
-        f"SELECT DISTINCT ?l ?p ?o WHERE {{ GRAPH {v.iri_ref(graph)} {{ {_values('x', endpoint_iris)} "
-        f"{{ ?l {_p('from')} ?x }} UNION {{ ?l {_p('to')} ?x }} {relation_filter}?l ?p ?o }} }}"
+        f"SELECT DISTINCT ?l ?p ?o WHERE {{ GRAPH {v.iri_ref(graph)} {{ "
+        f"{from_side} UNION {to_side} {relation_filter}?l ?p ?o }} }}"
     )
 
 

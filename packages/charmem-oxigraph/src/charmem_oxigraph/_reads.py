@@ -190,9 +190,8 @@ class GraphReader:
             found, unknown = cache.links_of(wanted, chosen)
         if unknown:
             generation = cache.generation()
-            query = q.links_of(
-                self.graph, endpoint_iris(unknown, cache.kinds(unknown), chosen), relation_iris(chosen)
-            )
+            from_iris, to_iris = endpoint_iris(unknown, cache.kinds(unknown), chosen)
+            query = q.links_of(self.graph, from_iris, to_iris, relation_iris(chosen))
             links, hints = lg.links_and_hints((yield query))
             cache.remember_links_of(generation, unknown, chosen, links)
             cache.remember_hints(hints)

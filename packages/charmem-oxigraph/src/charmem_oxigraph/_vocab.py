@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterable
 from typing import Final
 
 from charmem.domain.graph import LifecycleRecord
@@ -41,6 +42,7 @@ __all__ = [
     "kind_of_iri",
     "memory_id_of",
     "node_iri",
+    "node_iris_of",
     "prop",
     "relation_iri",
     "relation_of",
@@ -124,6 +126,12 @@ def node_iri(kind: str, memory_id: MemoryId) -> str:
         str: the IRI.
     """
     return f"urn:charmem:{kind}:{memory_id}"
+
+
+def node_iris_of(kinds: Iterable[str], memory_id: MemoryId) -> list[str]:
+    """:func:`node_iri` of ``memory_id`` under each of ``kinds`` (the id's text formatted once)."""
+    text = str(memory_id)
+    return [f"urn:charmem:{kind}:{text}" for kind in kinds]
 
 
 def assertion_iri(derived_id: MemoryId, position: int) -> str:
