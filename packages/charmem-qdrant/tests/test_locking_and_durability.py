@@ -8,13 +8,14 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from charmem import MemoryId, ObjectType
 from charmem.errors import StoreLockedError
 from charmem.ports import VectorPoint, VectorQuery
-from charmem_qdrant import EdgeVectorIndex
+from charmem_qdrant import EdgeVectorIndex, _disk
 
 # the embedder fingerprint of the conftest fixtures (tests run with --import-mode=importlib,
 # so conftest is not importable)
@@ -209,3 +210,80 @@ async def test_acknowledged_writes_survive_kill_9(root: Path) -> None:
         assert await index.count() == 3
     finally:
         await index.close()
+
+
+async def test_writes_past_segment_flushes_survive_kill_9(root: Path) -> None:
+    """Single-point upserts across several segment-flush bounds, then SIGKILL: none is lost."""
+    ids = [MemoryId.new() for _ in range(2 * _disk.SEGMENT_FLUSH.operations + 7)]
+    writer = _child(
+        """
+        import asyncio, os, signal, sys
+        from charmem import MemoryId, ObjectType
+        from charmem.ports import VectorPoint
+        from charmem_qdrant import EdgeVectorIndex
+        index = EdgeVectorIndex(sys.argv[1], "many", model_id=sys.argv[2], vector_size=3)
+
+        async def write() -> None:
+            for n, raw in enumerate(sys.argv[3:]):
+                point = VectorPoint(id=MemoryId(raw), object_type=ObjectType.DERIVED,
+                                    vector=[1.0, float(n), 0.0], text=f"note {n}")
+                await index.upsert([point])
+
+        asyncio.run(write())
+        print("acknowledged", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """,
+        str(root),
+        MODEL,
+        *(str(i) for i in ids),
+    )
+    _wait_for_line(writer, "acknowledged")
+    assert writer.wait(timeout=60) == -signal.SIGKILL
+
+    index = EdgeVectorIndex(root, "many", model_id=MODEL, vector_size=SIZE)
+    try:
+        assert await index.point_ids() == set(ids)
+    finally:
+        await index.close()
+
+
+class _FlushCounter:
+    """A shard stand-in that counts ``flush`` calls and forwards everything."""
+
+    def __init__(self, shard: Any) -> None:
+        self.shard, self.flushes = shard, 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+        self.shard.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.shard, name)
+
+
+async def test_writes_sync_the_wal_and_flush_segments_only_when_due(
+    index: EdgeVectorIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each write fsyncs the WAL; the segment flush (which holds the GIL) waits for the bound."""
+    synced: list[str] = []
+    real_fsync = _disk._fsync
+    monkeypatch.setattr(_disk, "_fsync", lambda path: (synced.append(path), real_fsync(path)))
+    counter = _FlushCounter(index._shard)
+    index._shard = counter  # type: ignore[assignment]
+    ids = [MemoryId.new() for _ in range(_disk.SEGMENT_FLUSH.operations - 1)]
+    for n, point_id in enumerate(ids):
+        await index.upsert(
+            [VectorPoint(id=point_id, object_type=ObjectType.DERIVED, vector=[1.0, n, 0.0])]
+        )
+    assert counter.flushes == 0
+    assert str(index.path / "wal") in synced
+    await index.delete(ids[:1])  # a delete counts as a write too
+    assert counter.flushes == 1
+    index._shard = counter.shard
+
+
+def test_segment_flush_rule() -> None:
+    rule = _disk.SegmentFlush(operations=3, points=10)
+    assert not rule.due(2, 9)
+    assert rule.due(3, 1)
+    assert rule.due(1, 10)

@@ -1,4 +1,4 @@
-"""Disk checks around a Qdrant Edge shard: free space, completeness, and its WAL lock.
+"""Disk work around a Qdrant Edge shard: free space, completeness, its WAL lock and fsyncs.
 
 Qdrant Edge keeps a shard in memory-mapped, sparse files: ``wal/open-*`` segments and storage
 chunks of 32 MiB each whose pages get disk blocks only when touched. On a full file system a
@@ -28,11 +28,15 @@ except ImportError:  # pragma: no cover - Windows
 
 __all__ = [
     "REBUILD_HINT",
+    "SEGMENT_FLUSH",
     "SHARD_DISK_SPACE",
+    "SegmentFlush",
     "ShardDiskSpace",
     "check_complete",
     "free_bytes",
     "require_space",
+    "sync_segments",
+    "sync_wal",
     "wal_held",
     "wal_lock",
 ]
@@ -80,6 +84,80 @@ class ShardDiskSpace:
 
 #: The rule the embedded index applies (see :class:`ShardDiskSpace`).
 SHARD_DISK_SPACE: Final = ShardDiskSpace()
+
+
+@attrs.frozen(kw_only=True)
+class SegmentFlush:
+    """When the writes since a shard's segments were last flushed call for ``flush()``.
+
+    An update lands in the write-ahead log (made durable by :func:`sync_wal`) and in the
+    segments' memory maps; ``EdgeShard.flush()`` writes the segments out and acknowledges the
+    log, so a load replays only the updates after it. The flush holds the GIL for about 20
+    ``fsync``/``msync`` calls (12 ms median, 340 ms worst at 10,000 x 384 on a busy disk, all of
+    it an event-loop stall), so it runs only when the replay it saves grows past these bounds.
+
+    Attributes:
+        operations: write operations since the last flush (count): 128.
+        points: points written since the last flush (count): 1,024 (about 10 MB of log at
+            1,536 dimensions).
+    """
+
+    operations: int = 128
+    points: int = 1024
+
+    def due(self, operations: int, points: int) -> bool:
+        """Whether ``operations`` updates of ``points`` points since the last flush need one."""
+        return operations >= self.operations or points >= self.points
+
+
+#: The rule the embedded index applies (see :class:`SegmentFlush`).
+SEGMENT_FLUSH: Final = SegmentFlush()
+
+
+def _fsync(path: str) -> None:
+    """``fsync`` the file or directory at ``path``; one that vanished meanwhile is skipped."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_wal(shard: Path) -> None:
+    """Make every update applied to the shard durable: ``fsync`` its WAL files and directory.
+
+    Qdrant Edge 0.9's ``update`` writes the WAL record into a memory-mapped segment and syncs
+    nothing (traced: no ``msync`` or ``fsync`` until ``flush()``); the page cache already
+    survives a process kill, and ``fsync`` on Linux writes a file's pages dirtied through a
+    shared map too, so after this call the record survives an OS crash as well. ``os.fsync``
+    releases the GIL, so the event loop runs meanwhile.
+
+    Raises:
+        OSError: the file system refused the sync.
+    """
+    wal = shard / "wal"
+    with os.scandir(wal) as entries:
+        files = [entry.path for entry in entries if entry.is_file()]
+    for name in files:
+        _fsync(name)
+    _fsync(str(wal))  # a segment the update closed was renamed
+
+
+def sync_segments(shard: Path) -> None:
+    """``fsync`` every file under ``<shard>/segments`` (the GIL released), before ``flush()``.
+
+    ``flush()`` then finds the pages already written, and holds the GIL for ~9 ms instead of
+    ~67 ms (median at 10,000 x 384 on a busy disk, 20 updates between flushes).
+
+    Raises:
+        OSError: the file system refused the sync.
+    """
+    for directory, _dirs, files in os.walk(shard / "segments"):
+        for name in files:
+            _fsync(os.path.join(directory, name))
 
 
 def unallocated_bytes(shard: Path) -> int:

@@ -72,11 +72,15 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
     ``hnsw.ef`` and report ``approximate`` recall; points written since the last build are still
     scanned exactly.
 
-    Durability: every write is applied to the shard's write-ahead log and then flushed
-    (``msync``/``fsync``) before the call returns, so an acknowledged write survives a process
-    kill and an OS crash. Exclusivity: the shard's WAL lock admits one opener at a time; a
-    second one (another process, or another index object in this process) waits up to
-    ``lock_timeout`` seconds and then gets :class:`~charmem.errors.StoreLockedError`.
+    Durability: every write is applied to the shard's write-ahead log, whose files are then
+    ``fsync``-ed (the GIL released) before the call returns, so an acknowledged write survives a
+    process kill and an OS crash (a load replays the log). The segments are flushed only when
+    :data:`~charmem_qdrant._disk.SEGMENT_FLUSH` says the replay grew long, and on close: the
+    flush holds the GIL, so each one stalls the event loop.
+
+    Exclusivity: the shard's WAL lock admits one opener at a time; a second one (another
+    process, or another index object in this process) waits up to ``lock_timeout`` seconds and
+    then gets :class:`~charmem.errors.StoreLockedError`.
 
     The async methods run the blocking shard calls in a worker thread (``asyncio.to_thread``,
     0.1-0.25 ms a hop, measured by ``benchmarks/latency.py``), serialised per index by a lock;
@@ -125,6 +129,7 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
         self._lock = threading.Lock()
         # HNSW state and point counts: under ``_lock``, ``_build`` under ``_state_lock``
         self._indexed, self._pending, self._journal, self._counts = 0, 0, None, {}
+        self._unflushed = (0, 0)  # (operations, points) since the segments were flushed
         self._state_lock = threading.Lock()
         self._build = None
         self._shard = self._open()
@@ -296,12 +301,22 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
         def write(shard: qe.EdgeShard) -> None:
             self._counts.clear()
             shard.update(operation)
-            shard.flush()
+            _disk.sync_wal(self._path)
             if self._journal is not None:
                 self._journal.append(operation)
             self._pending += points
+            self._flush_if_due(shard, points)
 
         self._run(action, write)
+
+    def _flush_if_due(self, shard: qe.EdgeShard, points: int) -> None:
+        """Count a write; flush the segments once :data:`_disk.SEGMENT_FLUSH` says so."""
+        operations, written = self._unflushed[0] + 1, self._unflushed[1] + points
+        if _disk.SEGMENT_FLUSH.due(operations, written):
+            _disk.sync_segments(self._path)  # so the flush holding the GIL finds little to write
+            shard.flush()
+            operations, written = 0, 0
+        self._unflushed = operations, written
 
     # ------------------------------------------------------------------ writes
 
@@ -319,7 +334,7 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
         self._maybe_build()
 
     async def upsert(self, points: Sequence[VectorPoint]) -> None:
-        """See ``VectorIndex.upsert``: one Qdrant update per call, durable on return.
+        """See ``VectorIndex.upsert``: one Qdrant update per call, durable on return (its WAL).
 
         Raises:
             DimensionMismatchError: a vector has another length (``actual``) than
@@ -513,7 +528,8 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
     def _close_blocking(self) -> None:
         """Release the shard and its lock in the calling thread; idempotent.
 
-        Acknowledged writes are already durable, so closing only frees the lock and memory. A
+        Acknowledged writes are already durable (the WAL); closing flushes the segments, so the
+        next load replays nothing, and frees the lock and memory. A
         running HNSW build is stopped (its child killed, its copy removed); the next open starts
         it again once enough points wait for a graph.
         """

@@ -316,7 +316,7 @@ class HnswBuilds:
             if live is None:
                 raise BuildCancelledError
             write_atomic(sentinel, json.dumps({"tomb": tomb.name}))
-            live.close()  # every acknowledged write was flushed when it was made
+            live.close()  # every acknowledged write is in its synced WAL (a rollback replays it)
             self._shard = None
             try:
                 self._path.rename(tomb)
