@@ -20,6 +20,7 @@ import asyncio
 import os
 import shutil
 import sqlite3
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -259,31 +260,41 @@ async def test_a_garbage_stats_file_is_moved_aside_and_rebuilt_by_the_open(tmp_p
     assert report.consistent, report.describe()  # rows rebuilt from the graph
 
 
-async def test_a_stats_file_of_an_earlier_release_is_upgraded_and_rebuilt_by_the_open(
-    tmp_path: Path,
-) -> None:
-    """The old ``stats_rows`` table (text ids, a rowid table) is dropped; the open rebuilds."""
+async def test_a_stats_file_of_an_earlier_release_is_upgraded_in_place(tmp_path: Path) -> None:
+    """The old ``stats_rows`` table (text ids, a rowid table) is moved into the current one.
+
+    ``check`` before any open finds the collection consistent (nothing to rebuild), a row whose id
+    does not parse is left out, and the old table is gone.
+    """
     await _populate(tmp_path)
     stats = tmp_path / "retrieval-stats.sqlite3"
     with sqlite3.connect(stats) as db:
-        rows = db.execute("SELECT COUNT(*) FROM retrieval_stats").fetchone()[0]
+        current = db.execute("SELECT * FROM retrieval_stats ORDER BY id").fetchall()
         db.execute("DROP TABLE retrieval_stats")
         db.execute(
             "CREATE TABLE stats_rows (collection TEXT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL,"
             " key TEXT NOT NULL, current INTEGER NOT NULL, from_id TEXT, to_id TEXT,"
             " PRIMARY KEY (collection, id))"
         )
+
+        def text(value: bytes | None) -> str | None:
+            return None if value is None else str(uuid.UUID(bytes=value))
+
+        db.executemany(
+            "INSERT INTO stats_rows VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(c, text(i), k, key, cur, text(f), text(t)) for c, i, k, key, cur, f, t in current],
+        )
         db.execute("INSERT INTO stats_rows VALUES ('x', 'not-an-id', 'object', 'episode', 1, NULL, NULL)")
-    assert rows > 0
-    assert set(TEXTS) <= await _recalled(_settings(tmp_path))
-    with sqlite3.connect(stats) as db:
-        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert db.execute("SELECT COUNT(*) FROM retrieval_stats").fetchone()[0] == rows
-    assert "stats_rows" not in tables
+    assert current
     report = await check_settings(
         _settings(tmp_path), COLLECTION, embedding_provider=HashingEmbeddingProvider()
     )
     assert report.consistent, report.describe()
+    with sqlite3.connect(stats) as db:
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert db.execute("SELECT * FROM retrieval_stats ORDER BY id").fetchall() == current
+    assert "stats_rows" not in tables
+    assert set(TEXTS) <= await _recalled(_settings(tmp_path))
 
 
 def test_check_repair_rebuilds_a_garbage_stats_file(
