@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -17,21 +19,23 @@ def test_a_layout_1_store_is_refused_until_migrated(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("EMBEDDING_PROVIDER", "hashing")
-    store = tmp_path / "store"
+    store = tmp_path / "my store"  # a space: the printed command must quote it
     (store / "oxigraph").mkdir(parents=True)
     raw = Store(str(store / "oxigraph"))
     raw.extend(parse(path=FIXTURE, format=RdfFormat.N_QUADS))
     raw.flush()
     del raw
     base = ["--store", str(store), "--collection", "fixture"]
-    by_hint = ["migrate", "--store", str(store), "--collection", "fixture"]
 
     assert main([*base, "recall", "tomatoes"]) == 2
     err = capsys.readouterr().err
     assert "StoreLayoutError" in err and "charmem migrate" in err and "layout 1" in err
     assert sorted(p.name for p in store.iterdir()) == ["oxigraph"]  # no vectors or stats created
 
-    assert f"charmem migrate --store {store} --collection fixture" in err  # the fix, runnable as is
+    hint = re.search(r"`(charmem migrate [^`]*)`", err)
+    assert hint is not None
+    by_hint = shlex.split(hint.group(1))[1:]  # the fix, runnable as printed
+    assert by_hint == ["migrate", "--store", str(store), "--collection", "fixture"]
     assert main(by_hint) == 0
     assert "from layout 1 to 2" in capsys.readouterr().out
     assert main([*base, "migrate", "--json"]) == 0

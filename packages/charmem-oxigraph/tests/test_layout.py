@@ -19,7 +19,7 @@ from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryLink, ObjectType
 from charmem.errors import BackupFormatError, StoreLayoutError
 from charmem.settings import Settings
-from pyoxigraph import NamedNode, Quad, RdfFormat, Store, parse
+from pyoxigraph import Literal, NamedNode, Quad, RdfFormat, Store, parse
 
 from charmem_oxigraph import (
     OxigraphGraphStore,
@@ -165,6 +165,44 @@ async def test_a_layout_1_store_is_refused_then_migrated(tmp_path: Path) -> None
     assert again.found == lay.CURRENT_LAYOUT
 
 
+async def test_a_damaged_node_is_left_as_it_is_and_the_rest_is_migrated(tmp_path: Path) -> None:
+    """One undecodable layout-1 node does not hold the collection back; foreign triples stay."""
+    path = tmp_path / "oxigraph"
+    quads = _fixture_quads()
+    observations = sorted(
+        {q.subject.value for q in quads if q.subject.value.startswith("urn:charmem:observation:")}
+    )
+    damaged, annotated = observations[0], observations[1]
+    text = NamedNode("urn:charmem:vocab#text")
+    note = Quad(
+        NamedNode(annotated),
+        NamedNode("urn:charmem:vocab#customNote"),
+        Literal("a caller's own annotation"),
+        NamedNode(GRAPH),
+    )
+    kept = [q for q in quads if not (q.subject.value == damaged and q.predicate == text)]
+    _load_raw(path, [*kept, note])
+
+    report = await migrate(_settings(path), COLLECTION)
+    items, tombstones = _fixture_items()
+    assert report is not None
+    assert report.unreadable == (damaged,)
+    assert report.objects == len(items) - 1
+    assert report.layout == lay.CURRENT_LAYOUT
+
+    store = await OxigraphGraphStore.open_async(COLLECTION, path=path)  # no longer refused
+    fresh = await _fresh_copy(items, tombstones)
+    try:
+        dump = await _dump(store)
+        assert any(annotated in line and "a caller's own annotation" in line for line in dump)
+        readable = [i for i in items if str(i.id) not in damaged]
+        expected = await fresh.get_objects([i.id for i in readable if i.id in await fresh.object_ids()])
+        assert await store.get_objects(list(expected)) == expected
+    finally:
+        await store.close()
+        await fresh.close()
+
+
 async def test_an_interrupted_migration_resumes(tmp_path: Path) -> None:
     """A migration stopped after one batch leaves a refused store; running it again finishes it."""
     path = tmp_path / "oxigraph"
@@ -174,9 +212,10 @@ async def test_an_interrupted_migration_resumes(tmp_path: Path) -> None:
     shared = _registry.acquire(path)
     partial = OxigraphGraphStore(shared, COLLECTION, check_layout=False)
     first = partial._drive(lay.pending(GRAPH))[:5]
-    update, rewritten = partial._drive(lay.migration_step(GRAPH, first))
-    assert rewritten == 5
-    shared.store.update(update)
+    step = partial._drive(lay.migration_step(GRAPH, first))
+    assert step.rewritten == 5
+    assert step.update is not None
+    shared.store.update(step.update)
     await partial.close()  # "killed" after one batch
 
     with pytest.raises(StoreLayoutError):
@@ -195,8 +234,6 @@ async def test_an_interrupted_migration_resumes(tmp_path: Path) -> None:
 
 async def test_an_unknown_layout_is_refused(tmp_path: Path) -> None:
     """A store recording a newer layout is refused (upgrade charmem), and migrate refuses it too."""
-    from pyoxigraph import Literal
-
     path = tmp_path / "oxigraph"
     _load_raw(path, [Quad(NamedNode(GRAPH), VERSION, Literal(99), NamedNode(GRAPH))])
     with pytest.raises(StoreLayoutError, match="Upgrade charmem") as refused:

@@ -366,11 +366,19 @@ def print_migration(report: dict[str, Any] | None, collection: str, as_json: boo
         print(json.dumps(report, indent=2))
     elif report is None:
         print(f"nothing to migrate for {collection!r}: its graph store has a single layout")
-    elif report["objects"] == 0:
+    elif report["objects"] == 0 and report["found"] == report["layout"]:
         print(f"{report['store']} is already in layout {report['layout']}: nothing to migrate")
     else:
         found = "1" if report["found"] is None else str(report["found"])
         print(
             f"migrated {report['store']} from layout {found} to {report['layout']}: "
             f"{report['objects']} objects, links and records rewritten in {report['seconds']:.1f} s"
+        )
+    unreadable = [] if report is None or as_json else report.get("unreadable") or []
+    if unreadable:
+        shown = ", ".join(unreadable[:5]) + (", ..." if len(unreadable) > 5 else "")
+        print(
+            f"charmem: {len(unreadable)} stored node(s) did not decode and were left as they were "
+            f"({shown}); `charmem check` lists them as unreadable",
+            file=sys.stderr,
         )

@@ -469,9 +469,7 @@ def record_of(node: NodeTriples) -> dict[str, Any]:
     """
     term = single(node.props, node.iri, v.VOCAB + RECORD)
     if not isinstance(term, Literal):
-        raise CorruptNodeError(
-            f"{node.iri} has no record literal (a store of an older layout: run charmem migrate)"
-        )
+        raise CorruptNodeError(f"{node.iri} has no record literal (damaged, or a layout-1 node migrate left)")
     return parse_record(node.iri, term.value)
 
 

@@ -22,12 +22,14 @@ from charmem_oxigraph import _legacy
 from charmem_oxigraph import _logic as lg
 from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
-from charmem_oxigraph._codec import ASSERTION, FIELDS, RECORD, record_line
+from charmem_oxigraph._codec import ASSERTION, FIELDS, RECORD, CorruptNodeError, record_line
 
 __all__ = [
     "CURRENT_LAYOUT",
     "MIGRATION_BATCH",
+    "REPLACED_PREDICATES",
     "LayoutState",
+    "MigrationStep",
     "check_layout",
     "layout_state",
     "migration_step",
@@ -47,6 +49,12 @@ KEPT_PREDICATES: Final = (
     v.VOCAB + RECORD,
     v.VOCAB + ASSERTION,
     *sorted({v.VOCAB + f.prop for fields in FIELDS.values() for f in fields if f.indexed}),
+)
+#: The field predicates of layout 1 that the compact layout does not keep: what a migration
+#: removes from a node once its record literal holds them. Triples of any other predicate (a
+#: caller's own annotations) stay where they are.
+REPLACED_PREDICATES: Final = tuple(
+    sorted({v.VOCAB + f.prop for fields in FIELDS.values() for f in fields} - set(KEPT_PREDICATES))
 )
 #: What layout 1 held on an assertion node and the compact layout does not (its order is the
 #: record literal's).
@@ -131,24 +139,46 @@ def pending(graph: str) -> Generator[str, list[Any], list[str]]:
     return sorted({row["x"].value for row in (yield q.unmigrated(graph))})
 
 
-def migration_step(graph: str, iris: Sequence[str]) -> Generator[str, list[Any], tuple[str, int]]:
+@attrs.frozen
+class MigrationStep:
+    """One batch of a migration.
+
+    Attributes:
+        update: the update request rewriting the batch's decodable nodes (``None``: none is).
+        rewritten: how many nodes it rewrites.
+        unreadable: IRIs of the batch's nodes that do not decode as layout 1, left as they are.
+    """
+
+    update: str | None
+    rewritten: int
+    unreadable: tuple[str, ...]
+
+
+def migration_step(graph: str, iris: Sequence[str]) -> Generator[str, list[Any], MigrationStep]:
     """Plan: the update rewriting the layout-1 nodes ``iris`` (a batch of :func:`pending`).
 
     Reads every triple of the nodes (and of their assertion nodes), decodes them with the layout-1
     decoder, and builds one update request (:func:`charmem_oxigraph._queries.migrate`) that removes
-    what the compact layout does not keep and adds each node's record literal in the same
-    transaction, so a node is never unreadable and a migration stopped at any point resumes where
-    it stopped (:func:`pending` no longer lists the nodes already rewritten).
-
-    Returns:
-        tuple[str, int]: the update, and how many nodes it rewrites.
-
-    Raises:
-        CorruptNodeError: a node does not decode as layout 1.
+    the field triples the record replaces (:data:`REPLACED_PREDICATES`; other predicates stay)
+    and adds each node's record literal in the same transaction, so a node is never unreadable
+    and a migration stopped at any point resumes where it stopped (:func:`pending` no longer
+    lists the nodes already rewritten). A node that does not decode is left as it is and named
+    in the step's ``unreadable`` (``charmem check`` reports it as unreadable afterwards, as it
+    did before): one damaged node does not hold the rest of the collection back.
     """
     nodes, _purged = lg.read_lookup((yield q.nodes(graph, iris, assertions=True)))
-    items = {memory_id: _legacy.decode_item(node) for memory_id, node in nodes.items()}
+    iri_of = {v.memory_id_of(iri): iri for iri in iris}
+    items = {}
+    unreadable = []
+    for memory_id, node in nodes.items():
+        try:
+            items[memory_id] = _legacy.decode_item(node)
+        except CorruptNodeError:
+            unreadable.append(iri_of.get(memory_id, node.iri))
+    if not items:
+        return MigrationStep(None, 0, tuple(sorted(unreadable)))
+    rewritten = [iri_of[memory_id] for memory_id in items if memory_id in iri_of]
     lines = [record_line(item) for item in items.values()]
-    links = [iri for iri in iris if v.kind_of_iri(iri) == "link"]
-    update = q.migrate(graph, iris, links, KEPT_PREDICATES, _DROPPED_ASSERTION_PROPS, lines)
-    return update, len(items)
+    links = [iri for iri in rewritten if v.kind_of_iri(iri) == "link"]
+    update = q.migrate(graph, rewritten, links, REPLACED_PREDICATES, _DROPPED_ASSERTION_PROPS, lines)
+    return MigrationStep(update, len(items), tuple(sorted(unreadable)))

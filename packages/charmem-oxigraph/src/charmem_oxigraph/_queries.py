@@ -308,15 +308,15 @@ def migrate(
     graph: str,
     node_iris: Sequence[str],
     link_iris: Sequence[str],
-    kept: Sequence[str],
+    replaced: Sequence[str],
     dropped_assertion_props: Sequence[str],
     record_lines: Sequence[str],
 ) -> str:
     """One update request (applied atomically) rewriting layout-1 nodes into the compact layout.
 
     In order: the direct edges ``<from> <relation> <to>`` of the links; the ``dropped_assertion_props``
-    of the nodes' assertion nodes; every triple of the nodes whose predicate is not in ``kept``
-    (the compact layout's predicates, whose layout-1 triples are the same); then ``INSERT DATA``
+    of the nodes' assertion nodes; every triple of the nodes whose predicate is in ``replaced``
+    (the layout-1 fields the record literal now holds; other triples stay); then ``INSERT DATA``
     of the record literals (``record_lines``).
     """
     g = v.iri_ref(graph)
@@ -331,10 +331,9 @@ def migrate(
         f"DELETE {{ GRAPH {g} {{ ?a ?p ?o }} }} WHERE {{ GRAPH {g} {{ {_values('x', node_iris)} "
         f"?x {_p('assertion')} ?a . ?a ?p ?o . FILTER(?p IN ({dropped})) }} }}"
     )
-    allowed = ", ".join(v.iri_ref(iri) for iri in kept)
     operations.append(
         f"DELETE {{ GRAPH {g} {{ ?x ?p ?o }} }} WHERE {{ GRAPH {g} {{ {_values('x', node_iris)} "
-        f"?x ?p ?o . FILTER(?p NOT IN ({allowed})) }} }}"
+        f"{_values('p', replaced)} ?x ?p ?o }} }}"
     )
     operations.append(insert_data(graph, record_lines))
     return " ;\n".join(operations)

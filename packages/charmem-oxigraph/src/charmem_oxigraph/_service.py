@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import shlex
 import time
 import weakref
 from collections.abc import Generator, Sequence
@@ -503,7 +504,8 @@ class SparqlServiceGraphStore(CachedGraphStore):
 
     def _migrate_hint(self) -> str:
         return (
-            f"GRAPH_STORE_MODE=service SPARQL_QUERY_ENDPOINT={self.query_endpoint} "
+            f"GRAPH_STORE_MODE=service SPARQL_QUERY_ENDPOINT={shlex.quote(self.query_endpoint)} "
+            f"SPARQL_UPDATE_ENDPOINT={shlex.quote(self._update_endpoint)} "
             f"charmem migrate --collection {self._collection}"
         )
 
@@ -530,7 +532,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
         """Upgrade this collection to the current layout (see :meth:`migrate_from_settings_async`)."""
         started = time.perf_counter()
         async with _write_lock(self._update_endpoint, self._graph_iri):
-            found, count = await self._migrate_locked()
+            found, count, unreadable = await self._migrate_locked()
         return LayoutMigration(
             collection=self._collection,
             store=self._where(),
@@ -538,26 +540,29 @@ class SparqlServiceGraphStore(CachedGraphStore):
             layout=lay.CURRENT_LAYOUT,
             objects=count,
             seconds=time.perf_counter() - started,
+            unreadable=unreadable,
         )
 
-    async def _migrate_locked(self) -> tuple[int | None, int]:
+    async def _migrate_locked(self) -> tuple[int | None, int, tuple[str, ...]]:
         """Rewrite every layout-1 node, then record the version (caller holds the writer lock)."""
         action = "migrate the graph layout"
         state = await self._read(action, lay.layout_state(self._graph_iri))
         if state.current:
-            return state.found, 0
+            return state.found, 0, ()
         if state.found is not None:  # another recorded version: only layout 1 is migrated
             lay.check_layout(state, store=self._where(), migrate_hint=self._migrate_hint())
-        count = 0
+        count, unreadable = 0, list[str]()
         pending = await self._read(action, lay.pending(self._graph_iri))
         for start in range(0, len(pending), lay.MIGRATION_BATCH):
             batch = pending[start : start + lay.MIGRATION_BATCH]
-            update, rewritten = await self._read(action, lay.migration_step(self._graph_iri, batch))
-            await self._update(update, action)  # one request per batch: atomic
-            count += rewritten
+            step = await self._read(action, lay.migration_step(self._graph_iri, batch))
+            if step.update is not None:
+                await self._update(step.update, action)  # one request per batch: atomic
+            count += step.rewritten
+            unreadable.extend(step.unreadable)
         await self._insert([lay.version_line(self._graph_iri)], action)
         self._cache.clear()
-        return state.found, count
+        return state.found, count, tuple(unreadable)
 
     async def ping(self) -> None:
         """Send one trivial query (``ASK {}``) to check that the query endpoint answers.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,8 +103,8 @@ class OxigraphGraphStore(CachedGraphStore):
     def _migrate_hint(self) -> str:
         path = None if self._shared is None else self._shared.path
         if path is not None and path.name == "oxigraph":  # the layout ``--store DIR`` makes
-            return f"charmem migrate --store {path.parent} --collection {self._collection}"
-        return f"OXIGRAPH_PATH={path} charmem migrate --collection {self._collection}"
+            return f"charmem migrate --store {shlex.quote(str(path.parent))} --collection {self._collection}"
+        return f"OXIGRAPH_PATH={shlex.quote(str(path))} charmem migrate --collection {self._collection}"
 
     # -- construction -------------------------------------------------------------------------
 
@@ -477,7 +478,7 @@ class OxigraphGraphStore(CachedGraphStore):
         started = time.perf_counter()
         shared = self._handle()
         with self._backend_errors("migrate the graph layout"), shared.write_lock:
-            found, count = self._migrate_locked(shared)
+            found, count, unreadable = self._migrate_locked(shared)
         return LayoutMigration(
             collection=self._collection,
             store=self._where(),
@@ -485,25 +486,28 @@ class OxigraphGraphStore(CachedGraphStore):
             layout=lay.CURRENT_LAYOUT,
             objects=count,
             seconds=time.perf_counter() - started,
+            unreadable=unreadable,
         )
 
-    def _migrate_locked(self, shared: _registry.SharedStore) -> tuple[int | None, int]:
+    def _migrate_locked(self, shared: _registry.SharedStore) -> tuple[int | None, int, tuple[str, ...]]:
         """Rewrite every layout-1 node, then record the version (caller holds the writer lock)."""
         state = self._drive(lay.layout_state(self._graph_iri))
         if state.current:
-            return state.found, 0
+            return state.found, 0, ()
         if state.found is not None:  # another recorded version: only layout 1 is migrated
             lay.check_layout(state, store=self._where(), migrate_hint=self._migrate_hint())
-        count = 0
+        count, unreadable = 0, list[str]()
         pending = self._drive(lay.pending(self._graph_iri))
         for start in range(0, len(pending), lay.MIGRATION_BATCH):
             batch = pending[start : start + lay.MIGRATION_BATCH]
-            update, rewritten = self._drive(lay.migration_step(self._graph_iri, batch))
-            shared.store.update(update)  # one transaction per batch
-            count += rewritten
+            step = self._drive(lay.migration_step(self._graph_iri, batch))
+            if step.update is not None:
+                shared.store.update(step.update)  # one transaction per batch
+            count += step.rewritten
+            unreadable.extend(step.unreadable)
         shared.store.update(q.insert_data(self._graph_iri, [lay.version_line(self._graph_iri)]))
         shared.cache(self._graph_iri).clear()
-        return state.found, count
+        return state.found, count, tuple(unreadable)
 
     async def close(self) -> None:
         """Release this collection's use of the store; the last user flushes and unlocks it.

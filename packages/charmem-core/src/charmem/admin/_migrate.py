@@ -34,6 +34,8 @@ class LayoutMigration:
         layout: the layout version the store is in now.
         objects: objects, links and lifecycle records rewritten (0: nothing to do).
         seconds: wall-clock time of the migration.
+        unreadable: the stored nodes (IRIs or ids) that did not decode in the older layout and
+            were left as they were; ``charmem check`` reports them as unreadable (empty: none).
     """
 
     collection: str
@@ -42,6 +44,7 @@ class LayoutMigration:
     layout: int
     objects: int
     seconds: float
+    unreadable: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain JSON types."""
@@ -76,6 +79,10 @@ async def migrate(settings: Settings, collection: str) -> LayoutMigration | None
     report: LayoutMigration | None = await hook(settings, collection)
     if report is not None:
         _log.info(
-            "graph_layout_migrated", collection=collection, objects=report.objects, seconds=report.seconds
+            "graph_layout_migrated",
+            collection=collection,
+            objects=report.objects,
+            seconds=report.seconds,
+            unreadable=len(report.unreadable),
         )
     return report
