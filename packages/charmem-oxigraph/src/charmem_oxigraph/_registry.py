@@ -51,9 +51,9 @@ __all__ = [
 #: Seconds an opener keeps retrying a store locked by another process before giving up.
 DEFAULT_LOCK_TIMEOUT: Final = 1.0
 #: N-Triples bytes written through a persistent handle between two flushes of RocksDB's
-#: memtables (about 2,500 memories of one observation each). Each byte written holds about 11
-#: bytes of memtables (six quad indexes and the term table), so this bounds them to ~90 MiB; a
-#: flush of that much takes ~0.1 s in the worker thread, and the write rate is unchanged.
+#: memtables: about 3,500 memories of one observation each (2.4 kB of text). A byte of text
+#: held about 6 bytes of memtables (the quad indexes and the term table), so this bounds them
+#: to ~50 MiB; the flush runs in the worker thread, and the write rate does not drop.
 DEFAULT_FLUSH_BYTES: Final = 8 * 2**20
 #: Settings key (read from ``Settings.extra``): mebibytes of N-Triples text written between two
 #: memtable flushes of a persistent store (``0``: never flush while open, RocksDB's own bounds).
