@@ -1,4 +1,4 @@
-"""A persistent store flushes RocksDB's memtables as it is written (``SharedStore.wrote``).
+"""A persistent store flushes RocksDB's memtables as it is written (``SharedStore.flush_if_due``).
 
 Left alone, Oxigraph keeps a long ingest's writes in its write buffers (128 MiB per column
 family) until close: about 1 GiB of a 50,000-memory build's peak memory. Each handle flushes them
@@ -34,9 +34,9 @@ async def test_a_long_run_of_writes_flushes_and_loses_nothing(tmp_path: Path) ->
     """Forty sessions with a 64 KiB flush budget: flushes happen while open, then close/reopen.
 
     An adapter author checks, when it fails: that ``_write_batch`` reports the bytes it loaded to
-    ``SharedStore.wrote`` after releasing the writer lock, that ``wrote`` calls ``Store.flush``
-    once the budget is spent (RocksDB then writes ``*.sst`` data files), and that every write is
-    read back after the store is closed and opened again.
+    ``SharedStore.wrote`` and calls ``SharedStore.flush_if_due`` before its next write, outside the
+    writer lock, which calls ``Store.flush`` once the budget is spent (RocksDB then writes
+    ``*.sst`` data files), and that every write is read back after a close and a reopen.
     """
     path = tmp_path / "oxigraph"
     batches = [_session(25) for _ in range(40)]
@@ -67,7 +67,7 @@ async def test_without_a_flush_budget_nothing_is_flushed_before_close(tmp_path: 
     """``OXIGRAPH_FLUSH_MIB=0`` keeps the memtables until close (RocksDB's own bounds).
 
     An adapter author checks, when it fails: that ``flush_bytes_from_settings`` reads 0 as "off"
-    and that ``wrote`` returns at once then.
+    and that ``flush_if_due`` returns at once then.
     """
     settings = Settings.from_mapping(
         {"GRAPH_STORE_MODE": "persistent", "OXIGRAPH_PATH": str(tmp_path / "g"), "OXIGRAPH_FLUSH_MIB": "0"}

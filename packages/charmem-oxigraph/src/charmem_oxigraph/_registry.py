@@ -11,9 +11,9 @@ next use reopens it: once space is freed, the same graph stores work again.
 
 RocksDB keeps what was written in memtables until it flushes them to its data files; left alone,
 Oxigraph's write buffers (128 MiB per column family) hold most of a long ingest in memory. So each
-handle flushes them once :data:`DEFAULT_FLUSH_BYTES` of N-Triples text was written through it since
-the last flush (``OXIGRAPH_FLUSH_MIB``, :func:`flush_bytes_from_settings`), in the writer's worker
-thread: peak memory stays bounded by that amount, whatever the store's size.
+handle flushes them before a write once :data:`DEFAULT_FLUSH_BYTES` of N-Triples text were written
+through it since the last flush (``OXIGRAPH_FLUSH_MIB``, :func:`flush_bytes_from_settings`), in the
+writer's worker thread: their memory stays bounded, whatever the store's size.
 
 The last release flushes the store and closes it; when RocksDB left flushed write-ahead logs
 behind (kept for reuse, see :func:`charmem_oxigraph._disk.holds_spent_logs`), it opens and closes
@@ -73,7 +73,7 @@ class SharedStore:
         write_lock: held for a whole check-then-write (pyoxigraph does not isolate them).
         users: graph stores (collections) using this handle; the last ``release`` closes it.
         flush_bytes: N-Triples bytes written between two memtable flushes (0: none while open).
-        flushes: memtable flushes :meth:`wrote` made so far.
+        flushes: memtable flushes :meth:`flush_if_due` made so far.
     """
 
     def __init__(
@@ -128,17 +128,24 @@ class SharedStore:
         return store
 
     def wrote(self, size: int) -> None:
-        """Count ``size`` bytes of N-Triples just written; flush the memtables every :attr:`flush_bytes`.
+        """Count ``size`` bytes of N-Triples a write just committed (see :meth:`flush_if_due`)."""
+        with self._flush_lock:
+            self._unflushed += size
 
-        Called by a writer once its write is committed and its writer lock released, in its worker
-        thread (``Store.flush`` releases the GIL: the event loop and readers go on meanwhile). The
-        write is durable before the flush (RocksDB's write-ahead log), so a failed flush is only
-        logged; a full disk marks the handle stale, as a failed write does.
+    def flush_if_due(self) -> None:
+        """Flush the memtables if :attr:`flush_bytes` were written since the last flush.
+
+        A writer calls it before its write, outside the writer lock, in its worker thread
+        (``Store.flush`` releases the GIL: the event loop and readers go on meanwhile). Flushing
+        before the next write rather than after the last one leaves a final write's memtables to
+        the flush of ``close()``, as before, and bounds them all the same (the budget plus one
+        batch). Every acknowledged write is durable before the flush (RocksDB's write-ahead log),
+        so a failed flush is only logged; a full disk marks the handle stale, as a failed write
+        does.
         """
         if self.path is None or self.flush_bytes <= 0:
             return
         with self._flush_lock:
-            self._unflushed += size
             if self._unflushed < self.flush_bytes:
                 return
             self._unflushed = 0
@@ -246,7 +253,7 @@ def acquire(
         path: the store directory (created with its parents if missing), or ``None``.
         lock_timeout: seconds to keep retrying while another process holds the store.
         flush_bytes: N-Triples bytes written between two memtable flushes
-            (:meth:`SharedStore.wrote`); a handle already open keeps its own.
+            (:meth:`SharedStore.flush_if_due`); a handle already open keeps its own.
 
     Returns:
         SharedStore: the process's handle for that path, its ``users`` count incremented.

@@ -124,7 +124,7 @@ class OxigraphGraphStore(CachedGraphStore):
                 opened on it in this process), or ``None`` for a fresh in-memory store.
             lock_timeout: seconds to keep retrying while another process holds the store.
             flush_bytes: N-Triples bytes written between two memtable flushes (0: none while
-                open; :meth:`charmem_oxigraph._registry.SharedStore.wrote`).
+                open; :meth:`charmem_oxigraph._registry.SharedStore.flush_if_due`).
 
         Returns:
             OxigraphGraphStore: an open graph store.
@@ -327,6 +327,7 @@ class OxigraphGraphStore(CachedGraphStore):
             return GraphWriteResult()
         prepared = wr.prepare_batch(batch)
         shared = self._handle()
+        shared.flush_if_due()  # every flush_bytes written, outside the writer lock
         with self._backend_errors("write a batch"), shared.write_lock:
             cache = shared.cache(self._graph_iri)
             inserted, existing, lines = self._drive(GraphReader(cache, self._graph_iri).check_write(prepared))
@@ -335,7 +336,7 @@ class OxigraphGraphStore(CachedGraphStore):
                 # transactional: all triples or none (parsing the text is as fast as taking Quads)
                 shared.store.load(text, RdfFormat.N_TRIPLES, to_graph=self._graph)
             cache.apply_write([prepared.items[i] for i in inserted])
-        shared.wrote(len(text))  # flushes the memtables every flush_bytes, outside the writer lock
+        shared.wrote(len(text))
         return GraphWriteResult(inserted_ids=tuple(inserted), existing_ids=tuple(existing))
 
     async def erase(self, erasure: GraphErasure) -> None:
