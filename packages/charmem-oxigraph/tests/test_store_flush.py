@@ -8,6 +8,7 @@ every ``flush_bytes`` of N-Triples written (``OXIGRAPH_FLUSH_MIB``).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from charmem import Settings
@@ -124,3 +125,47 @@ def test_the_setting_reaches_the_handle(tmp_path: Path) -> None:
         assert store._handle().flush_bytes == 2 * 2**20
     finally:
         store._close()
+
+
+class _FailingFlush:
+    """A pyoxigraph store whose ``flush`` fails as a full disk would."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def flush(self) -> None:
+        raise OSError("IO error: No space left on device")
+
+
+async def test_a_failed_flush_does_not_fail_the_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writes are durable before the flush: a failed one is logged and the store reopened.
+
+    An adapter author checks, when it fails: that ``flush_if_due`` catches the flush's error,
+    marks the handle stale on "no space left on device" (the next use reopens it) and lets the
+    write go on.
+    """
+    store = await OxigraphGraphStore.open_async("c", path=tmp_path / "g")
+    shared = store._handle()
+    shared.flush_bytes = 1
+    try:
+        await store.write_batch(_session(3))
+        opens = len(list((tmp_path / "g").glob("LOG.old.*")))  # RocksDB starts a new LOG per open
+        real = _registry.SharedStore.store
+        monkeypatch.setattr(
+            _registry.SharedStore, "store", property(lambda self: _FailingFlush(real.fget(self)))
+        )
+        batch = _session(3)
+        assert (await store.write_batch(batch)).inserted_ids
+        assert shared.flushes == 0
+        assert len(list((tmp_path / "g").glob("LOG.old.*"))) == opens + 1  # marked stale: reopened
+        monkeypatch.undo()
+        ids = [obj.id for obj in batch.objects]
+        store._cache().clear()
+        assert await store.get_objects(ids) == {obj.id: obj for obj in batch.objects}
+    finally:
+        await store.close()
