@@ -18,7 +18,7 @@ from charmem.domain.retrieval import CurrencyStatus
 from charmem.errors import IdConflictError, PurgedMemoryError
 
 from charmem_oxigraph import OxigraphGraphStore, _reads
-from charmem_oxigraph._cache import GraphCache
+from charmem_oxigraph._cache import CENSUS_MAX_ENTRIES, GraphCache
 
 from oxigraph_builders import at, derived, entity, episode, link, observation, record, spy_queries
 
@@ -161,16 +161,16 @@ async def test_no_census_of_a_collection_larger_than_the_probe(
 
 
 def test_a_census_beyond_its_bound_is_dropped() -> None:
-    cache = GraphCache(max_entries=1)  # a census of up to 4 ids
-    assert cache.census_limit(100) == 4
+    cache = GraphCache(max_entries=1)  # a census of up to CENSUS_MAX_ENTRIES ids
+    assert cache.census_limit(100) == CENSUS_MAX_ENTRIES
     assert cache.remember_census(cache.generation(), {}, ())
-    cache.apply_write([entity() for _ in range(4)])
+    cache.apply_write([entity() for _ in range(CENSUS_MAX_ENTRIES)])
     assert cache.has_census
     cache.apply_write([entity()])
     assert not cache.has_census
     assert cache.census_limit(100) == 0  # known to hold more than the bound
     cache.clear()
-    assert cache.census_limit(100) == 4
+    assert cache.census_limit(100) == CENSUS_MAX_ENTRIES
 
 
 def test_a_census_read_before_a_write_is_not_kept() -> None:

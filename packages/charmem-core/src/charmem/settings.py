@@ -67,6 +67,7 @@ KNOWN_SETTINGS_KEYS: Final = frozenset(
         "SPARQL_PASSWORD",
         "SPARQL_BEARER_TOKEN",
         "SPARQL_TIMEOUT",
+        "OXIGRAPH_FLUSH_MIB",
         "QDRANT_TIMEOUT",
         "VECTOR_LEXICAL_CUE",
         "VECTOR_LEXICAL_WEIGHT",

@@ -61,8 +61,9 @@ __all__ = ["CENSUS_MAX_ENTRIES", "DEFAULT_MAX_ENTRIES", "PURGED", "CurrencyFacts
 #: Entries kept per map of a collection's cache (items, kinds, absent ids, adjacency, currency).
 DEFAULT_MAX_ENTRIES: Final = 50_000
 #: A census holds up to this many times ``max_entries`` ids (its entries are small: a UUID's
-#: integer and a shared kind string, about 100 bytes each).
-CENSUS_MAX_ENTRIES: Final = 4
+#: integer and a shared kind string, about 80 bytes each, so at most ~40 MB). Past it a bulk
+#: write probes each new id under every kind: ~150 ms more per plan of 500 memories.
+CENSUS_MAX_ENTRIES: Final = 10
 #: The census entry of a purged id (its node is a tombstone).
 PURGED: Final = "purged"
 

@@ -9,6 +9,12 @@ After a "no space left on device" error RocksDB refuses every later write until 
 opened again, so such an error marks the handle stale (:meth:`SharedStore.mark_stale`) and the
 next use reopens it: once space is freed, the same graph stores work again.
 
+RocksDB keeps what was written in memtables until it flushes them to its data files; left alone,
+Oxigraph's write buffers (128 MiB per column family) hold most of a long ingest in memory. So each
+handle flushes them before a write once :data:`DEFAULT_FLUSH_BYTES` of N-Triples text were written
+through it since the last flush (``OXIGRAPH_FLUSH_MIB``, :func:`flush_bytes_from_settings`), in the
+writer's worker thread: their memory stays bounded, whatever the store's size.
+
 The last release flushes the store and closes it; when RocksDB left flushed write-ahead logs
 behind (kept for reuse, see :func:`charmem_oxigraph._disk.holds_spent_logs`), it opens and closes
 the store once more so RocksDB deletes them, and a closed store holds one empty log.
@@ -16,7 +22,9 @@ the store once more so RocksDB deletes them, and a closed store holds one empty 
 
 from __future__ import annotations
 
+import math
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -28,10 +36,28 @@ from pyoxigraph import Store
 from charmem_oxigraph import _disk
 from charmem_oxigraph._cache import GraphCache
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "SharedStore", "acquire", "is_lock_error", "release", "share"]
+__all__ = [
+    "DEFAULT_FLUSH_BYTES",
+    "DEFAULT_LOCK_TIMEOUT",
+    "FLUSH_KEY",
+    "SharedStore",
+    "acquire",
+    "flush_bytes_from_settings",
+    "is_lock_error",
+    "release",
+    "share",
+]
 
 #: Seconds an opener keeps retrying a store locked by another process before giving up.
 DEFAULT_LOCK_TIMEOUT: Final = 1.0
+#: N-Triples bytes written through a persistent handle between two flushes of RocksDB's
+#: memtables: about 3,500 memories of one observation each (2.4 kB of text). A byte of text
+#: held about 6 bytes of memtables (the quad indexes and the term table), so this bounds them
+#: to ~50 MiB; the flush runs in the worker thread, and the write rate does not drop.
+DEFAULT_FLUSH_BYTES: Final = 8 * 2**20
+#: Settings key (read from ``Settings.extra``): mebibytes of N-Triples text written between two
+#: memtable flushes of a persistent store (``0``: never flush while open, RocksDB's own bounds).
+FLUSH_KEY: Final = "OXIGRAPH_FLUSH_MIB"
 
 _REGISTRY: dict[Path, SharedStore] = {}
 _REGISTRY_LOCK = threading.Lock()
@@ -46,15 +72,26 @@ class SharedStore:
         path: the store directory, or ``None`` for an in-memory store.
         write_lock: held for a whole check-then-write (pyoxigraph does not isolate them).
         users: graph stores (collections) using this handle; the last ``release`` closes it.
+        flush_bytes: N-Triples bytes written between two memtable flushes (0: none while open).
+        flushes: memtable flushes :meth:`flush_if_due` made so far.
     """
 
     def __init__(
-        self, store: Store, path: Path | None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+        self,
+        store: Store,
+        path: Path | None,
+        *,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        flush_bytes: int = DEFAULT_FLUSH_BYTES,
     ) -> None:
         self._store: Store | None = store
         self.path = path
         self.write_lock = threading.Lock()
         self.users = 1
+        self.flush_bytes = flush_bytes
+        self.flushes = 0
+        self._unflushed = 0
+        self._flush_lock = threading.Lock()
         self._caches: dict[str, GraphCache] = {}
         self._caches_lock = threading.Lock()
         self._closed = False
@@ -89,6 +126,37 @@ class SharedStore:
         if store is None or self._closed:
             raise BackendError("the Oxigraph store was closed; open the graph store again")
         return store
+
+    def wrote(self, size: int) -> None:
+        """Count ``size`` bytes of N-Triples a write just committed (see :meth:`flush_if_due`)."""
+        with self._flush_lock:
+            self._unflushed += size
+
+    def flush_if_due(self) -> None:
+        """Flush the memtables if :attr:`flush_bytes` were written since the last flush.
+
+        A writer calls it before its write, outside the writer lock, in its worker thread
+        (``Store.flush`` releases the GIL: the event loop and readers go on meanwhile). Flushing
+        before the next write rather than after the last one leaves a final write's memtables to
+        the flush of ``close()``, as before, and bounds them all the same (the budget plus one
+        batch). Every acknowledged write is durable before the flush (RocksDB's write-ahead log),
+        so a failed flush is only logged; a full disk marks the handle stale, as a failed write
+        does.
+        """
+        if self.path is None or self.flush_bytes <= 0:
+            return
+        with self._flush_lock:
+            if self._unflushed < self.flush_bytes:
+                return
+            self._unflushed = 0
+        try:
+            self.store.flush()
+        except (OSError, BackendError) as exc:
+            if _disk.is_no_space_error(exc):
+                self.mark_stale()
+            _log.warning("oxigraph_flush_failed", path=str(self.path), error=str(exc))
+            return
+        self.flushes += 1
 
     @property
     def is_open(self) -> bool:
@@ -151,12 +219,41 @@ def _open_persistent(path: Path, lock_timeout: float) -> Store:
         raise _disk.translate_error(path, "open the store", exc) from exc
 
 
-def acquire(path: Path | None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> SharedStore:
+def flush_bytes_from_settings(extra: Mapping[str, str]) -> int:
+    """``OXIGRAPH_FLUSH_MIB`` of ``extra`` in bytes; :data:`DEFAULT_FLUSH_BYTES` when unset or blank.
+
+    Raises:
+        ConfigurationError: the value is not a finite number >= 0 (mebibytes).
+    """
+    raw = extra.get(FLUSH_KEY)
+    if raw is None or not raw.strip():
+        return DEFAULT_FLUSH_BYTES
+    try:
+        mebibytes = float(raw)
+    except ValueError:
+        mebibytes = math.nan
+    if not math.isfinite(mebibytes) or mebibytes < 0:
+        raise ConfigurationError(
+            f"{FLUSH_KEY}={raw!r} must be a number of mebibytes >= 0 (graph text written between two "
+            "flushes of the store's write buffers; 0 keeps them until close)",
+            key=FLUSH_KEY,
+        )
+    return round(mebibytes * 2**20)
+
+
+def acquire(
+    path: Path | None,
+    *,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    flush_bytes: int = DEFAULT_FLUSH_BYTES,
+) -> SharedStore:
     """Open (or share) the store at ``path``; ``None`` opens a fresh in-memory store.
 
     Args:
         path: the store directory (created with its parents if missing), or ``None``.
         lock_timeout: seconds to keep retrying while another process holds the store.
+        flush_bytes: N-Triples bytes written between two memtable flushes
+            (:meth:`SharedStore.flush_if_due`); a handle already open keeps its own.
 
     Returns:
         SharedStore: the process's handle for that path, its ``users`` count incremented.
@@ -189,7 +286,8 @@ def acquire(path: Path | None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) ->
         if shared is not None:
             shared.users += 1
             return shared
-        shared = SharedStore(_open_persistent(key, lock_timeout), key, lock_timeout=lock_timeout)
+        store = _open_persistent(key, lock_timeout)
+        shared = SharedStore(store, key, lock_timeout=lock_timeout, flush_bytes=flush_bytes)
         _REGISTRY[key] = shared
         return shared
 

@@ -115,6 +115,7 @@ class OxigraphGraphStore(CachedGraphStore):
         *,
         path: str | os.PathLike[str] | None = None,
         lock_timeout: float = _registry.DEFAULT_LOCK_TIMEOUT,
+        flush_bytes: int = _registry.DEFAULT_FLUSH_BYTES,
     ) -> OxigraphGraphStore:
         """Open the graph store of ``collection`` (blocking; call it off the event loop).
 
@@ -123,6 +124,8 @@ class OxigraphGraphStore(CachedGraphStore):
             path: the store directory (created if missing; shared with every other collection
                 opened on it in this process), or ``None`` for a fresh in-memory store.
             lock_timeout: seconds to keep retrying while another process holds the store.
+            flush_bytes: N-Triples bytes written between two memtable flushes (0: none while
+                open; :meth:`charmem_oxigraph._registry.SharedStore.flush_if_due`).
 
         Returns:
             OxigraphGraphStore: an open graph store.
@@ -136,7 +139,8 @@ class OxigraphGraphStore(CachedGraphStore):
             BackendError: the store cannot be opened.
         """
         validate_collection_name(collection)
-        shared = _registry.acquire(None if path is None else Path(path), lock_timeout=lock_timeout)
+        where = None if path is None else Path(path)
+        shared = _registry.acquire(where, lock_timeout=lock_timeout, flush_bytes=flush_bytes)
         try:
             return cls(shared, collection)
         except BaseException:
@@ -324,13 +328,16 @@ class OxigraphGraphStore(CachedGraphStore):
             return GraphWriteResult()
         prepared = wr.prepare_batch(batch)
         shared = self._handle()
+        shared.flush_if_due()  # every flush_bytes written, outside the writer lock
         with self._backend_errors("write a batch"), shared.write_lock:
             cache = shared.cache(self._graph_iri)
             inserted, existing, lines = self._drive(GraphReader(cache, self._graph_iri).check_write(prepared))
-            if lines:
+            text = "\n".join(lines)
+            if text:
                 # transactional: all triples or none (parsing the text is as fast as taking Quads)
-                shared.store.load("\n".join(lines), RdfFormat.N_TRIPLES, to_graph=self._graph)
+                shared.store.load(text, RdfFormat.N_TRIPLES, to_graph=self._graph)
             cache.apply_write([prepared.items[i] for i in inserted])
+        shared.wrote(len(text))
         return GraphWriteResult(inserted_ids=tuple(inserted), existing_ids=tuple(existing))
 
     async def erase(self, erasure: GraphErasure) -> None:
@@ -536,21 +543,22 @@ class PersistentOxigraphGraphStore(OxigraphGraphStore):
         """Open ``collection`` in the store at ``settings.oxigraph_path`` (blocking).
 
         Args:
-            settings: ``OXIGRAPH_PATH`` (default ``./data/oxigraph``).
+            settings: ``OXIGRAPH_PATH`` (default ``./data/oxigraph``), ``OXIGRAPH_FLUSH_MIB``.
             collection: the collection name, checked before the directory is touched.
 
         Returns:
             OxigraphGraphStore: an open graph store sharing the process's handle for that path.
 
         Raises:
-            ConfigurationError: the collection name is not allowed.
+            ConfigurationError: the collection name or ``OXIGRAPH_FLUSH_MIB`` is not allowed.
             StoreLockedError: another process holds the store (after a ~1 s bounded retry).
             StoreCorruptedError: the directory holds data but no complete store, or damaged
                 files (see :meth:`open`).
             InsufficientStorageError: the disk is full.
             BackendError: the store cannot be opened.
         """
-        return cls.open(collection, path=settings.oxigraph_path)
+        flushing = _registry.flush_bytes_from_settings(settings.extra)
+        return cls.open(collection, path=settings.oxigraph_path, flush_bytes=flushing)
 
     @classmethod
     def exists_from_settings(cls, settings: Settings, collection: str) -> bool:
