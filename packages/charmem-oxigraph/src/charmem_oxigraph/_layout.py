@@ -30,6 +30,7 @@ __all__ = [
     "REPLACED_PREDICATES",
     "LayoutState",
     "MigrationStep",
+    "batches",
     "check_layout",
     "layout_state",
     "migration_step",
@@ -137,6 +138,11 @@ def pending(graph: str) -> Generator[str, list[Any], list[str]]:
     One scan of the graph's ``rdf:type`` triples; the migration then rewrites them in batches.
     """
     return sorted({row["x"].value for row in (yield q.unmigrated(graph))})
+
+
+def batches(iris: Sequence[str]) -> list[Sequence[str]]:
+    """``iris`` (from :func:`pending`) in batches of :data:`MIGRATION_BATCH`, each one transaction."""
+    return [iris[start : start + MIGRATION_BATCH] for start in range(0, len(iris), MIGRATION_BATCH)]
 
 
 @attrs.frozen

@@ -552,9 +552,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
         if state.found is not None:  # another recorded version: only layout 1 is migrated
             lay.check_layout(state, store=self._where(), migrate_hint=self._migrate_hint())
         count, unreadable = 0, list[str]()
-        pending = await self._read(action, lay.pending(self._graph_iri))
-        for start in range(0, len(pending), lay.MIGRATION_BATCH):
-            batch = pending[start : start + lay.MIGRATION_BATCH]
+        for batch in lay.batches(await self._read(action, lay.pending(self._graph_iri))):
             step = await self._read(action, lay.migration_step(self._graph_iri, batch))
             if step.update is not None:
                 await self._update(step.update, action)  # one request per batch: atomic

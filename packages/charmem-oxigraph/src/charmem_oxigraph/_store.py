@@ -443,10 +443,9 @@ class OxigraphGraphStore(CachedGraphStore):
     def migrate_from_settings(cls, settings: Settings, collection: str) -> LayoutMigration:
         """Upgrade the collection at ``OXIGRAPH_PATH`` to the current layout (``charmem migrate``).
 
-        Blocking. Each batch of nodes is rewritten in one transaction (old triples removed, the
-        record literal added), so a node is never unreadable; the version is recorded once every
-        node is rewritten, so running it again after a crash finishes the job, and on a current
-        store it changes nothing.
+        Blocking. One transaction per batch of nodes (old triples out, record literal in), the
+        version recorded once every node is rewritten: a crash leaves no node unreadable, running it
+        again finishes the job, and on a current store it changes nothing.
 
         Returns:
             LayoutMigration: what was found and done.
@@ -482,8 +481,7 @@ class OxigraphGraphStore(CachedGraphStore):
             StoreLayoutError: the store records a newer layout than this charmem knows.
             BackendError: Oxigraph failed.
         """
-        started = time.perf_counter()
-        shared = self._handle()
+        started, shared = time.perf_counter(), self._handle()
         with self._backend_errors("migrate the graph layout"), shared.write_lock:
             found, count, unreadable = self._migrate_locked(shared)
         return LayoutMigration(
@@ -504,9 +502,7 @@ class OxigraphGraphStore(CachedGraphStore):
         if state.found is not None:  # another recorded version: only layout 1 is migrated
             lay.check_layout(state, store=self._where(), migrate_hint=self._migrate_hint())
         count, unreadable = 0, list[str]()
-        pending = self._drive(lay.pending(self._graph_iri))
-        for start in range(0, len(pending), lay.MIGRATION_BATCH):
-            batch = pending[start : start + lay.MIGRATION_BATCH]
+        for batch in lay.batches(self._drive(lay.pending(self._graph_iri))):
             step = self._drive(lay.migration_step(self._graph_iri, batch))
             if step.update is not None:
                 shared.store.update(step.update)  # one transaction per batch
