@@ -255,7 +255,7 @@ class BackupFormatError(CharmemError):
 
 
 class LifecycleErrorKind(enum.Enum):
-    """Why a lifecycle draft (correct, forget, link) was refused; names follow the spec."""
+    """Why a lifecycle draft (correct, forget, link) was refused (rules: docs/concepts/lifecycle.md)."""
 
     MISSING_GIVEN_REPLACEMENT = "missing_given_replacement"
     EMPTY_RATIONALE = "empty_rationale"

@@ -1,6 +1,6 @@
 """``purge``: out-of-band erasure of memories for personal-data obligations (GDPR/CCPA deletion).
 
-The memory operations never delete (spec "Memory permanence and data erasure": forgetting
+The memory operations never delete (docs/concepts/lifecycle.md, "Append-only memory": forgetting
 suppresses, correcting supersedes). Applications with erasure obligations need an operational
 action against the backing stores instead, covering every store and tombstoning the provenance
 references that would otherwise dangle. This is that action. It is destructive, it is outside the

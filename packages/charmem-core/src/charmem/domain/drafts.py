@@ -110,7 +110,7 @@ class DerivedMemoryDraft:
 
     A derived memory must be grounded on ``episode_ids`` / ``observation_ids`` or declared
     ``given_by_application=True`` with at least one notion in ``entity_ids`` and no sources
-    (spec "Notions and naming beliefs"); ``prepare`` attaches the convenience episode and
+    (docs/concepts/memory-model.md, "Names are beliefs"); ``prepare`` attaches the convenience episode and
     observation of a :class:`RememberInput` as sources unless the draft names its own or is given.
     """
 

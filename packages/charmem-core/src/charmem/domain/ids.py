@@ -1,4 +1,4 @@
-"""Memory identity: :class:`MemoryId`, stable across restarts (spec "Memory identity across restarts")."""
+"""Memory identity: :class:`MemoryId`, stable across restarts (docs/concepts/memory-model.md)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class MemoryId:
         """Derive a stable uuid5 id from a namespace and parts.
 
         The same namespace and parts always give the same id, in every process, so callers can
-        retain identity across restarts without storing ids (spec "Memory identity").
+        retain identity across restarts without storing ids (docs/concepts/memory-model.md).
 
         Args:
             namespace: a caller namespace (for example the collection name or a conversation id).

@@ -1,4 +1,4 @@
-"""Lifecycle drafts and outcomes: correct, forget, link (spec "Memory permanence").
+"""Lifecycle drafts and outcomes: correct, forget, link (docs/concepts/lifecycle.md).
 
 Every lifecycle operation appends: a correction adds a replacement that supersedes its target, a
 forget adds suppression records, a link adds a link. Nothing is rewritten or deleted.

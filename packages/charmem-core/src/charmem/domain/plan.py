@@ -1,4 +1,4 @@
-"""Write plans, validation results, outcomes and repair markers (spec "Write path")."""
+"""Write plans, validation results, outcomes and repair markers (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -181,7 +181,7 @@ class VectorOperation(ChoiceEnum):
 
 
 class RepairMarker:
-    """Namespace of repairable-write failures reported in outcomes (spec "Write path").
+    """Namespace of repairable-write failures reported in outcomes (docs/architecture.md).
 
     ``RepairMarker.VectorMaintenance(operation, ids, cause)`` and
     ``RepairMarker.StatsMaintenance(ids, cause)``: the graph write succeeded; replaying the same

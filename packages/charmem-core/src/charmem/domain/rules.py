@@ -1,8 +1,8 @@
 """Pure lifecycle and identity rules, each in exactly one place.
 
 Nothing here touches a store: adapters and use cases call these functions so that a rule exists
-once and carries the spec's name. Currency ("current iff not suppressed and not superseded")
-lives in :mod:`charmem.domain.currency`; :func:`is_current` stays importable from here.
+once, under its name in docs/concepts/lifecycle.md. Currency ("current iff not suppressed and not
+superseded") lives in :mod:`charmem.domain.currency`; :func:`is_current` stays importable from here.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def belief_breaches(
 
 
 def supersession_cycles(edges: Iterable[tuple[MemoryId, MemoryId]]) -> list[tuple[MemoryId, ...]]:
-    """The cycles ``supersedes`` links form (spec: supersession is acyclic).
+    """The cycles ``supersedes`` links form (rule: supersession is acyclic).
 
     A memory in a cycle is superseded by a memory it (indirectly) supersedes: none of them is
     current, and retrieval, which reaches superseded memories only from current ones, never
@@ -215,7 +215,7 @@ def _shortest_cycle(
 def conflicting_successors(
     stored: AbstractSet[MemoryId], written: AbstractSet[MemoryId]
 ) -> tuple[MemoryId, ...]:
-    """Whether a write may add ``supersedes`` links to one memory (spec: successors in one plan).
+    """Whether a write may add ``supersedes`` links to one memory (rule: successors in one plan).
 
     A memory gains successors in one write only: one plan (a split into several successors and a
     merge of several predecessors stay allowed) or one correction. A later write may not supersede
@@ -255,7 +255,7 @@ class TimeOrderBreach:
 def time_order_breach(
     at: datetime, *, earlier: Mapping[MemoryId, datetime], now: datetime | None = None
 ) -> TimeOrderBreach | None:
-    """Whether something written at ``at`` breaks time order (spec: memories are in time order).
+    """Whether something written at ``at`` breaks time order (rule: memories are in time order).
 
     What is written may not be dated later than the clock's now plus :data:`RECORDED_AT_SKEW`,
     nor before a memory it depends on was created: a lifecycle record's targets, a successor's
@@ -286,7 +286,7 @@ def time_order_breach(
 def recorded_in_order(
     recorded_at: datetime, *, targets: Mapping[MemoryId, datetime], now: datetime, what: str
 ) -> datetime:
-    """The instant to record a lifecycle operation at (spec: lifecycle records are in time order).
+    """The instant to record a lifecycle operation at (rule: lifecycle records are in time order).
 
     A correct, forget or link is refused when recorded before one of its targets was created (a
     link's targets are both endpoints) or later than the clock's now plus

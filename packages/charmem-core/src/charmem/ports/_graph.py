@@ -56,7 +56,7 @@ class MemoryGraphStore(Protocol):
         * Objects and links read back equal to what was written (text byte-identical).
         * Nothing is ever deleted or rewritten by the memory operations. The one exception is
           :meth:`AdminGraphStore.erase`, the out-of-band purge of ``charmem.admin.purge``
-          (personal-data erasure, spec "Memory permanence and data erasure").
+          (personal-data erasure, docs/operations.md, purge).
         * Driver failures raise :class:`~charmem.errors.BackendError`.
     """
 

@@ -1,4 +1,4 @@
-"""``commit``: write a validated plan (spec "Write path").
+"""``commit``: write a validated plan (docs/architecture.md).
 
 The plan is validated again against the graph, its batch is written to the graph first and
 atomically, then vectors and stats are brought in step as repairable writes

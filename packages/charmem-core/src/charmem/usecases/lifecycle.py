@@ -1,6 +1,6 @@
 """Lifecycle use cases: ``correct``, ``forget``, ``link``: append-only changes of state.
 
-Each operation validates its draft (raising :class:`LifecycleValidationError` with the spec's kind
+Each operation validates its draft (raising :class:`LifecycleValidationError` with the rule's kind
 before anything is written), writes one atomic graph batch (replacement, derived links,
 lifecycle records) and then brings vectors and stats in step as repairable writes.
 

@@ -176,8 +176,8 @@ async def maintain_vectors(
     Current entries are embedded (``batch_size`` texts per provider call) and upserted (about
     :data:`UPSERT_POINTS` points per vector-index call); entries and ``also_check`` ids that are
     no longer current are deleted (:func:`vector_work`). Graph currency is consulted first, so a
-    replayed plan never puts a superseded or suppressed memory back into the index (spec "Memory
-    permanence").
+    replayed plan never puts a superseded or suppressed memory back into the index
+    (docs/concepts/lifecycle.md).
 
     ``stored`` may give objects as the graph holds them (a commit's objects, once written), so
     their utterances' speakers are not read back (:func:`~charmem.usecases.names.embedding_texts`).

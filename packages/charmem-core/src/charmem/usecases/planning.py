@@ -49,7 +49,7 @@ def input_to_drafts(item: RememberInput, now: datetime) -> RememberDrafts:
     """Expand the convenience input into one episode, one observation and its derived drafts.
 
     Derived drafts get the episode and observation as sources unless they name their own or are
-    given by the application (spec "Notions and naming beliefs").
+    given by the application (docs/concepts/memory-model.md, "Names are beliefs").
     """
     episode_id = item.episode_id or MemoryId.new()
     observation_id = item.observation_id or MemoryId.new()

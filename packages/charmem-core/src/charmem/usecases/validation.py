@@ -1,4 +1,4 @@
-"""``validate_plan``: check a plan against itself and the graph, read-only (spec "Write path")."""
+"""``validate_plan``: check a plan against itself and the graph, read-only (docs/architecture.md)."""
 
 from __future__ import annotations
 
