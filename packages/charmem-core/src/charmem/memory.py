@@ -94,11 +94,11 @@ class CharacterMemory:
     **Timeouts, cancellation and close.** Each call of the embedding provider may take
     ``embedding_timeout_s`` seconds; a slower one is cancelled: a write then keeps its graph
     batch and reports a ``VectorMaintenance`` repair marker, a retrieval raises
-    :class:`~charmem.errors.EmbeddingTimeoutError`. A write cancelled after its graph batch (a
-    cancelled task, ``asyncio.timeout`` around the call) returns nothing, but the graph is the
-    record: ``charmem.admin.check`` reports the vectors and statistics it did not write, and
-    replaying the same operation (or check's repair) brings them in step. :meth:`close` waits for
-    operations in flight (see there).
+    :class:`~charmem.errors.EmbeddingTimeoutError`. A cancelled write (a cancelled task, an
+    ``asyncio.timeout``) ends at once, or once the store write it started in a worker thread has
+    ended: the writer lock outlives no write. Cancelled after its graph batch, it returns nothing,
+    but the graph is the record: ``charmem.admin.check`` reports the vectors and statistics it did
+    not write, and a replay (or check's repair) brings them in step. :meth:`close`: see there.
 
     Args:
         graph: the graph authority bound to ``collection``.

@@ -44,6 +44,7 @@ from charmem.memory import CharacterMemory
 from charmem.ports import GraphStore
 from charmem.usecases.commit import rebuild_stats
 from charmem.usecases.maintenance import ProgressCallback, VectorRebuildReport, rebuild_vector_index
+from charmem.usecases.store_writes import finish_write
 
 __all__ = [
     "BACKUP_FORMAT_VERSION",
@@ -432,7 +433,7 @@ async def import_collection(
         await _refuse_a_collection_with_data(memory)
         handle = await asyncio.to_thread(_open_binary, graph_file, "rb")
         try:
-            statements = await graph.import_graph(handle, manifest.graph.media_type)
+            statements = await finish_write(graph.import_graph(handle, manifest.graph.media_type))
         finally:
             handle.close()
         log.info("collection_graph_imported", collection=memory.collection, statements=statements)

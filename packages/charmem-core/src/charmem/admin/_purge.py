@@ -58,6 +58,7 @@ from charmem.log import get_logger
 from charmem.memory import CharacterMemory
 from charmem.ports import GraphStore
 from charmem.usecases.commit import rebuild_stats
+from charmem.usecases.store_writes import finish_write
 
 __all__ = ["PurgeReport", "purge"]
 
@@ -163,7 +164,7 @@ async def purge(
         touching = await graph.links_of(sorted(objects)) if objects else []
         records = await graph.get_records(sorted(objects)) if objects else []
         erasure = _GraphPurge.of(objects, touching, records, when)
-        await graph.erase(erasure.erasure)
+        await finish_write(graph.erase(erasure.erasure))
         log.warning(
             "memories_purged",
             collection=memory.collection,
@@ -266,7 +267,7 @@ async def _purge_derived_data(memory: CharacterMemory, wanted: Sequence[MemoryId
     """
     stores = memory._stores
     try:
-        await stores.vectors.delete(wanted)
+        await finish_write(stores.vectors.delete(wanted))
         return await rebuild_stats(stores.graph, stores.stats)
     except BackendError as exc:
         raise BackendError(

@@ -34,6 +34,7 @@ from charmem.usecases.maintenance import (
     rebuild_stats,
     vector_work,
 )
+from charmem.usecases.store_writes import finish_write
 from charmem.usecases.validation import raise_for_invalid, validate_against_graph
 
 __all__ = [
@@ -126,7 +127,7 @@ async def _write_graph(
         link for link in derived_links if link.from_id not in tombstones and link.to_id not in tombstones
     ]
     links = (*plan.links, *derived)
-    result = await graph.write_batch(GraphBatch(objects=plan.objects, links=links))
+    result = await finish_write(graph.write_batch(GraphBatch(objects=plan.objects, links=links)))
     superseded = sorted(
         {t for o in plan.objects if isinstance(o, DerivedMemory) for t in o.supersedes}, key=ID_ORDER
     )

@@ -29,6 +29,7 @@ from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, VectorIndex, VectorPoint
 from charmem.usecases.embedding import embed_texts
 from charmem.usecases.names import embedding_texts
+from charmem.usecases.store_writes import finish_write, wait_until_done
 
 __all__ = ["UPSERT_POINTS", "VectorPipeline", "VectorWork", "embed_and_upsert_chunks"]
 
@@ -129,10 +130,15 @@ class VectorPipeline:
         return self._markers
 
     async def cancel(self) -> None:
-        """Stop at once; work not yet applied is lost (``charmem.admin.check`` reports it)."""
+        """Stop; work not yet applied is lost (``charmem.admin.check`` reports it).
+
+        Stops at once unless an upsert or delete runs: that one ends first, even if the caller is
+        cancelled again meanwhile, so no vector write outlives the commit that started it.
+        """
         self._task.cancel()
+        await wait_until_done(self._task)
         with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+            self._task.result()
 
     async def _run(self) -> None:
         while (job := await self._queue.get()) is not None:
@@ -173,13 +179,13 @@ class VectorPipeline:
         if not points:
             return
         try:
-            await self._vectors.upsert([point for _plan, point in points])
+            await finish_write(self._vectors.upsert([point for _plan, point in points]))
         except Exception as exc:  # noqa: BLE001 - repairable write
             self._add(_markers_by_plan(VectorOperation.UPSERT, [(plan, p.id) for plan, p in points], exc))
 
     async def _delete(self, plan: int, ids: Sequence[MemoryId]) -> None:
         try:
-            await self._vectors.delete(ids)
+            await finish_write(self._vectors.delete(ids))
         except Exception as exc:  # noqa: BLE001 - repairable write
             self._add(_markers_by_plan(VectorOperation.DELETE, [(plan, i) for i in ids], exc))
 
@@ -231,7 +237,7 @@ async def embed_and_upsert_chunks(
             upcoming = (
                 asyncio.ensure_future(points_of(chunks[index + 1])) if index + 1 < len(chunks) else None
             )
-            await vectors.upsert(points)
+            await finish_write(vectors.upsert(points))
             done += len(chunk)
             if on_progress is not None:
                 on_progress(done, total)

@@ -42,6 +42,7 @@ from charmem.domain.model import (
 from charmem.domain.plan import RepairMarkerType
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
 from charmem.usecases.maintenance import maintain_stats, maintain_vectors
+from charmem.usecases.store_writes import finish_write
 
 __all__ = [
     "ForgetReach",
@@ -421,7 +422,7 @@ async def complete_episode_forgets(
         missing += episode_forget_gaps(collection, episode, links, objects, records)
     if not missing:
         return (), []
-    await graph.write_batch(GraphBatch(records=missing))
+    await finish_write(graph.write_batch(GraphBatch(records=missing)))
     affected = sorted({record.target_id for record in missing})
     markers = await maintain_vectors(
         [], affected, graph=graph, vectors=vectors, embedder=embedder, batch_size=64

@@ -44,6 +44,7 @@ from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
 from charmem.usecases.forgetting import forget_plan, forget_reach, forget_records, read_forget_surroundings
 from charmem.usecases.maintenance import maintain_stats, maintain_vectors
 from charmem.usecases.planning import derive_links, index_entries
+from charmem.usecases.store_writes import finish_write
 from charmem.usecases.validation import raise_for_invalid, validate
 
 __all__ = ["LifecycleStores", "correct_memory", "forget_memory", "link_memories"]
@@ -214,7 +215,7 @@ async def _write_correction(
     )
     record = _adopt_record((await _stored_records(graph, [target_id])).get(plan.record.id), plan.record)
     links = derive_links(collection, [replacement])
-    await graph.write_batch(GraphBatch(objects=[replacement], links=links, records=[record]))
+    await finish_write(graph.write_batch(GraphBatch(objects=[replacement], links=links, records=[record])))
     return replacement, links
 
 
@@ -296,7 +297,7 @@ async def forget_memory(
         _adopt_record(stored.get(record.id), record)
         for record in forget_records(collection, target, draft, recorded, plan)
     ]
-    await graph.write_batch(GraphBatch(records=records))
+    await finish_write(graph.write_batch(GraphBatch(records=records)))
     affected = [memory_id for memory_id, _ in plan]
     markers = await _maintain(stores, affected=affected)
     log.info("memory_forgotten", collection=collection, target=str(target.id), affected=len(affected))
@@ -337,6 +338,6 @@ async def link_memories(
     link = _adopt_link((await graph.get_links([link.id])).get(link.id), link)
     plan = RememberWritePlan(collection=collection, prepared_at=link.created_at, links=[link])
     raise_for_invalid(await validate(plan, graph), what="link")
-    await graph.write_batch(GraphBatch(links=[link]))
+    await finish_write(graph.write_batch(GraphBatch(links=[link])))
     markers = await maintain_stats([], [link], [], graph=graph, stats=stores.stats)
     return LinkOutcome(link=link, repair_markers=tuple(markers))

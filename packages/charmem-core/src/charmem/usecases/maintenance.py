@@ -45,6 +45,7 @@ from charmem.usecases.embedding import embed_texts, provider_batch_size
 from charmem.usecases.embedding_pipeline import UPSERT_POINTS, VectorWork, embed_and_upsert_chunks
 from charmem.usecases.names import embedding_texts
 from charmem.usecases.planning import index_entries
+from charmem.usecases.store_writes import finish_write
 
 __all__ = [
     "INDEXED_TYPES",
@@ -240,7 +241,7 @@ async def _upsert_entries(
         if not points:
             continue
         try:
-            await vectors.upsert(points)
+            await finish_write(vectors.upsert(points))
         except Exception as exc:  # noqa: BLE001 - repairable write
             markers.append(_upsert_failed(points, exc))
     return markers
@@ -251,7 +252,7 @@ async def _delete_points(ids: Sequence[MemoryId], vectors: VectorIndex) -> list[
     if not ids:
         return []
     try:
-        await vectors.delete(ids)
+        await finish_write(vectors.delete(ids))
     except Exception as exc:  # noqa: BLE001 - repairable write
         log.warning("vector_delete_failed", ids=len(ids), error=type(exc).__name__)
         return [RepairMarker.VectorMaintenance(VectorOperation.DELETE, tuple(ids), _cause(exc))]
@@ -284,7 +285,7 @@ async def maintain_stats(
         currency = await graph.currency([o.id for o in every])
         rows = [object_stats_row(o, currency) for o in every]
         rows += [link_stats_row(link) for link in links]
-        await stats.record(rows)
+        await finish_write(stats.record(rows))
     except Exception as exc:  # noqa: BLE001 - repairable write
         log.warning("stats_update_failed", ids=len(ids), error=type(exc).__name__)
         return [RepairMarker.StatsMaintenance(tuple(ids), _cause(exc))]
@@ -326,10 +327,10 @@ async def rebuild_stats(graph: GraphStore, stats: RetrievalStatsStore) -> int:
     Raises:
         BackendError: a store failed.
     """
-    await stats.clear()
+    await finish_write(stats.clear())
     written = 0
     async for rows in graph_stats_rows(graph):
-        await stats.record(rows)
+        await finish_write(stats.record(rows))
         written += len(rows)
     return written
 
@@ -436,7 +437,7 @@ async def rebuild_vector_index(
     indexed = {entry.id for entry in entries}
     stale = sorted(await vectors.point_ids() - indexed)
     if stale:
-        await vectors.delete(stale)
+        await finish_write(vectors.delete(stale))
     report = VectorRebuildReport(
         objects=len(ids), indexed=len(entries), not_current=not_current, removed=len(stale)
     )
