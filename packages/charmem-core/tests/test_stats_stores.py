@@ -10,6 +10,7 @@ import pytest
 from charmem import MemoryId, Relation
 from charmem.ports import RetrievalStatsStore, StatsEntry
 from charmem.stats import InMemoryRetrievalStatsStore, SQLiteRetrievalStatsStore
+from charmem.stats.sqlite import degrees_sql
 
 
 @pytest.fixture(params=["sqlite", "in_memory"])
@@ -60,3 +61,20 @@ async def test_sqlite_rows_survive_reopen_and_collections_are_separate(tmp_path:
     assert await other.row_count() == 0
     await again.close()
     await other.close()
+
+
+@pytest.mark.parametrize("by_relation", [False, True])
+async def test_sqlite_degrees_search_the_endpoint_indexes_not_the_collection(
+    tmp_path: Path, by_relation: bool
+) -> None:
+    """A degrees call reads the links at its ids, not every row of the collection."""
+    store = SQLiteRetrievalStatsStore(tmp_path / "s.sqlite3", "c")
+    try:
+        sql = degrees_sql(2, by_relation=by_relation)
+        params = ["c", b"a" * 16, b"b" * 16, *(["involves"] if by_relation else [])] * 2
+        plan = [row[3] for row in store._run("EXPLAIN QUERY PLAN " + sql, params)]
+        searches = [step for step in plan if step.startswith(("SEARCH", "SCAN retrieval_stats"))]
+        assert len(searches) == 2, plan
+        assert all("USING INDEX retrieval_stats_" in step for step in searches), plan
+    finally:
+        await store.close()
