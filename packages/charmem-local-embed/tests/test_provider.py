@@ -107,7 +107,7 @@ def test_bulk_writes_gather_the_preferred_batch_size_without_loading() -> None:
     from charmem.usecases.embedding import provider_batch_size
 
     default, smaller = LocalEmbeddingProvider(), LocalEmbeddingProvider(preferred_batch_size=100)
-    assert provider_batch_size(default) == default.preferred_batch_size == 512
+    assert provider_batch_size(default) == default.preferred_batch_size == 1024
     assert provider_batch_size(smaller) == 100
     assert not default.is_loaded
 

@@ -28,10 +28,11 @@ if TYPE_CHECKING:
 
 __all__ = ["PREFERRED_BATCH_SIZE", "LocalEmbeddingProvider"]
 
-#: Texts per ``embed_documents`` call charmem's writers gather for this provider (count). On a
-#: LoCoMo conversation, calls of this size embed within 0.9x of one call over every text, where
-#: calls of 64 take about 1.8x (``benchmarks/write_throughput.py --mode ingest``).
-PREFERRED_BATCH_SIZE: Final = 512
+#: Texts per ``embed_documents`` call charmem's writers gather for this provider (count). A LoCoMo
+#: conversation (a few hundred turns) is then one call, embedded at 0.98x the speed of one call over
+#: its texts; calls of 512 gave 0.87 (the first call ran beside the graph writes on two cores) and
+#: calls of one session 0.56 (``benchmarks/write_throughput.py --mode ingest``).
+PREFERRED_BATCH_SIZE: Final = 1024
 
 # Silent unless the application configures logging: the stdlib logger "charmem.local_embed".
 _log = get_logger("charmem.local_embed")
