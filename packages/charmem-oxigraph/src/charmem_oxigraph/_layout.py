@@ -11,10 +11,12 @@ one transaction per batch of nodes, free of I/O (plans as in :mod:`charmem_oxigr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator, Sequence
 from typing import Any, Final
 
 import attrs
+from charmem.admin import LayoutMigration
 from charmem.errors import StoreLayoutError
 from pyoxigraph import Literal
 
@@ -33,6 +35,7 @@ __all__ = [
     "batches",
     "check_layout",
     "layout_state",
+    "migration_report",
     "migration_step",
     "pending",
     "version_line",
@@ -138,6 +141,25 @@ def pending(graph: str) -> Generator[str, list[Any], list[str]]:
     One scan of the graph's ``rdf:type`` triples; the migration then rewrites them in batches.
     """
     return sorted({row["x"].value for row in (yield q.unmigrated(graph))})
+
+
+def migration_report(
+    collection: str, store: str, outcome: tuple[int | None, int, tuple[str, ...]], started: float
+) -> LayoutMigration:
+    """The report of one migration: ``outcome`` is (found version, nodes rewritten, unreadable).
+
+    ``started`` is the :func:`time.perf_counter` reading taken when it began (seconds).
+    """
+    found, count, unreadable = outcome
+    return LayoutMigration(
+        collection=collection,
+        store=store,
+        found=found,
+        layout=CURRENT_LAYOUT,
+        objects=count,
+        seconds=time.perf_counter() - started,
+        unreadable=unreadable,
+    )
 
 
 def batches(iris: Sequence[str]) -> list[Sequence[str]]:

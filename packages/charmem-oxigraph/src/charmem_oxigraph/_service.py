@@ -532,16 +532,8 @@ class SparqlServiceGraphStore(CachedGraphStore):
         """Upgrade this collection to the current layout (see :meth:`migrate_from_settings_async`)."""
         started = time.perf_counter()
         async with _write_lock(self._update_endpoint, self._graph_iri):
-            found, count, unreadable = await self._migrate_locked()
-        return LayoutMigration(
-            collection=self._collection,
-            store=self._where(),
-            found=found,
-            layout=lay.CURRENT_LAYOUT,
-            objects=count,
-            seconds=time.perf_counter() - started,
-            unreadable=unreadable,
-        )
+            outcome = await self._migrate_locked()
+        return lay.migration_report(self._collection, self._where(), outcome, started)
 
     async def _migrate_locked(self) -> tuple[int | None, int, tuple[str, ...]]:
         """Rewrite every layout-1 node, then record the version (caller holds the writer lock)."""

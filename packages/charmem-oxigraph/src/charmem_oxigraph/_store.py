@@ -483,16 +483,8 @@ class OxigraphGraphStore(CachedGraphStore):
         """
         started, shared = time.perf_counter(), self._handle()
         with self._backend_errors("migrate the graph layout"), shared.write_lock:
-            found, count, unreadable = self._migrate_locked(shared)
-        return LayoutMigration(
-            collection=self._collection,
-            store=self._where(),
-            found=found,
-            layout=lay.CURRENT_LAYOUT,
-            objects=count,
-            seconds=time.perf_counter() - started,
-            unreadable=unreadable,
-        )
+            outcome = self._migrate_locked(shared)
+        return lay.migration_report(self._collection, self._where(), outcome, started)
 
     def _migrate_locked(self, shared: _registry.SharedStore) -> tuple[int | None, int, tuple[str, ...]]:
         """Rewrite every layout-1 node, then record the version (caller holds the writer lock)."""
