@@ -123,9 +123,24 @@ class ServiceScope:
         must = [*self._tenant(), *conditions]
         return models.Filter(must=must) if must else None
 
-    def selector(self, conditions: Iterable[models.Condition] = ()) -> models.FilterSelector:
-        """The points a delete removes: those of :meth:`filter` (shared: of the tenant only)."""
-        return models.FilterSelector(filter=models.Filter(must=[*self._tenant(), *conditions]))
+    def selector(self, memory_ids: Sequence[str] | None = None) -> models.PointsSelector:
+        """The points a delete removes: those of ``memory_ids``, or all (shared only).
+
+        Per collection, the ids themselves (``PointIdsList``, as earlier versions sent); shared,
+        the tenant's points among them (``FilterSelector`` of :meth:`filter`), so a delete
+        never reaches another tenant's point.
+
+        Raises:
+            ValueError: all points of a per-collection layout (drop its collection instead).
+        """
+        if not self.shared:
+            if memory_ids is None:
+                raise ValueError("a per-collection layout drops its whole Qdrant collection")
+            return models.PointIdsList(points=list(memory_ids))
+        by_id = (
+            [] if memory_ids is None else [models.HasIdCondition(has_id=self.point_ids(memory_ids))]
+        )
+        return models.FilterSelector(filter=models.Filter(must=[*self._tenant(), *by_id]))
 
     def _tenant(self) -> list[models.Condition]:
         if not self.shared:

@@ -130,15 +130,12 @@ class ScopedPoints:
 
     async def delete(self, memory_ids: Sequence[str]) -> None:
         """Delete the points of ``memory_ids`` (applied on return; absent ids are ignored)."""
-        has_id = models.HasIdCondition(has_id=self._scope.point_ids(memory_ids))
-        selector = self._scope.selector([has_id])
+        selector = self._scope.selector(memory_ids)
         await self._client.delete(self._name, selector, wait=True)
 
     async def erase(self) -> None:
         """Delete every point of the collection's tenant (shared collections only)."""
-        if not self._scope.shared:  # a per-collection layout drops its whole Qdrant collection
-            raise ValueError("erase() concerns a tenant of a shared collection")
-        selector = self._scope.selector()
+        selector = self._scope.selector()  # per collection: ValueError (drop the collection)
         await self._client.delete(self._name, selector, wait=True)
 
     async def ranked(self, plan: SearchPlan) -> tuple[int, list[list[Found]]]:
