@@ -218,8 +218,9 @@ class QdrantServiceVectorIndex(QdrantRecall):
         (the lexical stage's RRF weight, default 1.0).
 
         Raises:
-            ConfigurationError, DimensionMismatchError, EmbedderMismatchError, BackendError: as
-                :meth:`open`; ``ConfigurationError`` also for a malformed setting.
+            ConfigurationError, DimensionMismatchError, EmbedderMismatchError, StoreLayoutError,
+                BackendError: as :meth:`open`; ``ConfigurationError`` also for a malformed
+                setting.
         """
         index = cls._unopened(settings, collection, model_id=model_id, vector_size=vector_size)
         await index._prepare()
@@ -237,8 +238,8 @@ class QdrantServiceVectorIndex(QdrantRecall):
         uses :meth:`from_settings_async` instead.
 
         Raises:
-            ConfigurationError, DimensionMismatchError, EmbedderMismatchError, BackendError: as
-                :meth:`from_settings_async`.
+            ConfigurationError, DimensionMismatchError, EmbedderMismatchError, StoreLayoutError,
+                BackendError: as :meth:`from_settings_async`.
         """
 
         async def check() -> None:

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import attrs
@@ -134,12 +135,8 @@ async def ensure_collection(
     if not is_local(client):  # local mode has no payload indexes (and warns)
         for key, schema in payload_indexes(shared=shared):
             if key not in (info.payload_schema or {}):
-                await call(
-                    f"index the {key} payload",
-                    lambda key=key, schema=schema: client.create_payload_index(  # type: ignore[misc]
-                        name, key, field_schema=schema, wait=True
-                    ),
-                )
+                index = partial(client.create_payload_index, name, key, field_schema=schema)
+                await call(f"index the {key} payload", partial(index, wait=True))
     return info
 
 
@@ -274,13 +271,6 @@ async def drop_collection(server: Server, collection: str, *, shared: bool) -> b
             held = await server.call("count points", points.count)
             if held or await server.tenant_marker(name, scope) is not None:
                 await server.call("drop the tenant", points.erase)
-                selector = models.PointIdsList(points=[scope.marker_id])
-                await server.call(
-                    "drop the tenant marker",
-                    lambda name=name, selector=selector: server.client.delete(  # type: ignore[misc]
-                        name, selector, wait=True
-                    ),
-                )
                 removed = True
                 _log.info("vector_tenant_dropped", collection=collection, qdrant_collection=name)
     if await server.exists(legacy):

@@ -134,9 +134,14 @@ class ScopedPoints:
         await self._client.delete(self._name, selector, wait=True)
 
     async def erase(self) -> None:
-        """Delete every point of the collection's tenant (shared collections only)."""
-        selector = self._scope.selector()  # per collection: ValueError (drop the collection)
-        await self._client.delete(self._name, selector, wait=True)
+        """Delete every point of the collection's tenant, then its marker (shared only).
+
+        Raises:
+            ValueError: a per-collection layout (its whole Qdrant collection is dropped instead).
+        """
+        await self._client.delete(self._name, self._scope.selector(), wait=True)
+        marker = models.PointIdsList(points=[self._scope.marker_id])
+        await self._client.delete(self._name, marker, wait=True)
 
     async def ranked(self, plan: SearchPlan) -> tuple[int, list[list[Found]]]:
         """Count the candidates, then run the stage rounds: (scanned, ranked stages)."""
