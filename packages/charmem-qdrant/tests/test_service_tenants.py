@@ -154,6 +154,34 @@ async def test_nothing_tenant_a_does_touches_tenant_b(
     assert await b.count() == 5
 
 
+async def test_an_upsert_never_replaces_a_point_of_another_tenant(
+    client: AsyncQdrantClient,
+    tenants: tuple[QdrantServiceVectorIndex, QdrantServiceVectorIndex, list[VectorPoint]],
+) -> None:
+    """Even at an id B holds (a uuid5 collision, forced here), A's upsert leaves B's point."""
+    a, _, _ = tenants
+    mine = point([0, 0, 1], text="coffee")
+    squatted = a._scope.point_id(str(mine.id))
+    await client.upsert(
+        SHARED,
+        [
+            models.PointStruct(
+                id=squatted,
+                vector={"dense": [1.0, 0.0, 0.0]},
+                payload={
+                    "object_type": "episode",
+                    "memory_id": str(mine.id),
+                    TENANT_KEY: "tenant-b",
+                },
+            )
+        ],
+    )
+    before = await tenant_points(client, "tenant-b")
+    await a.upsert([mine])
+    assert await tenant_points(client, "tenant-b") == before
+    assert await a.count() == 0
+
+
 async def test_dropping_a_tenant_removes_its_points_and_marker_only(
     client: AsyncQdrantClient,
     tenants: tuple[QdrantServiceVectorIndex, QdrantServiceVectorIndex, list[VectorPoint]],
@@ -258,8 +286,11 @@ class _Recording:
     async def delete(self, name: str, selector: Any, *, wait: bool) -> None:
         self.filters.append(("delete", selector.filter))
 
-    async def upsert(self, name: str, points: list[models.PointStruct], *, wait: bool) -> None:
-        self.filters.append(("upsert", [p.payload for p in points]))
+    async def upsert(
+        self, name: str, points: list[models.PointStruct], *, wait: bool, update_filter: Any
+    ) -> None:
+        self.filters.append(("upsert", update_filter))
+        self.filters.append(("payload", [p.payload for p in points]))
 
     async def query_batch_points(self, name: str, *, requests: list[Any]) -> list[Any]:
         self.filters.extend(("query", r.filter) for r in requests)
@@ -286,9 +317,9 @@ async def test_every_data_call_carries_the_tenant_filter() -> None:
     await index.upsert([point([1, 0, 0])])
     tenant = models.FieldCondition(key=TENANT_KEY, match=models.MatchValue(value="tenant-a"))
     kinds = {kind for kind, _ in recording.filters}
-    assert kinds == {"count", "scroll", "query", "delete", "upsert"}
+    assert kinds == {"count", "scroll", "query", "delete", "upsert", "payload"}
     for kind, sent in recording.filters:
-        if kind == "upsert":
+        if kind == "payload":
             assert all(payload[TENANT_KEY] == "tenant-a" for payload in sent)
         else:
             assert sent is not None, kind

@@ -89,7 +89,7 @@ class ScopedPoints:
             )
             for part in parts
         ]
-        await self._client.upsert(self._name, prepared, wait=True)
+        await self._write(prepared)
 
     async def page(
         self, offset: models.ExtendedPointId | None
@@ -124,9 +124,22 @@ class ScopedPoints:
             )
             for memory_id, record in points
         ]
-        await self._client.upsert(self._name, prepared, wait=True)
+        await self._write(prepared)
         written = [memory_id for memory_id, _ in points]
         return await self.count([models.HasIdCondition(has_id=self._scope.point_ids(written))])
+
+    async def _write(self, prepared: list[models.PointStruct]) -> None:
+        """Upsert ``prepared``; shared, an existing point is replaced only if it is the tenant's.
+
+        The tenant filter goes as the upsert's ``update_filter`` (Qdrant's conditional update):
+        point ids are the tenant's own already (``uuid5(memory_id, collection)``), and even an id
+        another tenant held would be left as it is. Per collection, a plain upsert as before.
+        """
+        update_filter = self._scope.filter() if self._scope.shared else None
+        if update_filter is None:
+            await self._client.upsert(self._name, prepared, wait=True)
+        else:
+            await self._client.upsert(self._name, prepared, wait=True, update_filter=update_filter)
 
     async def delete(self, memory_ids: Sequence[str]) -> None:
         """Delete the points of ``memory_ids`` (applied on return; absent ids are ignored)."""
