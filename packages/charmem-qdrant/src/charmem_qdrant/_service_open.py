@@ -104,9 +104,11 @@ class Server:
 
 
 async def ensure_collection(
-    server: Server, name: str, fingerprint: ShardMarker, *, shared: bool
+    server: Server, name: str, fingerprint: ShardMarker, *, shared: bool, exists: bool | None = None
 ) -> models.CollectionInfo:
     """Create the Qdrant collection ``name`` if missing, then check it and complete its indexes.
+
+    ``exists``: whether the caller just found it (``None``: look it up).
 
     Raises:
         ConfigurationError, DimensionMismatchError, EmbedderMismatchError: see
@@ -114,7 +116,7 @@ async def ensure_collection(
         BackendError: the server failed.
     """
     client, call = server.client, server.call
-    if not await server.exists(name):
+    if not (await server.exists(name) if exists is None else exists):
         try:
             await call(
                 "create the collection",
@@ -245,9 +247,10 @@ async def open_scope(
         model_id=fingerprint.model_id,
         vector_size=fingerprint.vector_size,
     )
-    if not await server.exists(scope.qdrant_collection):  # refuse before creating anything
+    exists = await server.exists(scope.qdrant_collection)
+    if not exists:  # refuse another embedder's tenant before creating anything
         await refuse_other_fingerprints(server, scope, fingerprint)
-    await ensure_collection(server, scope.qdrant_collection, shared, shared=True)
+    await ensure_collection(server, scope.qdrant_collection, shared, shared=True, exists=exists)
     return {"new_tenant": await open_tenant(server, scope, fingerprint)}
 
 
