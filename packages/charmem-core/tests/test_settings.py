@@ -237,3 +237,26 @@ def test_a_malformed_vector_rebuild_on_open_names_the_key() -> None:
     with pytest.raises(ConfigurationError, match="true or false") as caught:
         Settings.from_mapping({"VECTOR_REBUILD_ON_OPEN": "sometimes"})
     assert caught.value.key == "VECTOR_REBUILD_ON_OPEN"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(None, "shared"), ("", "shared"), ("shared", "shared"), (" Per_Collection ", "per_collection")],
+)
+def test_vector_service_layout_is_shared_by_default(raw: str | None, expected: str) -> None:
+    mapping = {"VECTOR_STORE_MODE": "service", "QDRANT_CONNECTION_STRING": "http://127.0.0.1:6334"}
+    if raw is not None:
+        mapping["VECTOR_SERVICE_LAYOUT"] = raw
+    assert Settings.from_mapping(mapping).vector_service_layout == expected
+
+
+def test_an_unknown_vector_service_layout_names_the_key_and_the_choices() -> None:
+    with pytest.raises(ConfigurationError, match=r"shared .* per_collection") as caught:
+        Settings.from_mapping(
+            {
+                "VECTOR_STORE_MODE": "service",
+                "QDRANT_CONNECTION_STRING": "http://127.0.0.1:6334",
+                "VECTOR_SERVICE_LAYOUT": "per_tenant",
+            }
+        )
+    assert caught.value.key == "VECTOR_SERVICE_LAYOUT"

@@ -1,8 +1,11 @@
 """QdrantServiceVectorIndex: the contract on local mode, fingerprints, failures, parity.
 
-The contract behaviours run against ``AsyncQdrantClient(location=":memory:")`` (qdrant-client's
-in-process implementation of the server API), so the adapter's code path is exercised without a
-server. The ``service_and_embedded_*`` parity tests need a real server: they run only with
+Each behaviour of the index runs in both service layouts (``shared``: a tenant of the shared
+collection of its fingerprint; ``per_collection``: a Qdrant collection of its own); the tenants
+of a shared collection are tested in test_service_tenants.py. The contract behaviours run
+against ``AsyncQdrantClient(location=":memory:")`` (qdrant-client's in-process implementation
+of the server API), so the adapter's code path is exercised without a server. The
+``service_and_embedded_*`` parity tests need a real server: they run only with
 ``REQUIRE_QDRANT_TESTS=1`` and ``QDRANT_CONNECTION_STRING`` (see the README's docker compose
 file), and are reported as skipped otherwise.
 """
@@ -37,11 +40,13 @@ from charmem_qdrant import (
     EdgeVectorIndex,
     QdrantServiceVectorIndex,
     service_collection_name,
+    shared_collection_name,
 )
 from charmem_qdrant._fusion import RRF_K, rrf_contribution
 
 MODEL = "test-model"
 SIZE = 3
+LAYOUTS = ("shared", "per_collection")
 SECRET = "qdrant-api-key-that-must-not-leak-0815"  # noqa: S105 - a fake key for the redaction tests
 
 REQUIRE = os.environ.get("REQUIRE_QDRANT_TESTS") == "1"
@@ -80,9 +85,15 @@ async def open_local(
     )
 
 
+@pytest.fixture(params=LAYOUTS)
+def layout(request: pytest.FixtureRequest) -> str:
+    """Each service layout in turn."""
+    return str(request.param)
+
+
 @pytest.fixture
-async def index() -> AsyncIterator[QdrantServiceVectorIndex]:
-    opened = await open_local()
+async def index(layout: str) -> AsyncIterator[QdrantServiceVectorIndex]:
+    opened = await open_local(layout=layout)
     try:
         yield opened
     finally:
@@ -90,8 +101,8 @@ async def index() -> AsyncIterator[QdrantServiceVectorIndex]:
 
 
 @pytest.fixture
-async def lexical_index() -> AsyncIterator[QdrantServiceVectorIndex]:
-    opened = await open_local("lexical", lexical=True)
+async def lexical_index(layout: str) -> AsyncIterator[QdrantServiceVectorIndex]:
+    opened = await open_local("lexical", lexical=True, layout=layout)
     try:
         yield opened
     finally:
@@ -155,14 +166,14 @@ async def test_search_filters_by_object_type_and_reports_the_filtered_scan(
 
 
 @pytest.mark.parametrize("limit", [1, 10, 37, 60, 100])
-async def test_ties_are_ordered_by_id_whatever_the_insertion_order(limit: int) -> None:
+async def test_ties_are_ordered_by_id_whatever_the_insertion_order(limit: int, layout: str) -> None:
     rng = random.Random(limit)
     ids = [MemoryId(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(60)]
     forward = list(ids)
     rng.shuffle(forward)
     results = []
     for order in (forward, list(reversed(forward))):
-        index = await open_local("ties")
+        index = await open_local("ties", layout=layout)
         try:
             half = len(order) // 2
             await index.upsert([point([0.3, 0.3, 0.3], id=i) for i in order[:half]])
@@ -248,9 +259,9 @@ async def test_lexical_cue_fuses_bm25_with_rrf(lexical_index: QdrantServiceVecto
 
 
 async def _fused_ties(
-    order: list[MemoryId], limit: int
+    order: list[MemoryId], limit: int, layout: str
 ) -> tuple[list[tuple[MemoryId, float]], VectorRecallCompleteness]:
-    index = await open_local("fused-ties", lexical=True)
+    index = await open_local("fused-ties", lexical=True, layout=layout)
     try:
         best = point([1, 0, 0], text="a garden party", id=MemoryId(uuid.UUID(int=1, version=4)))
         tied = [point([0.6, 0.8, 0], text="hello garden world", id=i) for i in order]
@@ -263,14 +274,14 @@ async def _fused_ties(
 
 
 @pytest.mark.parametrize("limit", [1, 5, 30, 100])
-async def test_fused_ties_do_not_depend_on_the_insertion_order(limit: int) -> None:
+async def test_fused_ties_do_not_depend_on_the_insertion_order(limit: int, layout: str) -> None:
     """Tied in both stages (70 points, more than a stage's 64): one fused score, cut by id."""
     rng = random.Random(limit)
     ids = [MemoryId(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(70)]
     forward = list(ids)
     rng.shuffle(forward)
-    first = await _fused_ties(forward, limit)
-    second = await _fused_ties(list(reversed(forward)), limit)
+    first = await _fused_ties(forward, limit, layout)
+    second = await _fused_ties(list(reversed(forward)), limit, layout)
     assert first == second
     hits, completeness = first
     assert completeness == VectorRecallCompleteness(
@@ -328,8 +339,17 @@ async def test_payload_and_sparse_vectors_are_those_of_the_embedded_shard(
     await index.upsert([stored])
     client = index._client
     assert client is not None
-    records = await client.retrieve(index.qdrant_collection, [str(stored.id)], with_vectors=True)
-    assert records[0].payload == {"object_type": "derived", "memory_id": str(stored.id)}
+    scope = index._scope
+    records = await client.retrieve(
+        index.qdrant_collection, [scope.point_id(str(stored.id))], with_vectors=True
+    )
+    expected_payload = {"object_type": "derived", "memory_id": str(stored.id)}
+    if index.layout == "shared":  # the tenant key, and a point id of the tenant's own
+        expected_payload["charmem_collection"] = "memories"
+        assert records[0].id == str(uuid.uuid5(uuid.UUID(str(stored.id)), "memories"))
+    else:
+        assert records[0].id == str(stored.id)
+    assert records[0].payload == expected_payload
     expected = qe.Bm25().embed_document(stored.text)
     sparse = records[0].vector["lexical"]  # type: ignore[index, call-overload]
     assert (list(sparse.indices), list(sparse.values)) == (
@@ -355,7 +375,7 @@ async def test_closed_index_refuses_work(index: QdrantServiceVectorIndex) -> Non
 
 async def test_fingerprint_is_stored_in_the_collection_metadata() -> None:
     client = AsyncQdrantClient(location=":memory:")
-    index = await open_local("fingerprint", client=client)
+    index = await open_local("fingerprint", client=client, layout="per_collection")
     await index.upsert([point([1, 0, 0])])
     info = await client.get_collection("charmem-fingerprint")
     assert info.config.metadata == {
@@ -372,11 +392,14 @@ async def test_fingerprint_is_stored_in_the_collection_metadata() -> None:
     }
     await index.close()
     with pytest.raises(DimensionMismatchError, match="rebuild_vectors=True") as caught:
-        await open_local("fingerprint", client=client, vector_size=4)
+        await open_local("fingerprint", client=client, vector_size=4, layout="per_collection")
     assert (caught.value.expected, caught.value.actual) == (SIZE, 4)
     with pytest.raises(EmbedderMismatchError, match="rebuild_vectors=True"):
-        await open_local("fingerprint", client=client, model_id="another-model")
-    again = await open_local("fingerprint", client=client)  # same fingerprint: points kept
+        await open_local(
+            "fingerprint", client=client, model_id="another-model", layout="per_collection"
+        )
+    # same fingerprint: points kept
+    again = await open_local("fingerprint", client=client, layout="per_collection")
     assert await again.count() == 1
     await again.close()
     await client.close()
@@ -397,31 +420,33 @@ async def test_an_unmarked_collection_is_adopted_when_empty_and_refused_with_poi
     await client.upsert(
         "charmem-full", [models.PointStruct(id=str(uuid.uuid4()), vector={"dense": [1, 0, 0]})]
     )
-    adopted = await open_local("empty", client=client)
+    adopted = await open_local("empty", client=client, layout="per_collection")
     await adopted.close()
     assert (await client.get_collection("charmem-empty")).config.metadata["charmem"][
         "model_id"
     ] == MODEL  # type: ignore[index]
     with pytest.raises(ConfigurationError, match="no charmem fingerprint") as caught:
-        await open_local("full", client=client)
+        await open_local("full", client=client, layout="per_collection")
     assert caught.value.key == "QDRANT_CONNECTION_STRING"
     await client.create_collection(
         "charmem-foreign",
         vectors_config=models.VectorParams(size=SIZE, distance=models.Distance.COSINE),
     )
     with pytest.raises(ConfigurationError, match="no dense vector"):
-        await open_local("foreign", client=client)
+        await open_local("foreign", client=client, layout="per_collection")
     await client.close()
 
 
-async def test_drop_removes_the_collection_whatever_its_fingerprint() -> None:
+async def test_drop_removes_the_collection_whatever_its_fingerprint(layout: str) -> None:
     client = AsyncQdrantClient(location=":memory:")
-    index = await open_local("dropped", client=client)
+    index = await open_local("dropped", client=client, layout=layout)
     await index.upsert([point([1, 0, 0])])
     await index.close()
-    assert await QdrantServiceVectorIndex.drop_async(client, "dropped") is True
-    assert await QdrantServiceVectorIndex.drop_async(client, "dropped") is False
-    fresh = await open_local("dropped", client=client, vector_size=5, model_id="bigger")
+    assert await QdrantServiceVectorIndex.drop_async(client, "dropped", layout=layout) is True
+    assert await QdrantServiceVectorIndex.drop_async(client, "dropped", layout=layout) is False
+    fresh = await open_local(
+        "dropped", client=client, vector_size=5, model_id="bigger", layout=layout
+    )
     assert await fresh.count() == 0
     await fresh.close()
     await client.close()
@@ -431,6 +456,13 @@ def test_collection_names_are_derived_and_checked() -> None:
     assert service_collection_name("my-assistant-memory") == "charmem-my-assistant-memory"
     with pytest.raises(ConfigurationError):
         service_collection_name("../escape")
+    # one shared collection per fingerprint; a charmem collection name never holds a "."
+    name = shared_collection_name("all-MiniLM-L6-v2", 384)
+    assert name.startswith("charmem-shared.384.")
+    assert len(name.rsplit(".", 1)[1]) == 16
+    assert name != shared_collection_name("all-MiniLM-L6-v2", 768)
+    assert name != shared_collection_name("all-MiniLM-L12-v2", 384)
+    assert shared_collection_name("org/model:v1 ä", 8).count(".") == 2
 
 
 # ---------------------------------------------------------------- settings and failures
@@ -641,9 +673,9 @@ async def _compare(service: QdrantServiceVectorIndex, root: Path, *, lexical: bo
 
 @pytest.mark.parametrize("lexical", [False, True], ids=["dense", "lexical"])
 async def test_local_mode_and_embedded_give_identical_candidates(
-    tmp_path: Path, lexical: bool
+    tmp_path: Path, lexical: bool, layout: str
 ) -> None:
-    service = await open_local("parity", lexical=lexical)
+    service = await open_local("parity", lexical=lexical, layout=layout)
     try:
         assert await _compare(service, tmp_path, lexical=lexical) > 20
     finally:
@@ -651,13 +683,15 @@ async def test_local_mode_and_embedded_give_identical_candidates(
 
 
 @pytest.fixture
-def server_settings() -> Settings:
+def server_settings(layout: str) -> Settings:
+    """The real server's settings, in each layout (``layout`` is parametrized)."""
     if not SERVER:
         pytest.fail(
             "REQUIRE_QDRANT_TESTS=1 needs QDRANT_CONNECTION_STRING (e.g. http://127.0.0.1:6334)"
         )
     return _service_settings(
         SERVER,
+        VECTOR_SERVICE_LAYOUT=layout,
         **(
             {"QDRANT_API_KEY": os.environ["QDRANT_API_KEY"]}
             if os.environ.get("QDRANT_API_KEY")

@@ -343,7 +343,9 @@ def optimize_vectors(settings: Settings, collection: str) -> dict[str, Any]:
 async def migrate_store(settings: Settings, collection: str) -> dict[str, Any] | None:
     """Upgrade the collection's graph store in place to the current layout (``charmem migrate``).
 
-    Only the graph store is opened (vectors and statistics hold ids, which a layout keeps).
+    The graph store is upgraded, then the vector index's points are moved when its adapter has
+    several layouts (the Qdrant service's shared layout); statistics hold ids, which a layout
+    keeps.
 
     Returns:
         dict | None: the :class:`~charmem.admin.LayoutMigration` as a dict, or ``None`` when the
@@ -361,10 +363,30 @@ async def migrate_store(settings: Settings, collection: str) -> dict[str, Any] |
 
 
 def print_migration(report: dict[str, Any] | None, collection: str, as_json: bool) -> None:
-    """Print what ``charmem migrate`` did: JSON, or one line."""
+    """Print what ``charmem migrate`` did: JSON, or a line per store."""
     if as_json:
         print(json.dumps(report, indent=2))
-    elif report is None:
+        return
+    _print_graph_migration(report, collection)
+    vectors = None if report is None else report.get("vectors")
+    if vectors is not None:
+        print(_vector_migration_line(vectors))
+
+
+def _vector_migration_line(vectors: dict[str, Any]) -> str:
+    """One line saying what ``charmem migrate`` did to the vectors."""
+    if vectors["source"] is None:
+        return f"the vectors are in the {vectors['layout']} layout: nothing to move"
+    return (
+        f"moved {vectors['points']} vectors from {vectors['source']} to "
+        f"{vectors['target'] or 'nowhere (it held none)'} ({vectors['layout']} layout) in "
+        f"{vectors['seconds']:.1f} s; the old collection is deleted"
+    )
+
+
+def _print_graph_migration(report: dict[str, Any] | None, collection: str) -> None:
+    """Print what ``charmem migrate`` did to the graph store, and its unreadable nodes."""
+    if report is None:
         print(f"nothing to migrate for {collection!r}: its graph store has a single layout")
     elif report["objects"] == 0 and report["found"] == report["layout"]:
         print(f"{report['store']} is already in layout {report['layout']}: nothing to migrate")
@@ -374,7 +396,7 @@ def print_migration(report: dict[str, Any] | None, collection: str, as_json: boo
             f"migrated {report['store']} from layout {found} to {report['layout']}: "
             f"{report['objects']} objects, links and records rewritten in {report['seconds']:.1f} s"
         )
-    unreadable = [] if report is None or as_json else report.get("unreadable") or []
+    unreadable = [] if report is None else report.get("unreadable") or []
     if unreadable:
         shown = ", ".join(unreadable[:5]) + (", ..." if len(unreadable) > 5 else "")
         print(

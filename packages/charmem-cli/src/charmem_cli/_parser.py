@@ -133,8 +133,9 @@ def _add_admin_commands(commands: Any) -> None:
     migrate_cmd = _command(
         commands,
         "migrate",
-        help="upgrade the collection's graph store in place to the layout this charmem writes "
-        "(when opening it says StoreLayoutError); resumable, a no-op on a current store",
+        help="upgrade the collection's graph store in place to the layout this charmem writes, and "
+        "move its Qdrant service vectors to the shared layout (when opening it says "
+        "StoreLayoutError); resumable, a no-op on current stores",
     )
     migrate_cmd.add_argument("--json", action="store_true", help="print the migration report as JSON")
     # the fix StoreLayoutError prints: `charmem migrate --store DIR --collection NAME`

@@ -176,9 +176,10 @@ class ClassFactory(Generic[AdapterT]):
     async def migrate(self, settings: Settings, collection: str) -> Any:
         """Upgrade the collection's store to the adapter's current layout (``charmem migrate``).
 
-        Optional hook of a graph store factory (:func:`charmem.admin.migrate` calls it); the
-        default has a single layout and answers ``None``. An adapter with several returns a
-        :class:`charmem.admin.LayoutMigration`.
+        Optional hook of a graph store or vector index factory (:func:`charmem.admin.migrate`
+        calls both); the default has a single layout and answers ``None``. A graph store adapter
+        with several returns a :class:`charmem.admin.LayoutMigration`, a vector index adapter a
+        :class:`charmem.admin.VectorLayoutMigration`.
         """
         del settings, collection
         return None

@@ -45,6 +45,7 @@ KNOWN_SETTINGS_KEYS: Final = frozenset(
         "VECTOR_STORE_PATH",
         "QDRANT_CONNECTION_STRING",
         "QDRANT_API_KEY",
+        "VECTOR_SERVICE_LAYOUT",
         "GRAPH_STORE_MODE",
         "OXIGRAPH_PATH",
         "SPARQL_QUERY_ENDPOINT",
@@ -97,6 +98,11 @@ _MODES: dict[str, tuple[str, ...]] = {
     "EMBEDDING_PROVIDER": ("openai", "local", "hashing"),
     "TOKEN_COUNTER": ("whitespace", "local"),
 }
+
+
+#: ``VECTOR_SERVICE_LAYOUT``: the Qdrant collections of ``VECTOR_STORE_MODE=service``; ``shared``
+#: (one per embedder fingerprint, a tenant per charmem collection) or ``per_collection``.
+VECTOR_SERVICE_LAYOUTS: Final = ("shared", "per_collection")
 
 
 #: Names Windows maps to devices whatever the directory (``vectors\\nul`` is the null device).
@@ -291,6 +297,11 @@ class Settings:
     ``token_counter`` (``TOKEN_COUNTER``: ``whitespace`` or ``local``) defaults to
     :func:`default_token_counter`: ``local`` when charmem-local-embed is installed.
 
+    ``vector_service_layout`` (``VECTOR_SERVICE_LAYOUT``, read with ``VECTOR_STORE_MODE=service``):
+    ``shared`` (the default: one Qdrant collection per embedder fingerprint, each charmem
+    collection a tenant of it) or ``per_collection`` (one Qdrant collection per charmem
+    collection); see the charmem-qdrant README.
+
     ``vector_rebuild_on_open`` (``VECTOR_REBUILD_ON_OPEN``, default true): when a collection's
     vector index is missing (a lost shard) while its graph holds memories,
     ``CharacterMemory.open`` rebuilds the index from the graph before returning; set it to false
@@ -302,6 +313,7 @@ class Settings:
     vector_store_path: Path = Path("./data/vectors")
     qdrant_connection_string: str | None = attrs.field(default=None, repr=_masked_repr)
     qdrant_api_key: str | None = attrs.field(default=None, repr=False)
+    vector_service_layout: str = "shared"
     graph_store_mode: str = "persistent"
     oxigraph_path: Path = Path("./data/oxigraph")
     sparql_query_endpoint: str | None = attrs.field(default=None, repr=_masked_repr)
@@ -422,6 +434,7 @@ def _store_keys(
             "when VECTOR_STORE_MODE=service (gRPC endpoint, e.g. http://127.0.0.1:6334)",
         )
         values["qdrant_api_key"] = _optional(mapping, "QDRANT_API_KEY")
+        values["vector_service_layout"] = _service_layout(mapping)
     if graph_mode == "persistent":
         values["oxigraph_path"] = _path(mapping, "OXIGRAPH_PATH", "./data/oxigraph")
     elif graph_mode == "service":
@@ -433,6 +446,18 @@ def _store_keys(
             mapping, "RETRIEVAL_STATS_PATH", "./data/retrieval-stats.sqlite3"
         )
     return values
+
+
+def _service_layout(mapping: Mapping[str, str]) -> str:
+    """``VECTOR_SERVICE_LAYOUT``: one of :data:`VECTOR_SERVICE_LAYOUTS`, ``shared`` when unset."""
+    value = (mapping.get("VECTOR_SERVICE_LAYOUT") or "shared").strip().lower()
+    if value not in VECTOR_SERVICE_LAYOUTS:
+        raise ConfigurationError(
+            f"VECTOR_SERVICE_LAYOUT={value!r} is not a layout; choose shared (one Qdrant "
+            "collection per embedder, the default) or per_collection",
+            key="VECTOR_SERVICE_LAYOUT",
+        )
+    return value
 
 
 def _embedding_keys(mapping: Mapping[str, str], provider: str) -> dict[str, object]:

@@ -2,8 +2,9 @@
 
 Entry points ``charmem.vector_indexes``: ``embedded`` -> :class:`EdgeVectorIndex`
 (``VECTOR_STORE_MODE=embedded``, the default) and ``service`` -> :class:`QdrantServiceVectorIndex`
-(``VECTOR_STORE_MODE=service``, a Qdrant server over gRPC). See the README for the shard and
-collection layout, the fingerprint marker and the lexical-cue fusion rule.
+(``VECTOR_STORE_MODE=service``, a Qdrant server over gRPC; ``VECTOR_SERVICE_LAYOUT`` shared or
+per collection). See the README for the shard and collection layouts, the fingerprint marker and
+the lexical-cue fusion rule.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,9 @@ if TYPE_CHECKING:
         METADATA_KEY,
         QdrantServiceVectorIndex,
         service_collection_name,
+        shared_collection_name,
     )
+    from charmem_qdrant._service_layout import SHARED_PREFIX, TENANT_KEY
 
 # The service index imports qdrant-client (over a second to import); embedded users never pay
 # for it: these names load on first access (the entry point ``service`` resolves through here).
@@ -38,7 +41,10 @@ _SERVICE_NAMES = (
     "COLLECTION_PREFIX",
     "METADATA_KEY",
     "QdrantServiceVectorIndex",
+    "SHARED_PREFIX",
+    "TENANT_KEY",
     "service_collection_name",
+    "shared_collection_name",
 )
 
 
@@ -67,6 +73,8 @@ __all__ = [
     "RRF_K",
     "SCHEMA_VERSION",
     "SHARD_DISK_SPACE",
+    "SHARED_PREFIX",
+    "TENANT_KEY",
     "EdgeVectorIndex",
     "HnswBuildReport",
     "HnswSettings",
@@ -76,4 +84,5 @@ __all__ = [
     "__version__",
     "hnsw_from_settings",
     "service_collection_name",
+    "shared_collection_name",
 ]

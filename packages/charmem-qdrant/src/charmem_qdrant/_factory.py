@@ -14,6 +14,7 @@ from charmem.settings import Settings
 from charmem_qdrant import EdgeVectorIndex
 
 if TYPE_CHECKING:
+    from charmem.admin import VectorLayoutMigration
     from charmem_qdrant import QdrantServiceVectorIndex
 
     service: _ServiceFactory
@@ -34,7 +35,7 @@ class _EmbeddedFactory(ClassFactory[EdgeVectorIndex]):
 
 
 class _ServiceFactory(ClassFactory["QdrantServiceVectorIndex"]):
-    """``service``: a collection on the server; opened and dropped from the caller's loop."""
+    """``service``: a collection on a server; opened, dropped, migrated from the caller's loop."""
 
     async def open(
         self, settings: Settings, collection: str | None = None, /, **options: Any
@@ -47,6 +48,10 @@ class _ServiceFactory(ClassFactory["QdrantServiceVectorIndex"]):
     async def drop(self, settings: Settings, collection: str) -> bool:
         """:meth:`QdrantServiceVectorIndex.drop_from_settings_async`."""
         return await self.adapter.drop_from_settings_async(settings, collection)
+
+    async def migrate(self, settings: Settings, collection: str) -> VectorLayoutMigration:
+        """:meth:`QdrantServiceVectorIndex.migrate_from_settings_async` (``charmem migrate``)."""
+        return await self.adapter.migrate_from_settings_async(settings, collection)
 
 
 #: ``VECTOR_STORE_MODE=embedded`` (the default).

@@ -1,31 +1,28 @@
-"""The service vector index: one Qdrant server collection per charmem collection.
+"""The service vector index: a charmem collection's points on a Qdrant server.
 
-The driver of :mod:`charmem_qdrant._recall` over gRPC; the connection, its time budget and its
-retries are in :mod:`charmem_qdrant._service_client`.
+The driver of :mod:`charmem_qdrant._recall` over gRPC. Where the points live (a tenant of a shared
+collection, or a collection of their own) is :mod:`charmem_qdrant._service_layout`; the data
+calls, each scoped to the collection, :mod:`charmem_qdrant._service_points`; opening and dropping,
+:mod:`charmem_qdrant._service_open`; the connection, its time budget and its retries,
+:mod:`charmem_qdrant._service_client`.
 """
 
 from __future__ import annotations
 
 import math
-import operator
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
-from qdrant_client import AsyncQdrantClient, models
+from qdrant_client import AsyncQdrantClient
 
+from charmem.admin import VectorLayoutMigration
 from charmem.domain.ids import MemoryId
 from charmem.errors import BackendError, ConfigurationError
 from charmem.log import get_logger
 from charmem.ports import VectorPoint, VectorQuery, VectorSearchResult
 from charmem.settings import validate_collection_name
 from charmem_qdrant._fusion import DEFAULT_FUSION_WEIGHTS
-from charmem_qdrant._recall import (
-    PAYLOAD_TYPE,
-    SCROLL_PAGE,
-    Found,
-    QdrantRecall,
-    SearchPlan,
-)
+from charmem_qdrant._recall import QdrantRecall
 from charmem_qdrant._service_client import (
     DEFAULT_TIMEOUT,
     TIMEOUT_KEY,
@@ -34,66 +31,53 @@ from charmem_qdrant._service_client import (
     run_blocking,
     timeout_from_settings,
 )
-from charmem_qdrant._service_collection import (
-    METADATA_KEY,
-    check_collection,
-    create_collection,
-    is_local,
+from charmem_qdrant._service_collection import METADATA_KEY, is_local
+from charmem_qdrant._service_layout import (
+    COLLECTION_PREFIX,
+    PER_COLLECTION,
+    SHARED,
+    SHARED_PREFIX,
+    TENANT_KEY,
+    ServiceScope,
+    service_collection_name,
+    shared_collection_name,
 )
+from charmem_qdrant._service_migrate import migrate_to_shared
+from charmem_qdrant._service_open import Server, drop_collection, open_scope
+from charmem_qdrant._service_points import ScopedPoints, sparse
 
 if TYPE_CHECKING:
-    import qdrant_edge as qe
-
     from charmem.settings import Settings
 
 __all__ = [
     "COLLECTION_PREFIX",
     "DEFAULT_TIMEOUT",
     "METADATA_KEY",
+    "SHARED_PREFIX",
+    "TENANT_KEY",
     "TIMEOUT_KEY",
     "QdrantServiceVectorIndex",
     "service_collection_name",
+    "shared_collection_name",
 ]
 
 _T = TypeVar("_T")
 
-#: The Qdrant collection of charmem collection ``c`` is ``charmem-c``.
-COLLECTION_PREFIX: Final = "charmem-"
-
 _log = get_logger("charmem_qdrant.service")
 
 
-def service_collection_name(collection: str) -> str:
-    """The Qdrant collection holding charmem collection ``collection``: ``charmem-<collection>``.
+def _checked_layout(layout: str) -> str:
+    """``layout`` if it is ``shared`` or ``per_collection``.
 
     Raises:
-        ConfigurationError: the collection name is not allowed.
+        ConfigurationError: another value (naming ``VECTOR_SERVICE_LAYOUT``).
     """
-    return COLLECTION_PREFIX + validate_collection_name(collection)
-
-
-def _type_filter(plan: SearchPlan) -> models.Filter | None:
-    """Scope by object type and, with ``within``, to those point ids (``VectorQuery``)."""
-    must: list[models.Condition] = []
-    if plan.types:
-        must.append(models.FieldCondition(key=PAYLOAD_TYPE, match=models.MatchAny(any=plan.types)))
-    if plan.within is not None:
-        must.append(models.HasIdCondition(has_id=sorted(plan.within)))
-    return models.Filter(must=must) if must else None
-
-
-def _sparse(vector: qe.SparseVector) -> models.SparseVector:
-    """A BM25 vector of ``qdrant_edge`` as qdrant-client sends it."""
-    return models.SparseVector(indices=list(vector.indices), values=list(vector.values))
-
-
-_SCORE: Final = operator.attrgetter("score")
-
-
-def _found(point: models.ScoredPoint) -> Found:
-    """A scored point as the search keeps it: (id, stage score, ``object_type`` payload)."""
-    payload: Mapping[str, object] = point.payload or {}
-    return str(point.id), float(point.score), payload.get(PAYLOAD_TYPE)
+    if layout not in (SHARED, PER_COLLECTION):
+        raise ConfigurationError(
+            f"layout must be {SHARED!r} or {PER_COLLECTION!r}, not {layout!r}",
+            key="VECTOR_SERVICE_LAYOUT",
+        )
+    return layout
 
 
 class QdrantServiceVectorIndex(QdrantRecall):
@@ -102,14 +86,19 @@ class QdrantServiceVectorIndex(QdrantRecall):
     The same contract, points, search stages and fusion as
     :class:`~charmem_qdrant.EdgeVectorIndex` (:mod:`charmem_qdrant._recall`), on a server:
 
-    * **Collection**: charmem collection ``c`` is the Qdrant collection ``charmem-c``
-      (:func:`service_collection_name`; its layout: :mod:`charmem_qdrant._service_collection`),
-      with a keyword index on ``object_type``.
+    * **Layout** (``layout``, ``VECTOR_SERVICE_LAYOUT``): ``shared`` (the default), a tenant of
+      the Qdrant collection of its embedder fingerprint (:func:`shared_collection_name`), every
+      data call filtered by the tenant key; or ``per_collection``, the Qdrant collection
+      ``charmem-c`` (:func:`service_collection_name`). See :mod:`charmem_qdrant._service_layout`
+      and, for the collections' configuration, :mod:`charmem_qdrant._service_collection`.
     * **Fingerprint**: the marker document of the embedded shard (collection, model id, vector
-      size, schema version) is stored in the collection's **metadata** under ``"charmem"``. Another
-      size raises :class:`~charmem.errors.DimensionMismatchError`, another model of the same size
+      size, schema version) is stored in the collection's **metadata** under ``"charmem"`` and,
+      shared, in the tenant's marker point. Another size raises
+      :class:`~charmem.errors.DimensionMismatchError`, another model of the same size
       :class:`~charmem.errors.EmbedderMismatchError`; a collection without the marker is adopted
-      when empty and refused (``ConfigurationError``) when it holds points.
+      when empty and refused (``ConfigurationError``) when it holds points. A shared opening of a
+      collection still holding points in ``charmem-c`` raises
+      :class:`~charmem.errors.StoreLayoutError` (``charmem migrate`` moves them).
     * **Search**: the stages of a search run as plain queries in one ``query_batch_points``
       request, fused client-side (not by Qdrant's ``RrfQuery``, which ranks equal stage scores
       by insertion order); completeness ``exhaustive`` with ``scanned`` = the exact filtered
@@ -134,6 +123,7 @@ class QdrantServiceVectorIndex(QdrantRecall):
         fusion_weights: the RRF weights of the (dense, lexical) stages, finite and > 0;
             ``DEFAULT_FUSION_WEIGHTS`` (1.5, 1.0) by default (as
             :class:`~charmem_qdrant.EdgeVectorIndex`).
+        layout: ``"shared"`` (the default) or ``"per_collection"``.
     """
 
     def __init__(
@@ -149,8 +139,12 @@ class QdrantServiceVectorIndex(QdrantRecall):
         owns_client: bool = False,
         api_key: str | None = None,
         fusion_weights: tuple[float, float] = DEFAULT_FUSION_WEIGHTS,
+        layout: str = SHARED,
     ) -> None:
-        self._name = service_collection_name(collection)
+        self._scope = ServiceScope.of(
+            collection, model_id=model_id, vector_size=vector_size, layout=_checked_layout(layout)
+        )
+        self._name = self._scope.qdrant_collection
         super().__init__(collection, model_id, vector_size, lexical, fusion_weights)
         if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
             raise ConfigurationError(
@@ -178,6 +172,7 @@ class QdrantServiceVectorIndex(QdrantRecall):
         owns_client: bool = False,
         api_key: str | None = None,
         fusion_weights: tuple[float, float] = DEFAULT_FUSION_WEIGHTS,
+        layout: str = SHARED,
     ) -> QdrantServiceVectorIndex:
         """Open (or create) the collection's Qdrant collection and check its fingerprint.
 
@@ -191,6 +186,7 @@ class QdrantServiceVectorIndex(QdrantRecall):
                 holding points but no charmem marker; or a marker naming another collection.
             DimensionMismatchError: the collection stores vectors of another size.
             EmbedderMismatchError: the collection was indexed with another model of that size.
+            StoreLayoutError: ``layout`` is shared and ``charmem-<collection>`` holds points.
             BackendError: the server is unreachable, too slow, or failed.
         """
         index = cls(
@@ -204,6 +200,7 @@ class QdrantServiceVectorIndex(QdrantRecall):
             owns_client=owns_client,
             api_key=api_key,
             fusion_weights=fusion_weights,
+            layout=layout,
         )
         await index._prepare()
         return index
@@ -215,13 +212,15 @@ class QdrantServiceVectorIndex(QdrantRecall):
         """Connect to ``QDRANT_CONNECTION_STRING`` over gRPC and open the collection.
 
         Reads ``QDRANT_CONNECTION_STRING`` (``http(s)://host:grpc-port``, port default 6334),
-        ``QDRANT_API_KEY`` (optional) and, from ``settings.extra``, ``QDRANT_TIMEOUT`` (seconds
+        ``QDRANT_API_KEY`` (optional), ``VECTOR_SERVICE_LAYOUT`` and, from ``settings.extra``,
+        ``QDRANT_TIMEOUT`` (seconds
         per call, default 5), ``VECTOR_LEXICAL_CUE`` (default true) and ``VECTOR_LEXICAL_WEIGHT``
         (the lexical stage's RRF weight, default 1.0).
 
         Raises:
-            ConfigurationError, DimensionMismatchError, EmbedderMismatchError, BackendError: as
-                :meth:`open`; ``ConfigurationError`` also for a malformed setting.
+            ConfigurationError, DimensionMismatchError, EmbedderMismatchError, StoreLayoutError,
+                BackendError: as :meth:`open`; ``ConfigurationError`` also for a malformed
+                setting.
         """
         index = cls._unopened(settings, collection, model_id=model_id, vector_size=vector_size)
         await index._prepare()
@@ -239,8 +238,8 @@ class QdrantServiceVectorIndex(QdrantRecall):
         uses :meth:`from_settings_async` instead.
 
         Raises:
-            ConfigurationError, DimensionMismatchError, EmbedderMismatchError, BackendError: as
-                :meth:`from_settings_async`.
+            ConfigurationError, DimensionMismatchError, EmbedderMismatchError, StoreLayoutError,
+                BackendError: as :meth:`from_settings_async`.
         """
 
         async def check() -> None:
@@ -272,6 +271,7 @@ class QdrantServiceVectorIndex(QdrantRecall):
             owns_client=True,
             api_key=settings.qdrant_api_key,
             fusion_weights=weights,
+            layout=settings.vector_service_layout,
         )
 
     @classmethod
@@ -282,29 +282,34 @@ class QdrantServiceVectorIndex(QdrantRecall):
         *,
         timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109 - the budget of each call
         endpoint: str = "the Qdrant server",
+        layout: str = SHARED,
     ) -> bool:
-        """Delete the Qdrant collection of ``collection`` (points and fingerprint), if any.
+        """Delete the points of ``collection`` (and its fingerprint), whatever its fingerprint.
 
         For ``rebuild_vector_index()`` with another embedder: drop, then open with the new
-        fingerprint and re-upsert from the graph. Unlike the embedded shard there is no lock: an
-        index of this collection still open elsewhere fails on its next call.
+        fingerprint and re-upsert from the graph. Per collection, the Qdrant collection
+        ``charmem-<collection>`` is deleted; shared, the collection's tenant (points and marker)
+        in every shared collection, by the tenant filter (other tenants are not touched), and a
+        ``charmem-<collection>`` left over. Unlike the embedded shard there is no lock: an index
+        of this collection still open elsewhere fails (or finds nothing) on its next call.
 
         Returns:
-            True if a collection was deleted, False if there was none.
+            True if any point or collection was deleted, False if there was none.
 
         Raises:
-            ConfigurationError: bad collection name.
+            ConfigurationError: bad collection name or layout.
             BackendError: the server is unreachable, too slow, or failed.
         """
-        name = service_collection_name(collection)
         index = cls(
-            client, collection, model_id="drop", vector_size=1, timeout=timeout, endpoint=endpoint
+            client,
+            collection,
+            model_id="drop",
+            vector_size=1,
+            timeout=timeout,
+            endpoint=endpoint,
+            layout=layout,
         )
-        if not await index._call("look up the collection", lambda: client.collection_exists(name)):
-            return False
-        await index._call("drop the collection", lambda: client.delete_collection(name))
-        _log.info("vector_collection_dropped", collection=collection, qdrant_collection=name)
-        return True
+        return await drop_collection(index._server(client), collection, shared=layout == SHARED)
 
     @classmethod
     async def drop_from_settings_async(cls, settings: Settings, collection: str) -> bool:
@@ -317,7 +322,13 @@ class QdrantServiceVectorIndex(QdrantRecall):
         timeout = timeout_from_settings(settings.extra)
         client, endpoint = client_from_settings(settings, timeout)
         try:
-            return await cls.drop_async(client, collection, timeout=timeout, endpoint=endpoint)
+            return await cls.drop_async(
+                client,
+                collection,
+                timeout=timeout,
+                endpoint=endpoint,
+                layout=settings.vector_service_layout,
+            )
         finally:
             await client.close()
 
@@ -330,6 +341,74 @@ class QdrantServiceVectorIndex(QdrantRecall):
         """
         return run_blocking(lambda: cls.drop_from_settings_async(settings, collection))
 
+    @classmethod
+    async def migrate_async(
+        cls,
+        client: AsyncQdrantClient,
+        collection: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109 - the budget of each call
+        endpoint: str = "the Qdrant server",
+    ) -> VectorLayoutMigration:
+        """Move the points of ``collection`` from ``charmem-<collection>`` into the shared layout.
+
+        ``charmem migrate`` runs it (:func:`charmem.admin.migrate`): the points are copied with
+        their vectors and payload into the tenant of the shared collection of their fingerprint,
+        counted, then ``charmem-<collection>`` is deleted. Resumable and idempotent: run it again
+        after an interruption; with nothing left to move it reports 0 points.
+
+        Returns:
+            What was moved.
+
+        Raises:
+            ConfigurationError: bad collection name, or ``charmem-<collection>`` is not a charmem
+                collection.
+            DimensionMismatchError, EmbedderMismatchError: the collection already has vectors of
+                another embedder in the shared layout.
+            BackendError: the server failed, or a process still writes to the old collection;
+                run it again.
+        """
+        index = cls(
+            client,
+            collection,
+            model_id="migrate",
+            vector_size=1,
+            timeout=timeout,
+            endpoint=endpoint,
+            layout=PER_COLLECTION,
+        )
+        return await migrate_to_shared(index._server(client), collection)
+
+    @classmethod
+    async def migrate_from_settings_async(
+        cls, settings: Settings, collection: str
+    ) -> VectorLayoutMigration:
+        """:meth:`migrate_async` on the server of ``QDRANT_CONNECTION_STRING``.
+
+        With ``VECTOR_SERVICE_LAYOUT=per_collection`` nothing moves (``source`` ``None``, layout
+        ``per_collection``).
+
+        Raises:
+            ConfigurationError, DimensionMismatchError, EmbedderMismatchError, BackendError: as
+                :meth:`migrate_async`, or a malformed setting.
+        """
+        validate_collection_name(collection)
+        if settings.vector_service_layout != SHARED:
+            return VectorLayoutMigration(
+                collection=collection,
+                source=None,
+                target=None,
+                layout=settings.vector_service_layout,
+                points=0,
+                seconds=0.0,
+            )
+        timeout = timeout_from_settings(settings.extra)
+        client, endpoint = client_from_settings(settings, timeout)
+        try:
+            return await cls.migrate_async(client, collection, timeout=timeout, endpoint=endpoint)
+        finally:
+            await client.close()
+
     async def _prepare(self) -> None:
         """Open (or create) the Qdrant collection and check it; close the index if that fails."""
         try:
@@ -340,52 +419,27 @@ class QdrantServiceVectorIndex(QdrantRecall):
 
     async def _open_collection(self) -> None:
         client = self._live("open the collection")
-        name = self._name
-        exists = await self._call("look up the collection", lambda: client.collection_exists(name))
-        if not exists:
-            try:
-                fingerprint = self._fingerprint()
-                await self._call(
-                    "create the collection", lambda: create_collection(client, name, fingerprint)
-                )
-            except BackendError:
-                # another opener may have created it meanwhile: then adopt theirs, else re-raise
-                if not await self._call(
-                    "look up the collection", lambda: client.collection_exists(name)
-                ):
-                    raise
-        info = await self._call("read the collection", lambda: client.get_collection(name))
-        check_collection(info, self._fingerprint(), f"{name} on {self._endpoint}")
-        if not (info.config.metadata or {}).get(METADATA_KEY):
-            marker = self._fingerprint()
-            await self._call(
-                "record the embedder fingerprint",
-                lambda: client.update_collection(
-                    name, metadata={METADATA_KEY: marker.to_document()}
-                ),
-            )
-        if PAYLOAD_TYPE not in (info.payload_schema or {}) and not is_local(self._client):
-            await self._call(
-                "index the object_type payload",
-                lambda: client.create_payload_index(
-                    name, PAYLOAD_TYPE, field_schema=models.PayloadSchemaType.KEYWORD, wait=True
-                ),
-            )
+        opened = await open_scope(self._server(client), self._scope, self._fingerprint())
         _log.info(
             "vector_collection_opened",
             collection=self._collection,
-            qdrant_collection=name,
-            created=not exists,
-            points=info.points_count,
+            qdrant_collection=self._name,
+            shared=self._scope.shared,
             lexical=self._lexical,
+            **opened,
         )
 
     # ------------------------------------------------------------------ properties
 
     @property
     def qdrant_collection(self) -> str:
-        """The Qdrant collection, ``charmem-<collection>``."""
+        """The Qdrant collection: shared, ``charmem-shared.<size>.<hash>``; else ``charmem-<c>``."""
         return self._name
+
+    @property
+    def layout(self) -> str:
+        """``"shared"`` or ``"per_collection"``."""
+        return SHARED if self._scope.shared else PER_COLLECTION
 
     @property
     def timeout(self) -> float:
@@ -418,6 +472,15 @@ class QdrantServiceVectorIndex(QdrantRecall):
             )
         return self._client
 
+    def _server(self, client: AsyncQdrantClient) -> Server:
+        """``client`` with this index's bounded call, for opening and dropping."""
+        return Server(client, self._call, self._endpoint)
+
+    def _points(self, action: str) -> ScopedPoints:
+        """The collection's points (every data call goes through them), or fail when closed."""
+        client = self._live(action)
+        return ScopedPoints(client, self._scope, exact=not is_local(client))
+
     def _scrub(self, text: str) -> str:
         if self._secret:
             text = text.replace(self._secret, "***")
@@ -445,17 +508,14 @@ class QdrantServiceVectorIndex(QdrantRecall):
             BackendError: a vector holds NaN or infinity (nothing is written), the index is closed,
                 or the server failed.
         """
-        client = self._live("upsert points")
-        prepared = [
-            models.PointStruct(
-                id=parts.id, vector=parts.named_vectors(_sparse), payload=parts.payload
-            )
-            for parts in self._point_parts(points)
-        ]
-        if not prepared:
+        scoped = self._points("upsert points")
+        parts = self._point_parts(points)
+        if not parts:
             return
-        await self._call("upsert points", lambda: client.upsert(self._name, prepared, wait=True))
-        _log.debug("vector_points_upserted", collection=self._collection, count=len(prepared))
+        await self._call(
+            "upsert points", lambda: scoped.upsert(parts, lambda part: part.named_vectors(sparse))
+        )
+        _log.debug("vector_points_upserted", collection=self._collection, count=len(parts))
 
     async def delete(self, ids: Sequence[MemoryId]) -> None:
         """See ``VectorIndex.delete``: applied before it returns; absent ids are ignored.
@@ -463,13 +523,12 @@ class QdrantServiceVectorIndex(QdrantRecall):
         Raises:
             BackendError: the index is closed, or the server failed.
         """
-        client = self._live("delete points")
-        point_ids: list[models.ExtendedPointId] = [str(MemoryId(i)) for i in ids]
-        if not point_ids:
+        scoped = self._points("delete points")
+        memory_ids = [str(MemoryId(i)) for i in ids]
+        if not memory_ids:
             return
-        selector = models.PointIdsList(points=point_ids)
-        await self._call("delete points", lambda: client.delete(self._name, selector, wait=True))
-        _log.debug("vector_points_deleted", collection=self._collection, count=len(point_ids))
+        await self._call("delete points", lambda: scoped.delete(memory_ids))
+        _log.debug("vector_points_deleted", collection=self._collection, count=len(memory_ids))
 
     # ------------------------------------------------------------------ reads
 
@@ -488,45 +547,12 @@ class QdrantServiceVectorIndex(QdrantRecall):
             BackendError: the query vector is not finite, the index is closed, or the server
                 failed.
         """
-        client = self._live("search")
+        scoped = self._points("search")
         plan = self._plan(query)
-        type_filter = _type_filter(plan)
-        scanned, ranked = await self._call(
-            "search", lambda: self._ranked(client, plan, type_filter)
-        )
+        scanned, ranked = await self._call("search", lambda: scoped.ranked(plan))
         where = f"the Qdrant collection {self._name}"
         scored = self._scored(ranked, plan)
         return self._result(scored, scanned, where=where, approximate=False)
-
-    async def _ranked(
-        self, client: AsyncQdrantClient, plan: SearchPlan, type_filter: models.Filter | None
-    ) -> tuple[int, list[list[Found]]]:
-        """Count the candidates, then run the stage rounds: (scanned, ranked stages)."""
-        counted = await client.count(self._name, count_filter=type_filter, exact=True)
-        ranker = plan.ranker(counted.count, _SCORE, _found)
-        if ranker is None:
-            return counted.count, []
-        # local mode always scans exactly (and warns that search params have no effect there)
-        exact = None if is_local(self._client) else models.SearchParams(exact=True)
-        queries = [
-            (name, _sparse(v) if stage else v) for stage, (name, v) in enumerate(plan.queries)
-        ]
-        while ranker.pending:
-            requests = [
-                models.QueryRequest(
-                    query=queries[stage][1],
-                    using=queries[stage][0],
-                    filter=type_filter,
-                    params=None if stage else exact,  # ``exact`` concerns the dense stage only
-                    score_threshold=plan.threshold(stage),
-                    limit=n,
-                    with_payload=True,
-                )
-                for stage, n in ranker.pending
-            ]
-            responses = await client.query_batch_points(self._name, requests=requests)
-            ranker.accept([response.points for response in responses])
-        return counted.count, ranker.ranked()
 
     async def point_ids(self) -> set[MemoryId]:
         """See ``VectorIndex.point_ids`` (scrolled in pages of 1024).
@@ -534,34 +560,18 @@ class QdrantServiceVectorIndex(QdrantRecall):
         Raises:
             BackendError: the index is closed, or the server failed.
         """
-        client = self._live("list point ids")
-
-        async def run() -> set[MemoryId]:
-            ids: set[MemoryId] = set()
-            offset: models.ExtendedPointId | None = None
-            while True:
-                records, offset = await client.scroll(
-                    self._name,
-                    limit=SCROLL_PAGE,
-                    offset=offset,
-                    with_payload=False,
-                    with_vectors=False,
-                )
-                ids.update(MemoryId(str(record.id)) for record in records)
-                if offset is None:
-                    return ids
-
-        return await self._call("list point ids", run)
+        scoped = self._points("list point ids")
+        found = await self._call("list point ids", scoped.memory_ids)
+        return {MemoryId(memory_id) for memory_id in found}
 
     async def count(self) -> int:
-        """Number of points in the collection (an exact count).
+        """Number of the collection's points (an exact count; shared: its tenant's).
 
         Raises:
             BackendError: the index is closed, or the server failed.
         """
-        client = self._live("count points")
-        result = await self._call("count points", lambda: client.count(self._name, exact=True))
-        return int(result.count)
+        scoped = self._points("count points")
+        return await self._call("count points", scoped.count)
 
     # ------------------------------------------------------------------ lifecycle
 

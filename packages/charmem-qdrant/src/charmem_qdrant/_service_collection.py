@@ -1,26 +1,44 @@
-"""The Qdrant collection of a charmem collection: how it is laid out and how it is recognised.
+"""A Qdrant collection charmem made: how it is laid out and how it is recognised.
 
-Charmem collection ``c`` is the Qdrant collection ``charmem-c``, made with a dense cosine vector
-``"dense"`` (``vector_size`` floats), a sparse vector ``"lexical"`` (``Modifier.IDF``), indexing
-threshold 0 (no HNSW: every search is an exact scan) and the embedder fingerprint (the marker
-document of the embedded shard) in its metadata under ``"charmem"``.
+Both layouts (:mod:`charmem_qdrant._service_layout`) make a collection with a dense cosine vector
+``"dense"`` (``vector_size`` floats), a sparse vector ``"lexical"`` (``Modifier.IDF``), a keyword
+index on ``object_type`` and the embedder fingerprint (the marker document of the embedded shard)
+in its metadata under ``"charmem"``:
+
+* **per collection** (``charmem-c``): indexing threshold 0 (no HNSW: every search is an exact
+  scan); the marker names the charmem collection.
+* **shared** (``charmem-shared.<size>.<hash>``): a keyword index on the tenant key made with
+  ``is_tenant=True`` (Qdrant keeps each tenant's points together) and per-tenant HNSW graphs
+  (``HnswConfigDiff(m=0, payload_m=16)``: no graph across tenants); the marker names the shared
+  collection itself, and each tenant has its own marker point (:mod:`charmem_qdrant._service_open`).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from qdrant_client import AsyncQdrantClient, models
 
 from charmem.errors import ConfigurationError
 from charmem_qdrant._marker import ShardMarker
-from charmem_qdrant._recall import DENSE_VECTOR, LEXICAL_VECTOR
+from charmem_qdrant._recall import DENSE_VECTOR, LEXICAL_VECTOR, PAYLOAD_TYPE
 from charmem_qdrant._service_client import CONNECTION_KEY
+from charmem_qdrant._service_layout import TENANT_KEY
 
-__all__ = ["METADATA_KEY", "check_collection", "create_collection", "is_local"]
+__all__ = [
+    "METADATA_KEY",
+    "TENANT_PAYLOAD_M",
+    "check_collection",
+    "collection_config",
+    "create_collection",
+    "is_local",
+    "payload_indexes",
+]
 
 #: The key of the collection metadata holding the embedder fingerprint (the marker document).
 METADATA_KEY: Final = "charmem"
+#: Edges per node of each tenant's HNSW graph in a shared collection (Qdrant's default ``m``).
+TENANT_PAYLOAD_M: Final = 16
 
 
 def is_local(client: AsyncQdrantClient | None) -> bool:
@@ -28,21 +46,40 @@ def is_local(client: AsyncQdrantClient | None) -> bool:
     return type(getattr(client, "_client", None)).__name__ == "AsyncQdrantLocal"
 
 
-async def create_collection(client: AsyncQdrantClient, name: str, fingerprint: ShardMarker) -> bool:
-    """Create the Qdrant collection ``name`` for ``fingerprint`` (see the module)."""
-    return await client.create_collection(
-        name,
-        vectors_config={
+def collection_config(fingerprint: ShardMarker, *, shared: bool) -> dict[str, Any]:
+    """The ``create_collection`` arguments of a collection for ``fingerprint`` (see the module)."""
+    config: dict[str, Any] = {
+        "vectors_config": {
             DENSE_VECTOR: models.VectorParams(
                 size=fingerprint.vector_size, distance=models.Distance.COSINE
             )
         },
-        sparse_vectors_config={
+        "sparse_vectors_config": {
             LEXICAL_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)
         },
-        optimizers_config=models.OptimizersConfigDiff(indexing_threshold=0),
-        metadata={METADATA_KEY: fingerprint.to_document()},
-    )
+        "metadata": {METADATA_KEY: fingerprint.to_document()},
+    }
+    if shared:
+        config["hnsw_config"] = models.HnswConfigDiff(m=0, payload_m=TENANT_PAYLOAD_M)
+    else:
+        config["optimizers_config"] = models.OptimizersConfigDiff(indexing_threshold=0)
+    return config
+
+
+def payload_indexes(*, shared: bool) -> list[tuple[str, models.PayloadSchemaType | Any]]:
+    """The payload indexes of a collection: ``object_type``, and shared the tenant key."""
+    indexes: list[tuple[str, Any]] = [(PAYLOAD_TYPE, models.PayloadSchemaType.KEYWORD)]
+    if shared:
+        tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
+        indexes.append((TENANT_KEY, tenant))
+    return indexes
+
+
+async def create_collection(
+    client: AsyncQdrantClient, name: str, fingerprint: ShardMarker, *, shared: bool
+) -> bool:
+    """Create the Qdrant collection ``name`` for ``fingerprint`` (:func:`collection_config`)."""
+    return await client.create_collection(name, **collection_config(fingerprint, shared=shared))
 
 
 def check_collection(info: models.CollectionInfo, fingerprint: ShardMarker, where: str) -> None:

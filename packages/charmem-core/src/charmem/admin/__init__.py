@@ -5,8 +5,9 @@
 * :func:`export_collection` / :func:`import_collection`: back a whole collection up into a
   directory (the graph as N-Quads plus a manifest) and restore it into empty stores, rebuilding
   vectors and statistics.
-* :func:`migrate`: upgrade a collection's graph store in place to the layout this charmem writes
-  (after :class:`~charmem.errors.StoreLayoutError`).
+* :func:`migrate`: upgrade a collection's graph store in place to the layout this charmem writes,
+  and move its vectors to the Qdrant service's shared layout (after
+  :class:`~charmem.errors.StoreLayoutError`).
 * :func:`purge`: erase memories from every store for personal-data obligations, leaving
   tombstones so nothing brings them back. Destructive, outside the memory-permanence rule, and
   deliberately not on the memory facade.
@@ -34,7 +35,7 @@ from charmem.admin._check import (
     check,
     check_settings,
 )
-from charmem.admin._migrate import LayoutMigration, migrate
+from charmem.admin._migrate import LayoutMigration, VectorLayoutMigration, migrate
 from charmem.admin._purge import PurgeReport, purge
 from charmem.admin._repair import repair
 
@@ -54,6 +55,7 @@ __all__ = [
     "PurgeReport",
     "RepairOutcome",
     "StatsDrift",
+    "VectorLayoutMigration",
     "check",
     "check_settings",
     "export_collection",
