@@ -97,7 +97,7 @@ COLLECTION_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,127}")
 _MODES: dict[str, tuple[str, ...]] = {
     "VECTOR_STORE_MODE": ("embedded", "service", "in_memory"),
     "GRAPH_STORE_MODE": ("persistent", "in_memory", "service", "reference"),
-    "RETRIEVAL_STATS_STORE_MODE": ("sqlite", "in_memory"),
+    "RETRIEVAL_STATS_STORE_MODE": ("sqlite", "in_memory", "graph"),
     "EMBEDDING_PROVIDER": ("openai", "local", "hashing"),
     "TOKEN_COUNTER": ("whitespace", "local"),
 }
