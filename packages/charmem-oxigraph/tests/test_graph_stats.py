@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from charmem import CharacterMemory, RememberInput
+from charmem import CharacterMemory, ForgetMemoryDraft, RememberInput
+from charmem.admin import check
 from charmem.composition import load_factory
 from charmem.domain.graph import GraphBatch, LifecycleAction
 from charmem.domain.ids import MemoryId
@@ -215,3 +216,22 @@ async def test_two_processes_on_one_server_agree(
     assert sum(again.objects.values()) > sum(mine.objects.values())
     if agree:
         assert mine.objects["episode"] == 2  # this process's memory and the other's
+
+
+async def test_check_finds_graph_stats_consistent_after_forget_and_a_second_writer(
+    sparql_server: OxigraphServer, tmp_path: Path, graph_stats_entry_point: Path
+) -> None:
+    """``charmem check`` compares the stats with the graph: computed counters never drift."""
+    keys = _process_keys(sparql_server, "graph", tmp_path / "unused.sqlite3")
+    del keys["RETRIEVAL_STATS_STORE_MODE"]  # the default in service mode
+    settings = Settings.from_mapping(keys)
+    assert settings.retrieval_stats_store_mode == "graph"
+    collection = f"checked-{next(_names)}"
+    async with CharacterMemory.open(settings, collection) as memory:
+        first = await memory.remember(RememberInput("Ana said the tomatoes are ripe."))
+        _write_in_another_process(keys, collection)
+        await memory.forget(ForgetMemoryDraft.suppress(first.episode_ids[0], "asked to forget"))
+        report = await check(memory)
+    assert report.stats_drift == ()
+    assert report.stats_rows == report.objects + report.links
+    assert not (tmp_path / "unused.sqlite3").exists()  # no per-process file in graph mode

@@ -27,6 +27,7 @@ __all__ = [
     "Settings",
     "SparqlEndpoints",
     "SparqlShard",
+    "default_stats_mode",
     "default_token_counter",
     "near_miss_key",
     "validate_collection_name",
@@ -157,6 +158,21 @@ def default_token_counter() -> str:
         ``"whitespace"`` (core's word count).
     """
     return "local" if "local" in _registered_modes("TOKEN_COUNTER") else "whitespace"
+
+
+def default_stats_mode(graph_mode: str) -> str:
+    """The ``RETRIEVAL_STATS_STORE_MODE`` used when the key is unset.
+
+    ``graph`` (statistics computed from the graph server, the same for every process) with
+    ``GRAPH_STORE_MODE=service`` when an installed distribution registers it (charmem-oxigraph),
+    else ``sqlite``: a per-process file in service mode would count only that process's writes.
+
+    Returns:
+        str: ``"graph"`` or ``"sqlite"``.
+    """
+    if graph_mode == "service" and "graph" in _registered_modes("RETRIEVAL_STATS_STORE_MODE"):
+        return "graph"
+    return "sqlite"
 
 
 def near_miss_key(key: str) -> str | None:
@@ -360,7 +376,8 @@ class Settings:
         _warn_near_misses(mapping)
         vector_mode = _mode(mapping, "VECTOR_STORE_MODE", "embedded")
         graph_mode = _mode(mapping, "GRAPH_STORE_MODE", "persistent")
-        stats_mode = _mode(mapping, "RETRIEVAL_STATS_STORE_MODE", "sqlite")
+        stats_mode = _mode(mapping, "RETRIEVAL_STATS_STORE_MODE", "")
+        stats_mode = stats_mode or default_stats_mode(graph_mode)
         values: dict[str, object] = {
             "vector_store_mode": vector_mode,
             "graph_store_mode": graph_mode,

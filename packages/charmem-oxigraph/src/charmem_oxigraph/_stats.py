@@ -187,6 +187,9 @@ class GraphRetrievalStatsStore:
         graph: a graph store of the collection (closed by :meth:`close`).
     """
 
+    #: The counters are computed, not recorded: nothing to rebuild when the collection opens.
+    records_rows = False
+
     def __init__(self, graph: CachedGraphStore) -> None:
         self._graph = graph
         self.collection = graph.collection
