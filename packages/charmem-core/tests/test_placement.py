@@ -8,8 +8,8 @@ import json
 import pytest
 
 from charmem import Settings
-from charmem._placement import SparqlShard, shard_index
 from charmem.errors import ConfigurationError
+from charmem.settings import SparqlShard, shard_index
 
 Q0, U0 = "http://graph-0:7878/query", "http://graph-0:7878/update"
 Q1 = "http://graph-1:7878/query"

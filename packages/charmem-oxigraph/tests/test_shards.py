@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
-from charmem._placement import shard_index
 from charmem.composition import load_factory
 from charmem.domain.graph import GraphBatch
-from charmem.settings import Settings
+from charmem.settings import Settings, shard_index
 
 from charmem_oxigraph import SparqlServiceGraphStore, collection_graph
 from charmem_oxigraph.testing import OxigraphServer
@@ -119,11 +117,11 @@ async def test_a_pin_beats_the_hash_and_for_collection_follows_placement(
     assert _holders(two_servers, hashed_to_one) == [1]
 
 
-def test_one_server_settings_place_everything_on_it(tmp_path: Path) -> None:
+async def test_one_server_settings_place_everything_on_it() -> None:
     settings = Settings.from_mapping(
         {"GRAPH_STORE_MODE": "service", "SPARQL_QUERY_ENDPOINT": "http://127.0.0.1:9/query"}
     )
     graph = SparqlServiceGraphStore.from_settings(settings, "anyone")
-    other = graph.for_collection("someone-else")
-    assert graph.query_endpoint == other.query_endpoint == "http://127.0.0.1:9/query"
-    assert other.update_endpoint == "http://127.0.0.1:9/query"
+    async with graph, graph.for_collection("someone-else") as other:
+        assert graph.query_endpoint == other.query_endpoint == "http://127.0.0.1:9/query"
+        assert other.update_endpoint == "http://127.0.0.1:9/query"

@@ -15,7 +15,13 @@ from typing import Final
 
 import attrs
 
-from charmem._placement import SPARQL_ENDPOINTS_KEY, SparqlEndpoints, SparqlShard, parse_sparql_endpoints
+from charmem._placement import (
+    SPARQL_ENDPOINTS_KEY,
+    SparqlEndpoints,
+    SparqlShard,
+    parse_sparql_endpoints,
+    shard_index,
+)
 from charmem.errors import ConfigurationError, mask_secrets
 from charmem.log import get_logger
 
@@ -30,6 +36,7 @@ __all__ = [
     "default_stats_mode",
     "default_token_counter",
     "near_miss_key",
+    "shard_index",
     "validate_collection_name",
 ]
 
@@ -311,9 +318,13 @@ class Settings:
     ``token_counter`` (``TOKEN_COUNTER``: ``whitespace`` or ``local``) defaults to
     :func:`default_token_counter`: ``local`` when charmem-local-embed is installed.
 
+    ``retrieval_stats_store_mode`` (``RETRIEVAL_STATS_STORE_MODE``: ``sqlite``, ``in_memory`` or
+    an adapter's mode, e.g. charmem-oxigraph's ``graph``) defaults to :func:`default_stats_mode`:
+    ``graph`` with ``GRAPH_STORE_MODE=service`` when it is installed, else ``sqlite``.
+
     ``sparql_endpoints`` (``SPARQL_ENDPOINTS``, service mode only, instead of
     ``SPARQL_QUERY_ENDPOINT``/``SPARQL_UPDATE_ENDPOINT``): several graph servers, each collection
-    on one of them (:meth:`sparql_shard`; see :func:`charmem._placement.shard_index`).
+    on one of them (:meth:`sparql_shard`; see :func:`charmem.settings.shard_index`).
 
     ``vector_rebuild_on_open`` (``VECTOR_REBUILD_ON_OPEN``, default true): when a collection's
     vector index is missing (a lost shard) while its graph holds memories,
@@ -423,7 +434,7 @@ class Settings:
         """The SPARQL endpoints holding ``collection`` in ``GRAPH_STORE_MODE=service``.
 
         With ``SPARQL_ENDPOINTS``, the shard it pins the collection to or its hash picks
-        (:func:`charmem._placement.shard_index`); else ``SPARQL_QUERY_ENDPOINT`` and
+        (:func:`charmem.settings.shard_index`); else ``SPARQL_QUERY_ENDPOINT`` and
         ``SPARQL_UPDATE_ENDPOINT``.
 
         Raises:
