@@ -16,6 +16,7 @@ from charmem.domain.graph import GraphBatch
 from charmem.settings import Settings, shard_index
 
 from charmem_oxigraph import SparqlServiceGraphStore, collection_graph
+from charmem_oxigraph._stats import GraphRetrievalStatsStore
 from charmem_oxigraph.testing import OxigraphServer
 
 from oxigraph_builders import entity
@@ -125,3 +126,18 @@ async def test_one_server_settings_place_everything_on_it() -> None:
     async with graph, graph.for_collection("someone-else") as other:
         assert graph.query_endpoint == other.query_endpoint == "http://127.0.0.1:9/query"
         assert other.update_endpoint == "http://127.0.0.1:9/query"
+
+
+async def test_graph_statistics_count_on_the_collections_shard(
+    two_servers: tuple[OxigraphServer, OxigraphServer],
+) -> None:
+    settings = _settings(two_servers)
+    name = _names_on(1, 1, "counted")[0]
+    async with SparqlServiceGraphStore.from_settings(settings, name) as graph:
+        await graph.write_batch(GraphBatch(objects=[entity(), entity()]))
+    stats = GraphRetrievalStatsStore.from_settings(settings, name)
+    try:
+        assert (await stats.summary()).objects == {"entity": 2}
+    finally:
+        await stats.close()
+    assert _holders(two_servers, name) == [1]
