@@ -171,7 +171,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
             update_endpoint=shard.update,
             auth=h.auth_from_settings(settings.extra),
             timeout=h.timeout_from_settings(settings.extra),
-            placement=settings.sparql_endpoints if settings.graph_store_mode == "service" else None,
+            placement=settings.sparql_endpoints,
         )
 
     def for_collection(self, collection: str) -> SparqlServiceGraphStore:
