@@ -67,6 +67,7 @@ DISTRIBUTIONS: dict[tuple[str, str], str] = {
     ("charmem.graph_stores", "persistent"): "charmem-oxigraph",
     ("charmem.graph_stores", "in_memory"): "charmem-oxigraph",
     ("charmem.graph_stores", "service"): "charmem-oxigraph",
+    ("charmem.stats_stores", "graph"): "charmem-oxigraph",
     ("charmem.vector_indexes", "embedded"): "charmem-qdrant",
     ("charmem.vector_indexes", "service"): "charmem-qdrant",
     ("charmem.embedders", "openai"): "charmem-openai",

@@ -15,6 +15,13 @@ from typing import Final
 
 import attrs
 
+from charmem._placement import (
+    SPARQL_ENDPOINTS_KEY,
+    SparqlEndpoints,
+    SparqlShard,
+    parse_sparql_endpoints,
+    shard_index,
+)
 from charmem.errors import ConfigurationError, mask_secrets
 from charmem.log import get_logger
 
@@ -24,8 +31,12 @@ __all__ = [
     "KNOWN_SETTINGS_KEYS",
     "RESERVED_COLLECTION_NAMES",
     "Settings",
+    "SparqlEndpoints",
+    "SparqlShard",
+    "default_stats_mode",
     "default_token_counter",
     "near_miss_key",
+    "shard_index",
     "validate_collection_name",
 ]
 
@@ -50,6 +61,7 @@ KNOWN_SETTINGS_KEYS: Final = frozenset(
         "OXIGRAPH_PATH",
         "SPARQL_QUERY_ENDPOINT",
         "SPARQL_UPDATE_ENDPOINT",
+        "SPARQL_ENDPOINTS",
         "RETRIEVAL_STATS_STORE_MODE",
         "RETRIEVAL_STATS_PATH",
         "EMBEDDING_PROVIDER",
@@ -94,7 +106,7 @@ COLLECTION_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,127}")
 _MODES: dict[str, tuple[str, ...]] = {
     "VECTOR_STORE_MODE": ("embedded", "service", "in_memory"),
     "GRAPH_STORE_MODE": ("persistent", "in_memory", "service", "reference"),
-    "RETRIEVAL_STATS_STORE_MODE": ("sqlite", "in_memory"),
+    "RETRIEVAL_STATS_STORE_MODE": ("sqlite", "in_memory", "graph"),
     "EMBEDDING_PROVIDER": ("openai", "local", "hashing"),
     "TOKEN_COUNTER": ("whitespace", "local"),
 }
@@ -159,6 +171,21 @@ def default_token_counter() -> str:
         ``"whitespace"`` (core's word count).
     """
     return "local" if "local" in _registered_modes("TOKEN_COUNTER") else "whitespace"
+
+
+def default_stats_mode(graph_mode: str) -> str:
+    """The ``RETRIEVAL_STATS_STORE_MODE`` used when the key is unset.
+
+    ``graph`` (statistics computed from the graph server, the same for every process) with
+    ``GRAPH_STORE_MODE=service`` when an installed distribution registers it (charmem-oxigraph),
+    else ``sqlite``: a per-process file in service mode would count only that process's writes.
+
+    Returns:
+        str: ``"graph"`` or ``"sqlite"``.
+    """
+    if graph_mode == "service" and "graph" in _registered_modes("RETRIEVAL_STATS_STORE_MODE"):
+        return "graph"
+    return "sqlite"
 
 
 def near_miss_key(key: str) -> str | None:
@@ -302,6 +329,14 @@ class Settings:
     collection a tenant of it) or ``per_collection`` (one Qdrant collection per charmem
     collection); see the charmem-qdrant README.
 
+    ``retrieval_stats_store_mode`` (``RETRIEVAL_STATS_STORE_MODE``: ``sqlite``, ``in_memory`` or
+    an adapter's mode, e.g. charmem-oxigraph's ``graph``) defaults to :func:`default_stats_mode`:
+    ``graph`` with ``GRAPH_STORE_MODE=service`` when it is installed, else ``sqlite``.
+
+    ``sparql_endpoints`` (``SPARQL_ENDPOINTS``, service mode only, instead of
+    ``SPARQL_QUERY_ENDPOINT``/``SPARQL_UPDATE_ENDPOINT``): several graph servers, each collection
+    on one of them (:meth:`sparql_shard`; see :func:`charmem.settings.shard_index`).
+
     ``vector_rebuild_on_open`` (``VECTOR_REBUILD_ON_OPEN``, default true): when a collection's
     vector index is missing (a lost shard) while its graph holds memories,
     ``CharacterMemory.open`` rebuilds the index from the graph before returning; set it to false
@@ -318,6 +353,7 @@ class Settings:
     oxigraph_path: Path = Path("./data/oxigraph")
     sparql_query_endpoint: str | None = attrs.field(default=None, repr=_masked_repr)
     sparql_update_endpoint: str | None = attrs.field(default=None, repr=_masked_repr)
+    sparql_endpoints: SparqlEndpoints | None = attrs.field(default=None, repr=False)
     retrieval_stats_store_mode: str = "sqlite"
     retrieval_stats_path: Path = Path("./data/retrieval-stats.sqlite3")
     embedding_provider: str = "openai"
@@ -363,7 +399,8 @@ class Settings:
         _warn_near_misses(mapping)
         vector_mode = _mode(mapping, "VECTOR_STORE_MODE", "embedded")
         graph_mode = _mode(mapping, "GRAPH_STORE_MODE", "persistent")
-        stats_mode = _mode(mapping, "RETRIEVAL_STATS_STORE_MODE", "sqlite")
+        stats_mode = _mode(mapping, "RETRIEVAL_STATS_STORE_MODE", "")
+        stats_mode = stats_mode or default_stats_mode(graph_mode)
         values: dict[str, object] = {
             "vector_store_mode": vector_mode,
             "graph_store_mode": graph_mode,
@@ -405,6 +442,29 @@ class Settings:
                         key=key,
                     )
 
+    def sparql_shard(self, collection: str) -> SparqlShard:
+        """The SPARQL endpoints holding ``collection`` in ``GRAPH_STORE_MODE=service``.
+
+        With ``SPARQL_ENDPOINTS``, the shard it pins the collection to or its hash picks
+        (:func:`charmem.settings.shard_index`); else ``SPARQL_QUERY_ENDPOINT`` and
+        ``SPARQL_UPDATE_ENDPOINT``.
+
+        Raises:
+            ConfigurationError: the mode is not ``service``, or no endpoint is set.
+        """
+        if self.graph_store_mode == "service" and self.sparql_endpoints is not None:
+            return self.sparql_endpoints.shard_for(collection)
+        if self.graph_store_mode != "service" or not self.sparql_query_endpoint:
+            raise ConfigurationError(
+                "the SPARQL service store needs GRAPH_STORE_MODE=service and SPARQL_QUERY_ENDPOINT "
+                "(or SPARQL_ENDPOINTS)",
+                key="SPARQL_QUERY_ENDPOINT",
+            )
+        return SparqlShard(
+            query=self.sparql_query_endpoint,
+            update=self.sparql_update_endpoint or self.sparql_query_endpoint,
+        )
+
     def with_store_root(self, root: Path) -> Settings:
         """Return settings with every embedded store path under ``root`` (the CLI's ``--store``).
 
@@ -438,9 +498,7 @@ def _store_keys(
     if graph_mode == "persistent":
         values["oxigraph_path"] = _path(mapping, "OXIGRAPH_PATH", "./data/oxigraph")
     elif graph_mode == "service":
-        query = _required(mapping, "SPARQL_QUERY_ENDPOINT", "when GRAPH_STORE_MODE=service")
-        values["sparql_query_endpoint"] = query
-        values["sparql_update_endpoint"] = _optional(mapping, "SPARQL_UPDATE_ENDPOINT") or query
+        values.update(_sparql_keys(mapping))
     if stats_mode == "sqlite":
         values["retrieval_stats_path"] = _path(
             mapping, "RETRIEVAL_STATS_PATH", "./data/retrieval-stats.sqlite3"
@@ -458,6 +516,25 @@ def _service_layout(mapping: Mapping[str, str]) -> str:
             key="VECTOR_SERVICE_LAYOUT",
         )
     return value
+
+
+def _sparql_keys(mapping: Mapping[str, str]) -> dict[str, object]:
+    """``SPARQL_ENDPOINTS`` (shards), or ``SPARQL_QUERY_ENDPOINT`` and ``SPARQL_UPDATE_ENDPOINT``."""
+    sharded = _optional(mapping, SPARQL_ENDPOINTS_KEY)
+    if sharded is None:
+        query = _required(mapping, "SPARQL_QUERY_ENDPOINT", "when GRAPH_STORE_MODE=service")
+        return {
+            "sparql_query_endpoint": query,
+            "sparql_update_endpoint": _optional(mapping, "SPARQL_UPDATE_ENDPOINT") or query,
+        }
+    both = [key for key in ("SPARQL_QUERY_ENDPOINT", "SPARQL_UPDATE_ENDPOINT") if _optional(mapping, key)]
+    if both:
+        raise ConfigurationError(
+            f"{SPARQL_ENDPOINTS_KEY} and {' and '.join(both)} are both set; they are alternatives: "
+            f"keep {SPARQL_ENDPOINTS_KEY} (several graph servers) or {both[0]} (one), not both",
+            key=SPARQL_ENDPOINTS_KEY,
+        )
+    return {"sparql_endpoints": parse_sparql_endpoints(sharded)}
 
 
 def _embedding_keys(mapping: Mapping[str, str], provider: str) -> dict[str, object]:

@@ -16,7 +16,7 @@ from charmem.admin import LayoutMigration
 from charmem.domain.graph import GraphBatch, GraphErasure, GraphExport, GraphWriteResult
 from charmem.errors import BackendError, BackupFormatError, CollectionNotEmptyError, ConfigurationError
 from charmem.log import get_logger
-from charmem.settings import Settings, validate_collection_name
+from charmem.settings import Settings, SparqlEndpoints, validate_collection_name
 from pyoxigraph import (
     NamedNode,
     Quad,
@@ -100,6 +100,8 @@ class SparqlServiceGraphStore(CachedGraphStore):
         timeout: seconds per request, > 0.
         client: an ``httpx.AsyncClient`` to use (not closed by :meth:`close`); by default the
             store makes and closes its own.
+        placement: the shards of ``SPARQL_ENDPOINTS``, from which :meth:`for_collection` picks
+            another collection's server (``None``: the same endpoints).
 
     Raises:
         ConfigurationError: bad collection name, endpoint or timeout.
@@ -114,6 +116,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
         auth: httpx.Auth | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         client: httpx.AsyncClient | None = None,
+        placement: SparqlEndpoints | None = None,
     ) -> None:
         self._collection = validate_collection_name(collection)
         self._query_endpoint = h.check_endpoint(query_endpoint, "SPARQL_QUERY_ENDPOINT")
@@ -121,6 +124,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
         if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
             raise ConfigurationError(f"timeout must be a positive number of seconds, not {timeout!r}")
         self._auth = auth
+        self._placement = placement
         self._routes = {
             endpoint: h.route(endpoint, auth) for endpoint in (self._query_endpoint, self._update_endpoint)
         }
@@ -141,7 +145,8 @@ class SparqlServiceGraphStore(CachedGraphStore):
     def from_settings(cls, settings: Settings, collection: str) -> SparqlServiceGraphStore:
         """Build the store ``GRAPH_STORE_MODE=service`` selects; sends no request.
 
-        Reads ``SPARQL_QUERY_ENDPOINT`` and ``SPARQL_UPDATE_ENDPOINT`` (validated by core) and,
+        Reads the collection's endpoints (``SPARQL_QUERY_ENDPOINT`` and ``SPARQL_UPDATE_ENDPOINT``,
+        or its shard of ``SPARQL_ENDPOINTS``: :meth:`charmem.Settings.sparql_shard`) and,
         from ``settings.extra``: ``SPARQL_USERNAME`` + ``SPARQL_PASSWORD`` (HTTP basic) or
         ``SPARQL_BEARER_TOKEN`` (``Authorization: Bearer``), and ``SPARQL_TIMEOUT`` (seconds per
         request, default 10).
@@ -159,21 +164,20 @@ class SparqlServiceGraphStore(CachedGraphStore):
                 timeout is not a positive number; ``key`` names the setting.
         """
         validate_collection_name(collection)
-        if settings.graph_store_mode != "service" or not settings.sparql_query_endpoint:
-            raise ConfigurationError(
-                "SparqlServiceGraphStore needs GRAPH_STORE_MODE=service and SPARQL_QUERY_ENDPOINT",
-                key="SPARQL_QUERY_ENDPOINT",
-            )
+        shard = settings.sparql_shard(collection)
         return cls(
             collection,
-            query_endpoint=settings.sparql_query_endpoint,
-            update_endpoint=settings.sparql_update_endpoint,
+            query_endpoint=shard.query,
+            update_endpoint=shard.update,
             auth=h.auth_from_settings(settings.extra),
             timeout=h.timeout_from_settings(settings.extra),
+            placement=settings.sparql_endpoints,
         )
 
     def for_collection(self, collection: str) -> SparqlServiceGraphStore:
-        """Another collection (named graph) on the same server, endpoints and credentials.
+        """Another collection (named graph) with the same credentials, on the same server.
+
+        With ``SPARQL_ENDPOINTS`` the other collection goes to the shard that holds it.
 
         Args:
             collection: the other collection's name.
@@ -184,12 +188,14 @@ class SparqlServiceGraphStore(CachedGraphStore):
         Raises:
             ConfigurationError: the collection name is not allowed.
         """
+        shard = None if self._placement is None else self._placement.shard_for(collection)
         return type(self)(
             collection,
-            query_endpoint=self._query_endpoint,
-            update_endpoint=self._update_endpoint,
+            query_endpoint=self._query_endpoint if shard is None else shard.query,
+            update_endpoint=self._update_endpoint if shard is None else shard.update,
             auth=self._auth,
             timeout=self._timeout,
+            placement=self._placement,
         )
 
     # -- properties ---------------------------------------------------------------------------
@@ -503,6 +509,11 @@ class SparqlServiceGraphStore(CachedGraphStore):
         return f"the SPARQL service at {self.query_endpoint} (collection {self._collection!r})"
 
     def _migrate_hint(self) -> str:
+        if self._placement is not None:  # the same SPARQL_ENDPOINTS finds the shard again
+            return (
+                "GRAPH_STORE_MODE=service SPARQL_ENDPOINTS=... "
+                f"charmem migrate --collection {self._collection}"
+            )
         return (
             f"GRAPH_STORE_MODE=service SPARQL_QUERY_ENDPOINT={shlex.quote(self.query_endpoint)} "
             f"SPARQL_UPDATE_ENDPOINT={shlex.quote(self._update_endpoint)} "

@@ -47,6 +47,11 @@ class RetrievalStatsStore(Protocol):
 
     Contract: ``record`` upserts rows by id (a replay never counts twice); counts and degrees
     reflect the rows recorded; failures raise :class:`~charmem.errors.BackendError`.
+
+    A store may instead compute every counter from the graph authority (``graph`` in
+    charmem-oxigraph): it then has the optional attribute ``records_rows = False``, its
+    ``record`` and ``clear`` do nothing, and its counters always equal the rows the graph implies
+    (nothing to rebuild on open, no drift for ``charmem check`` to report).
     """
 
     async def record(self, entries: Sequence[StatsEntry]) -> None:

@@ -538,9 +538,14 @@ async def ensure_vectors_match_graph(settings: Settings, collection: str, graph:
 async def stats_lost_beside_graph(settings: Settings, graph: GraphStore, stats: RetrievalStatsStore) -> bool:
     """Whether the statistics are empty while the graph is not (a lost or discarded stats file).
 
-    ``RETRIEVAL_STATS_STORE_MODE=in_memory`` starts empty by design and is left as it is.
+    ``RETRIEVAL_STATS_STORE_MODE=in_memory`` starts empty by design and is left as it is; a store
+    that records no rows (``records_rows`` False: counters computed from the graph) loses none.
     """
-    if settings.retrieval_stats_store_mode == "in_memory" or await stats.row_count():
+    if (
+        settings.retrieval_stats_store_mode == "in_memory"
+        or not getattr(stats, "records_rows", True)
+        or await stats.row_count()
+    ):
         return False
     statements = await graph.statement_count()
     if statements:
