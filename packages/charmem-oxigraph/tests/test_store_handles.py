@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from charmem.domain.graph import GraphBatch
+from charmem.domain.ids import MemoryId
 from charmem.domain.model import Relation
 from charmem.domain.rules import canonical_content
 from charmem.errors import BackendError, ConfigurationError, StoreLockedError
@@ -336,3 +337,41 @@ async def test_corrupt_triples_are_a_backend_error(store: OxigraphGraphStore) ->
     )
     with pytest.raises(BackendError, match="not a valid charmem graph"):
         await store.get_objects([person.id])
+
+
+@pytest.mark.parametrize("damage", ["second record", "no record"])
+async def test_a_damaged_link_is_named_by_a_cold_links_of(store: OxigraphGraphStore, damage: str) -> None:
+    """``links_of`` reads a row per link; a link with two records or none is still refused."""
+    from pyoxigraph import Literal, NamedNode, Quad
+
+    from charmem_oxigraph import VOCAB, node_iri
+
+    ep = episode()
+    obs = observation(ep.id)
+    joined = link(ep.id, Relation.HAS_OBSERVATION, obs.id)
+    await store.write_batch(GraphBatch(objects=[ep, obs], links=[joined]))
+    assert store._shared is not None
+    raw = store._shared.store
+    subject, predicate = NamedNode(node_iri("link", joined.id)), NamedNode(VOCAB + "record")
+    graph = NamedNode(store.graph_iri)
+    if damage == "second record":
+        raw.add(Quad(subject, predicate, Literal("a second record"), graph))
+    else:
+        for quad in list(raw.quads_for_pattern(subject, predicate, None, graph)):
+            raw.remove(quad)
+    store._cache().clear()
+    with pytest.raises(BackendError, match="not a valid charmem graph"):
+        await store.links_of([ep.id], relations=None)
+
+
+def test_a_turn_read_binds_each_episode_once() -> None:
+    """An episode's ``has_observation`` links carry its episode IRI, stored before them or not."""
+    from charmem_oxigraph import node_iri
+    from charmem_oxigraph._iris import episode_turn_iris
+
+    first, unread, notion = MemoryId.new(), MemoryId.new(), MemoryId.new()
+    known = {first: "episode", notion: "entity"}
+    assert episode_turn_iris([first, unread, notion], known) == [
+        node_iri("episode", first),
+        node_iri("episode", unread),
+    ]

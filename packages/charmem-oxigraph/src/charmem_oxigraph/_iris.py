@@ -152,12 +152,15 @@ def endpoint_iris(
 
 
 def episode_turn_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str]) -> list[str]:
-    """The IRIs the ``vocab:from`` of a ``has_observation`` link from each episode id may carry.
+    """The IRI the ``vocab:from`` of a ``has_observation`` link from each episode id carries.
 
-    The ``vocab:from`` side of :func:`endpoint_iris` for that relation
-    (:func:`charmem_oxigraph._queries.episode_turns`).
+    A link names an endpoint by the endpoint's stored kind, else by the kind its relation declares
+    (:func:`endpoint_iris`), and ``has_observation`` declares ``episode``: an episode's links carry
+    its episode IRI whether it was stored before or after them. An id of unknown kind binds that
+    one IRI (not one per kind: a turn read is about episodes); an id stored as another kind is no
+    episode and binds nothing (:func:`charmem_oxigraph._queries.episode_turns`).
     """
-    return endpoint_iris(ids, known, (Relation.HAS_OBSERVATION,))[0]
+    return [v.node_iri("episode", i) for i in ids if known.get(i, "episode") == "episode"]
 
 
 def relation_iris(relations: Sequence[Relation] | None) -> list[str] | None:

@@ -27,6 +27,7 @@ from charmem.ports import EpisodeTurn
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._cache import PURGED, CurrencyFacts
 from charmem_oxigraph._codec import (
+    RECORD,
     CorruptNodeError,
     NodeTriples,
     StoredItem,
@@ -49,10 +50,11 @@ __all__ = [
     "group_rows",
     "ids_from_rows",
     "lifecycle_size",
+    "link_nodes",
     "links_and_hints",
-    "links_from_rows",
     "links_only",
     "names_from_rows",
+    "node_links_and_hints",
     "nodes_from_rows",
     "objects_only",
     "read_lookup",
@@ -248,24 +250,50 @@ def records_from_rows(rows: Iterable[Row]) -> list[LifecycleRecord]:
     return sorted(records, key=lambda record: (record.recorded_at, record.id))
 
 
-def links_from_rows(rows: Iterable[Row]) -> list[MemoryLink]:
-    """Links from :func:`charmem_oxigraph._queries.links_of` rows, ordered by link id.
-
-    Raises:
-        CorruptNodeError: a link does not decode.
-    """
-    return links_and_hints(rows)[0]
-
-
 def links_and_hints(rows: Iterable[Row]) -> tuple[list[MemoryLink], dict[MemoryId, str]]:
-    """:func:`links_from_rows`, plus the kinds the links' endpoint IRIs carry (kind hints).
+    """Links of :func:`charmem_oxigraph._queries.links_of` rows by id, and their endpoints' kinds.
+
+    The kinds are those the links' endpoint IRIs carry (hints, :func:`reference_kinds`).
+
+    Args:
+        rows: :func:`charmem_oxigraph._queries.links_of` rows (``?l ?c ?f ?t ?rec``).
 
     Raises:
-        CorruptNodeError: a link does not decode.
+        CorruptNodeError: a link does not decode (no record, several values of a field).
     """
-    nodes = group_rows(rows)
+    return _links_and_hints(link_nodes(rows))
+
+
+def node_links_and_hints(rows: Iterable[Row]) -> tuple[list[MemoryLink], dict[MemoryId, str]]:
+    """:func:`links_and_hints` from ``(?l, ?p, ?o)`` rows: every triple of each link node."""
+    return _links_and_hints(group_rows(rows))
+
+
+def _links_and_hints(nodes: list[NodeTriples]) -> tuple[list[MemoryLink], dict[MemoryId, str]]:
     links = [item for item in (decode_item(node) for node in nodes) if isinstance(item, MemoryLink)]
     return sorted(links, key=BY_LINK_ID), reference_kinds(nodes)
+
+
+#: The predicates of the columns of a :func:`charmem_oxigraph._queries.links_of` row after ``?l``.
+_LINK_COLUMNS: Final = (v.RDF_TYPE, v.VOCAB + "from", v.VOCAB + "to", v.VOCAB + RECORD)
+
+
+def link_nodes(rows: Iterable[Row]) -> list[NodeTriples]:
+    """One node per link of :func:`charmem_oxigraph._queries.links_of` rows, first occurrence order.
+
+    A link with several values of a column (a damaged node) gives a row per combination; each
+    value is kept once, so the decoder sees every value and refuses the node.
+    """
+    nodes: dict[str, NodeTriples] = {}
+    for link, *columns in rows:  # positional access is several times faster than by name
+        iri = link.value
+        node = nodes.get(iri)
+        if node is None:
+            node = nodes[iri] = NodeTriples(iri)
+        for predicate, term in zip(_LINK_COLUMNS, columns, strict=True):
+            if term is not None and term not in node.props.get(predicate, ()):
+                node.add(predicate, term)
+    return list(nodes.values())
 
 
 def facts_from_rows(wanted: Sequence[MemoryId], rows: Iterable[Row]) -> dict[MemoryId, CurrencyFacts]:

@@ -85,7 +85,12 @@ def records_about(graph: str, target_iris: Iterable[str]) -> str:
 def links_of(
     graph: str, from_iris: Iterable[str], to_iris: Iterable[str], relation_iris: Iterable[str] | None
 ) -> str:
-    """Every triple of the link nodes with ``vocab:from`` in ``from_iris`` or ``vocab:to`` in ``to_iris``.
+    """The link nodes with ``vocab:from`` in ``from_iris`` or ``vocab:to`` in ``to_iris``, a row each.
+
+    Rows bind ``?l`` (the link), ``?c`` (its ``rdf:type``), ``?f`` and ``?t`` (its endpoint IRIs)
+    and ``?rec`` (its record literal, which holds every field): one row per link, where reading
+    every triple of the node gave five (a cold read costs per row). ``?c`` and ``?rec`` are
+    optional so that a damaged link still reaches the decoder, which names it.
 
     Args:
         graph: the collection's graph IRI.
@@ -101,9 +106,13 @@ def links_of(
         relation_filter = f"?l {_p('relation')} ?rel . FILTER(?rel IN ({allowed})) "
     from_side = f"{{ {_values('x', from_iris)} ?l {_p('from')} ?x }}"
     to_side = f"{{ {_values('x', to_iris)} ?l {_p('to')} ?x }}"
+    fields = (
+        f"?l {_p('from')} ?f . ?l {_p('to')} ?t . OPTIONAL {{ ?l a ?c }} "
+        f"OPTIONAL {{ ?l {_p('record')} ?rec }} "
+    )
     return (
-        f"SELECT DISTINCT ?l ?p ?o WHERE {{ GRAPH {v.iri_ref(graph)} {{ "
-        f"{from_side} UNION {to_side} {relation_filter}?l ?p ?o }} }}"
+        f"SELECT DISTINCT ?l ?c ?f ?t ?rec WHERE {{ GRAPH {v.iri_ref(graph)} {{ "
+        f"{from_side} UNION {to_side} {relation_filter}{fields}}} }}"
     )
 
 

@@ -155,7 +155,7 @@ class GraphReader:
         if lg.lifecycle_size((yield q.lifecycle_count(self.graph))) > cache.max_entries:
             cache.refuse_lifecycle()
             return
-        links, _hints = lg.links_and_hints((yield q.superseding_links(self.graph)))
+        links, _hints = lg.node_links_and_hints((yield q.superseding_links(self.graph)))
         suppressed = lg.suppress_from_rows((yield q.suppress_instants(self.graph)))
         cache.remember_lifecycle(generation, links, suppressed)
 
@@ -228,8 +228,8 @@ class GraphReader:
         found, unknown = cache.episode_turns(wanted)
         if unknown:
             generation = cache.generation()
-            rows = yield q.episode_turns(self.graph, episode_turn_iris(unknown, cache.kinds(unknown)))
-            turns = lg.turns_from_rows(rows)
+            bound = episode_turn_iris(unknown, cache.kinds(unknown))
+            turns = lg.turns_from_rows((yield q.episode_turns(self.graph, bound))) if bound else {}
             cache.remember_episode_turns(generation, unknown, turns)
             found.update(turns)
         return {i: found[i] for i in wanted if i in found}

@@ -264,7 +264,9 @@ class EpisodeTurnReader(Protocol):
         to a stored :class:`~charmem.domain.model.Observation` whose ``episode_id`` is that
         episode gives one turn (an observation linked twice appears twice), whatever the
         ``as_of`` view (callers filter by ``created_at``). Order within a list is not part of the
-        contract (callers sort by ``(observed_at, observation_id)``).
+        contract (callers sort by ``(observed_at, observation_id)``). An asked id is an episode
+        (stored as one, or not stored yet); an id stored as another type has no turns (the
+        write path never links an observation from one).
 
         Args:
             episode_ids: the episodes.
