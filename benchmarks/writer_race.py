@@ -50,7 +50,13 @@ from charmem.admin._check import check_stores
 from charmem.domain.drafts import DerivedMemoryDraft, RememberInput
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedType, Relation
-from charmem.errors import BackendError, CharmemError, IdConflictError, LifecycleValidationError, PlanValidationError
+from charmem.errors import (
+    BackendError,
+    CharmemError,
+    IdConflictError,
+    LifecycleValidationError,
+    PlanValidationError,
+)
 from charmem.stats import InMemoryRetrievalStatsStore
 from charmem.testing import HashingEmbeddingProvider, ReferenceVectorIndex
 from charmem_oxigraph import SparqlServiceGraphStore
@@ -75,7 +81,9 @@ def memory(endpoint: str) -> CharacterMemory:
     embedder = HashingEmbeddingProvider(vector_size=16)
     return CharacterMemory(
         graph=graph,
-        vectors=ReferenceVectorIndex(COLLECTION, model_id=embedder.model_id, vector_size=embedder.vector_size),
+        vectors=ReferenceVectorIndex(
+            COLLECTION, model_id=embedder.model_id, vector_size=embedder.vector_size
+        ),
         embedder=embedder,
         stats=InMemoryRetrievalStatsStore(COLLECTION),
         collection=COLLECTION,
@@ -127,17 +135,22 @@ async def operation(mem: CharacterMemory, worker: int, kind: str, slot: int) -> 
             summary=f"worker {worker} batch summary {slot}",
             episode_id=shared_id("b-ep", slot),
             observation_id=observation,
-        ).with_derived_memory(DerivedMemoryDraft(DerivedType.REFLECTION, f"worker {worker} {slot}", id=derived))
+        ).with_derived_memory(
+            DerivedMemoryDraft(DerivedType.REFLECTION, f"worker {worker} {slot}", id=derived)
+        )
         await mem.remember(item)
     elif kind == "correct":
         outcome = await mem.correct(
             CorrectMemoryDraft(
-                CorrectionTarget.derived_memory(shared_id("correct", slot)), f"worker {worker} corrects {slot}"
+                CorrectionTarget.derived_memory(shared_id("correct", slot)),
+                f"worker {worker} corrects {slot}",
             )
         )
         shared[str(shared_id("correct", slot))] = str(outcome.replacement_ids[0])
     elif kind == "forget":
-        await mem.forget(ForgetMemoryDraft.suppress(shared_id("forget", slot), f"worker {worker} forgets {slot}"))
+        await mem.forget(
+            ForgetMemoryDraft.suppress(shared_id("forget", slot), f"worker {worker} forgets {slot}")
+        )
     else:
         link = await mem.link(
             LinkDraft(
@@ -157,7 +170,13 @@ async def work(endpoint: str, worker: int, slots: int, out: Path) -> None:
     async with memory(endpoint) as mem:
         for slot in range(slots):
             for kind in OPERATIONS:
-                entry: dict[str, Any] = {"worker": worker, "kind": kind, "slot": slot, "own": [], "shared": {}}
+                entry: dict[str, Any] = {
+                    "worker": worker,
+                    "kind": kind,
+                    "slot": slot,
+                    "own": [],
+                    "shared": {},
+                }
                 try:
                     entry.update(await operation(mem, worker, kind, slot), ok=True)
                 except CONFLICTS as exc:
@@ -165,15 +184,25 @@ async def work(endpoint: str, worker: int, slots: int, out: Path) -> None:
                 except CharmemError as exc:
                     entry.update(ok=False, error=f"{type(exc).__name__}: {exc}", conflict=False)
                 lines.append(json.dumps(entry))
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    await asyncio.to_thread(out.write_text, "\n".join(lines) + "\n", encoding="utf-8")
 
 
 def run_workers(endpoint: str, processes: int, slots: int, folder: Path) -> list[dict[str, Any]]:
     """Start the workers as OS processes at once and collect their journals."""
     children = [
         subprocess.Popen(
-            [sys.executable, __file__, "--worker", str(w), "--endpoint", endpoint, "--slots", str(slots),
-             "--out", str(folder / f"worker-{w}.jsonl")]
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                str(w),
+                "--endpoint",
+                endpoint,
+                "--slots",
+                str(slots),
+                "--out",
+                str(folder / f"worker-{w}.jsonl"),
+            ]
         )
         for w in range(processes)
     ]
@@ -190,12 +219,12 @@ def run_workers(endpoint: str, processes: int, slots: int, folder: Path) -> list
 async def verdict(endpoint: str, journal: list[dict[str, Any]]) -> dict[str, Any]:
     """Count the violations the graph shows after the race."""
     async with memory(endpoint) as mem:
-        graph = mem._graph  # noqa: SLF001 - the race reads the graph authority directly
+        graph = mem._graph  # the race reads the graph authority directly
         try:
             problems = [p.kind.value for p in (await check_stores(graph, None, None)).graph_problems]
         except BackendError as exc:  # a node with two records does not decode
             problems = [f"check failed: {str(exc)[:120]}"]
-        records = await graph._select(  # noqa: SLF001
+        records = await graph._select(
             "SELECT ?s (COUNT(DISTINCT ?r) AS ?n) WHERE { GRAPH <urn:charmem:collection:race> "
             "{ ?s <urn:charmem:vocab#record> ?r } } GROUP BY ?s HAVING (COUNT(DISTINCT ?r) > 1)",
             "count duplicated records",
@@ -232,7 +261,7 @@ async def _acknowledged_lost(
     mem: CharacterMemory, entry: dict[str, Any], successors: dict[MemoryId, set[MemoryId]]
 ) -> int:
     """1 when an acknowledged operation's content is not what the graph holds."""
-    graph = mem._graph  # noqa: SLF001
+    graph = mem._graph
     lost = 0
     for key, value in entry["shared"].items():
         memory_id = MemoryId(key)
@@ -268,7 +297,9 @@ def table(result: dict[str, Any], seconds: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--slots", type=int, default=100, help="slots; each worker runs 5 operations per slot")
+    parser.add_argument(
+        "--slots", type=int, default=100, help="slots; each worker runs 5 operations per slot"
+    )
     parser.add_argument("--endpoint", help="a running oxigraph serve (default: start one)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)

@@ -26,6 +26,7 @@ from charmem.ports._graph import (
     GraphStore,
     MemoryGraphStore,
     ObjectTypeHints,
+    WriterExclusion,
 )
 from charmem.ports._providers import Clock, EmbeddingProvider, TokenCounter
 from charmem.ports._stats import RetrievalStatsStore, StatsEntry, StatsSummary
@@ -49,4 +50,5 @@ __all__ = [
     "VectorPoint",
     "VectorQuery",
     "VectorSearchResult",
+    "WriterExclusion",
 ]
