@@ -8,9 +8,7 @@ import math
 import shlex
 import time
 import weakref
-from collections.abc import AsyncIterator, Generator, Mapping, Sequence
-from contextvars import ContextVar
-from types import MappingProxyType
+from collections.abc import AsyncIterator, Generator, Sequence
 from typing import BinaryIO, Final, TypeVar, cast
 
 import httpx
@@ -69,14 +67,6 @@ def _write_lock(update_endpoint: str, graph: str) -> asyncio.Lock:
     return locks.setdefault((update_endpoint, graph), asyncio.Lock())
 
 
-# The writer leases the running task holds, by (update endpoint, graph): set by
-# ``exclusive_writes`` (and seen by the tasks it starts), so a write inside the block uses the
-# block's lease instead of waiting for it.
-_HELD: ContextVar[Mapping[tuple[str, str], wl.Lease]] = ContextVar(
-    "charmem_sparql_leases", default=MappingProxyType({})
-)
-
-
 class SparqlServiceGraphStore(CachedGraphStore):
     """The graph authority of one collection on a SPARQL 1.1 protocol server (``service`` mode).
 
@@ -89,14 +79,11 @@ class SparqlServiceGraphStore(CachedGraphStore):
     which a SPARQL 1.1 server applies atomically. Literals are serialised by pyoxigraph
     (``str(Literal(...))``: N-Triples terms with correct escaping), so memory text is always data.
 
-    Writers: every check-then-write (:meth:`write_batch`, :meth:`erase`, and the write path's
-    reads-then-write inside :meth:`exclusive_writes`) runs under the collection's writer lock of
-    this process (an :class:`asyncio.Lock`) and its *writer lease* on the server
-    (:mod:`charmem_oxigraph._writers`), which holds the writers of every other process off, so any
-    number of processes may write one collection: what a single process refuses (an id stored
-    with other content, a second successor) is refused across processes with the same error.
-    The lease needs a server on which a query sent after an update's answer sees that update (one
-    ``oxigraph serve``), and writers' clocks within a few seconds of each other.
+    Writers: each check-then-write (:meth:`write_batch`, :meth:`erase`, the write path's blocks
+    in :meth:`exclusive_writes`) holds this process's writer lock of the collection and its
+    *writer lease* on the server (:mod:`charmem_oxigraph._writers`), so any number of processes
+    may write one collection and get the errors a single process gives. The lease needs a server
+    on which a query sent after an update's answer sees it (one ``oxigraph serve``).
 
     Failures: a refused or reset connection, a timeout, an HTTP error status or an unparsable
     answer raise :class:`~charmem.errors.BackendError` naming the endpoint (never the credentials),
@@ -147,7 +134,14 @@ class SparqlServiceGraphStore(CachedGraphStore):
         )
         self._graph_iri = v.collection_graph(collection)
         self._graph = NamedNode(self._graph_iri)
-        self._writers_graph = wl.writers_graph(self._graph_iri)
+        self._leases = wl.WriterLeases(
+            select=self._select,
+            update=self._update,
+            lock=lambda: _write_lock(self._update_endpoint, self._graph_iri),
+            key=(self._update_endpoint, self._graph_iri),
+            timeout=self._timeout,
+            collection=self._collection,
+        )
         # Only immutable knowledge (decoded items, stored kinds): other processes may write.
         self._cache = GraphCache(coherent=False)
         self._graph_reader = GraphReader(self._cache, self._graph_iri)
@@ -355,64 +349,12 @@ class SparqlServiceGraphStore(CachedGraphStore):
 
     @contextlib.asynccontextmanager
     async def exclusive_writes(self) -> AsyncIterator[None]:
-        """See :meth:`charmem.ports.WriterExclusion.exclusive_writes`: the writer lease.
+        """See :meth:`charmem.ports.WriterExclusion.exclusive_writes`: lock, then writer lease.
 
-        Takes this process's writer lock of the collection, then the writer lease on the server
-        (three requests: :func:`charmem_oxigraph._writers.acquire`), and releases both at the end
-        (one request). Inside the block, :meth:`write_batch` and :meth:`erase` write under it.
-
-        Raises:
-            BackendError: the lease stayed taken (another writer held it past two lifetimes) or
-                the server failed; nothing was written.
+        Three requests to take the lease, one to release it (:mod:`charmem_oxigraph._writers`).
         """
-        async with self._writing():
+        async with self._leases.writing("write"):
             yield
-
-    @contextlib.asynccontextmanager
-    async def _writing(self) -> AsyncIterator[wl.Lease]:
-        """The lease the running task holds, else this process's lock and a new lease."""
-        key = (self._update_endpoint, self._graph_iri)
-        held = _HELD.get().get(key)
-        if held is not None:
-            yield held
-            return
-        async with _write_lock(*key):
-            lease = await wl.acquire(
-                self._claims,
-                self._lease_update,
-                graph=self._writers_graph,
-                request_timeout=self._timeout,
-                collection=self._collection,
-            )
-            token = _HELD.set(MappingProxyType({**_HELD.get(), key: lease}))
-            try:
-                yield lease
-            finally:
-                _HELD.reset(token)
-                await self._release(lease)
-
-    async def _claims(self, query: str) -> list[QuerySolution]:
-        return await self._select(query, "read the writer lease")
-
-    async def _lease_update(self, update: str) -> None:
-        await self._update(update, "take the writer lease")
-
-    async def _release(self, lease: wl.Lease) -> None:
-        """Release ``lease``, even when the task is cancelled meanwhile; a failure leaves it to expire."""
-        release = asyncio.ensure_future(lease.release(self._lease_update))
-        try:
-            await asyncio.shield(release)
-        except asyncio.CancelledError:
-            release.add_done_callback(lambda done: done.cancelled() or done.exception())
-            raise
-        except BackendError as exc:
-            _log.warning("sparql_lease_not_released", collection=self._collection, error=str(exc)[:200])
-
-    async def _fenced(self, lease: wl.Lease, update: str, action: str) -> None:
-        """Send ``update`` under ``lease``: only with time left on it, confirmed afterwards."""
-        lease.check_time(self._timeout, self._collection)
-        await self._update(update, action)
-        await lease.confirm(self._claims, self._collection)
 
     async def write_batch(self, batch: GraphBatch) -> GraphWriteResult:
         """See :meth:`charmem.ports.GraphStore.write_batch`: at most one ``INSERT DATA`` request.
@@ -427,21 +369,19 @@ class SparqlServiceGraphStore(CachedGraphStore):
             PurgedMemoryError: an id of the batch was purged; nothing was written.
             IdConflictError: an id is stored with different content (``ids`` and ``reasons`` name
                 them); nothing was written.
-            BackendError: the server failed or is unreachable, or the writer lease could not be
-                had; nothing was written (or, if the answer was lost after the server applied the
-                update, everything was: replaying the batch is then accepted as equal content).
-                Also when the lease was taken over while the write ran: it is stored, and the
-                message says to run ``charmem check --repair``.
+            BackendError: the server failed or the writer lease could not be had; nothing was
+                written (or, if the answer was lost after the server applied the update, everything
+                was: a replay is equal content). A lease lost meanwhile: stored, check the collection.
         """
         if not (batch.objects or batch.links or batch.records):
             return GraphWriteResult()
         prepared = wr.prepare_batch(batch)
-        async with self._writing() as lease:
+        async with self._leases.writing("write a batch") as lease:
             inserted, existing, lines = await self._read(
                 "write a batch", self._graph_reader.check_write(prepared)
             )
             if lines:
-                await self._fenced(lease, q.insert_data(self._graph_iri, lines), "write a batch")
+                await self._leases.fenced(lease, q.insert_data(self._graph_iri, lines), "write a batch")
                 self._cache.layout_recorded = True  # the write recorded it if it was missing
         _log.debug(
             "sparql_batch_written",
@@ -465,10 +405,10 @@ class SparqlServiceGraphStore(CachedGraphStore):
         """
         if not len(erasure):
             return
-        async with self._writing() as lease:
+        async with self._leases.writing("erase purged memories") as lease:
             update = await self._read("erase purged memories", self._graph_reader.erase_update(erasure))
             if update is not None:
-                await self._fenced(lease, update, "erase purged memories")
+                await self._leases.fenced(lease, update, "erase purged memories")
                 # cached items are assumed never to change: an erasure breaks that. Another
                 # process's cache of this graph keeps them until it reopens (see the README).
                 self._cache.clear()

@@ -29,20 +29,36 @@ update request is applied atomically, and a query sent after an update's answer 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any, Final
 
 import attrs
 from charmem.errors import BackendError
+from charmem.log import get_logger
 from pyoxigraph import Literal, NamedNode
 
 from charmem_oxigraph import _vocab as v
 
-__all__ = ["LEASE_POLICY", "Lease", "LeasePolicy", "acquire", "claims_query", "live_claims", "writers_graph"]
+__all__ = [
+    "LEASE_POLICY",
+    "Lease",
+    "LeasePolicy",
+    "WriterLeases",
+    "acquire",
+    "claims_query",
+    "live_claims",
+    "writers_graph",
+]
+
+_log = get_logger("charmem_oxigraph.service")
 
 _EXPIRES: Final = v.VOCAB + "leaseExpires"
 _WRITER_PREFIX: Final = "urn:charmem:writer:"
@@ -232,3 +248,88 @@ async def acquire(
             )
         await asyncio.sleep(random.uniform(0, pause))  # noqa: S311 - jitter, not a secret
         pause = min(2 * pause, policy.max_pause)
+
+
+# The writer leases the running task holds, by (update endpoint, graph): set by
+# ``WriterLeases.writing`` (and seen by the tasks it starts), so a write inside a use case's block
+# uses the block's lease instead of waiting for it.
+_HELD: ContextVar[Mapping[tuple[str, str], Lease]] = ContextVar(
+    "charmem_sparql_leases", default=MappingProxyType({})
+)
+
+
+@attrs.frozen(kw_only=True)
+class WriterLeases:
+    """The writer lease of one service store: taken, used for writes, released.
+
+    Attributes:
+        select: runs a SELECT query (text, action), returns its rows.
+        update: sends one update request (text, action).
+        lock: this process's writer lock of the collection (taken before the lease).
+        key: (update endpoint, collection graph): which lease a task holds.
+        timeout: seconds one request may take.
+        collection: the collection name (for messages).
+    """
+
+    select: Callable[[str, str], Awaitable[Sequence[Any]]]
+    update: Callable[[str, str], Awaitable[None]]
+    lock: Callable[[], asyncio.Lock]
+    key: tuple[str, str]
+    timeout: float
+    collection: str
+
+    @contextlib.asynccontextmanager
+    async def writing(self, action: str) -> AsyncIterator[Lease]:
+        """The lease the running task holds, else this process's lock and a new lease.
+
+        ``action`` (what the lease is for) names the step in the lease requests' errors.
+
+        Raises:
+            BackendError: the lease could not be had (:func:`acquire`).
+        """
+        held = _HELD.get().get(self.key)
+        if held is not None:
+            yield held
+            return
+        async with self.lock():
+            lease = await acquire(
+                functools.partial(self._claims, action),
+                functools.partial(self._lease_update, action),
+                graph=writers_graph(self.key[1]),
+                request_timeout=self.timeout,
+                collection=self.collection,
+            )
+            token = _HELD.set(MappingProxyType({**_HELD.get(), self.key: lease}))
+            try:
+                yield lease
+            finally:
+                _HELD.reset(token)
+                await self._release(lease, action)
+
+    async def fenced(self, lease: Lease, update: str, action: str) -> None:
+        """Send ``update`` under ``lease``: only with time left on it, confirmed afterwards.
+
+        Raises:
+            BackendError: see :meth:`Lease.check_time` and :meth:`Lease.confirm`, or the server
+                failed.
+        """
+        lease.check_time(self.timeout, self.collection)
+        await self.update(update, action)
+        await lease.confirm(functools.partial(self._claims, action), self.collection)
+
+    async def _claims(self, action: str, query: str) -> Sequence[Any]:
+        return await self.select(query, f"{action} (writer lease)")
+
+    async def _lease_update(self, action: str, update: str) -> None:
+        await self.update(update, f"{action} (writer lease)")
+
+    async def _release(self, lease: Lease, action: str) -> None:
+        """Release ``lease``, even when the task is cancelled meanwhile; a failure leaves it to expire."""
+        release = asyncio.ensure_future(lease.release(functools.partial(self._lease_update, action)))
+        try:
+            await asyncio.shield(release)
+        except asyncio.CancelledError:
+            release.add_done_callback(lambda done: done.cancelled() or done.exception())
+            raise
+        except BackendError as exc:
+            _log.warning("sparql_lease_not_released", collection=self.collection, error=str(exc)[:200])
