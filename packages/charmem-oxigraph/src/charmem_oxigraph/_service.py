@@ -7,7 +7,6 @@ import contextlib
 import math
 import shlex
 import time
-import weakref
 from collections.abc import AsyncIterator, Generator, Sequence
 from typing import BinaryIO, Final, TypeVar, cast
 
@@ -15,6 +14,7 @@ import httpx
 import tenacity
 from charmem.admin import LayoutMigration
 from charmem.domain.graph import GraphBatch, GraphErasure, GraphExport, GraphWriteResult
+from charmem.domain.ids import MemoryId
 from charmem.errors import BackendError, BackupFormatError, CollectionNotEmptyError, ConfigurationError
 from charmem.log import get_logger
 from charmem.settings import Settings, validate_collection_name
@@ -54,17 +54,6 @@ _RESULTS_JSON: Final = "application/sparql-results+json"
 _log = get_logger("charmem_oxigraph.service")
 
 T = TypeVar("T")
-
-# One writer lock per (event loop, update endpoint, graph): every store object of a collection in
-# this process serialises its check-then-write on it. asyncio locks belong to one loop.
-_WRITE_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], asyncio.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _write_lock(update_endpoint: str, graph: str) -> asyncio.Lock:
-    locks = _WRITE_LOCKS.setdefault(asyncio.get_running_loop(), {})
-    return locks.setdefault((update_endpoint, graph), asyncio.Lock())
 
 
 class SparqlServiceGraphStore(CachedGraphStore):
@@ -137,7 +126,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
         self._leases = wl.WriterLeases(
             select=self._select,
             update=self._update,
-            lock=lambda: _write_lock(self._update_endpoint, self._graph_iri),
+            lock=lambda: wl.write_lock(self._update_endpoint, self._graph_iri),
             key=(self._update_endpoint, self._graph_iri),
             timeout=self._timeout,
             collection=self._collection,
@@ -414,6 +403,20 @@ class SparqlServiceGraphStore(CachedGraphStore):
                 self._cache.clear()
         _log.info("sparql_erased", collection=self._collection, items=len(erasure))
 
+    async def raced_writes(self) -> list[MemoryId]:
+        """See :meth:`charmem.ports.RacedWrites.raced_writes` (one query)."""
+        return [s.id for s in await self._read("find raced writes", self._graph_reader.raced())]
+
+    async def settle_raced_writes(self) -> list[MemoryId]:
+        """See :meth:`charmem.ports.RacedWrites.settle_raced_writes`: one delete, under the lease."""
+        async with self._leases.writing("settle raced writes") as lease:
+            settled = await self._read("settle raced writes", self._graph_reader.raced())
+            lines = [line for settlement in settled for line in settlement.delete]
+            if lines:
+                await self._leases.fenced(lease, q.delete_data(self._graph_iri, lines), "settle raced writes")
+                self._cache.clear()  # items cached undecodable or with a loser's content
+        return [settlement.id for settlement in settled]
+
     async def export_graph(self, out: BinaryIO) -> GraphExport:
         """Write the collection's named graph as N-Quads (``application/n-quads``) to ``out``.
 
@@ -428,7 +431,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
             BackendError: the server failed, answered something that is not N-Triples, or ``out``
                 could not be written.
         """
-        async with _write_lock(self._update_endpoint, self._graph_iri):
+        async with wl.write_lock(self._update_endpoint, self._graph_iri):
             body = await self._post(
                 self._query_endpoint,
                 "export the graph",
@@ -475,7 +478,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
             )
         except SyntaxError as exc:
             raise BackupFormatError(f"the graph dump is not valid N-Quads: {exc}") from exc
-        async with _write_lock(self._update_endpoint, self._graph_iri):
+        async with wl.write_lock(self._update_endpoint, self._graph_iri):
             present = await self.statement_count()
             if present:
                 raise CollectionNotEmptyError(
@@ -551,7 +554,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
     async def migrate_layout(self) -> LayoutMigration:
         """Upgrade this collection to the current layout (see :meth:`migrate_from_settings_async`)."""
         started = time.perf_counter()
-        async with _write_lock(self._update_endpoint, self._graph_iri):
+        async with wl.write_lock(self._update_endpoint, self._graph_iri):
             outcome = await self._migrate_locked()
         return lay.migration_report(self._collection, self._where(), outcome, started)
 

@@ -34,6 +34,7 @@ import functools
 import random
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
@@ -55,10 +56,24 @@ __all__ = [
     "acquire",
     "claims_query",
     "live_claims",
+    "write_lock",
     "writers_graph",
 ]
 
 _log = get_logger("charmem_oxigraph.service")
+
+# One writer lock per (event loop, update endpoint, graph): every store object of a collection in
+# this process serialises its check-then-write on it. asyncio locks belong to one loop.
+_WRITE_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def write_lock(update_endpoint: str, graph: str) -> asyncio.Lock:
+    """This process's writer lock of a collection on a server (of the running event loop)."""
+    locks = _WRITE_LOCKS.setdefault(asyncio.get_running_loop(), {})
+    return locks.setdefault((update_endpoint, graph), asyncio.Lock())
+
 
 _EXPIRES: Final = v.VOCAB + "leaseExpires"
 _WRITER_PREFIX: Final = "urn:charmem:writer:"

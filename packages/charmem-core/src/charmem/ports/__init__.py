@@ -26,6 +26,7 @@ from charmem.ports._graph import (
     GraphStore,
     MemoryGraphStore,
     ObjectTypeHints,
+    RacedWrites,
     WriterExclusion,
 )
 from charmem.ports._providers import Clock, EmbeddingProvider, TokenCounter
@@ -41,6 +42,7 @@ __all__ = [
     "GraphStore",
     "MemoryGraphStore",
     "ObjectTypeHints",
+    "RacedWrites",
     "RetrievalStatsStore",
     "StatsEntry",
     "StatsSummary",

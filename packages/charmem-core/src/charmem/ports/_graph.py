@@ -1,4 +1,4 @@
-"""The graph-authority ports: the memory port, the admin port, and three optional capabilities.
+"""The graph-authority ports: the memory port, the admin port, and four optional capabilities.
 
 A graph store is one object that fulfils both ports (:class:`GraphStore`). They are split by who
 needs them: :class:`MemoryGraphStore` is what the memory operations read and write (remember,
@@ -36,6 +36,7 @@ __all__ = [
     "GraphStore",
     "MemoryGraphStore",
     "ObjectTypeHints",
+    "RacedWrites",
     "WriterExclusion",
 ]
 
@@ -336,5 +337,38 @@ class WriterExclusion(Protocol):
             BackendError: the exclusion could not be had (the server failed, or another holder
                 kept it too long), or it was lost while held; nothing was written unless the
                 message says otherwise.
+        """
+        ...
+
+
+@runtime_checkable
+class RacedWrites(Protocol):
+    """Optional capability of a store with :class:`WriterExclusion`: finding and settling raced writes.
+
+    A writer whose exclusion was lost while it wrote (paused longer than its lease) may have stored
+    an id another writer stored with other content meanwhile; the store then holds both contents
+    under one id, which reads cannot decode. ``charmem.admin.check`` reports such ids and
+    ``charmem.admin.repair`` settles them.
+    """
+
+    async def raced_writes(self) -> list[MemoryId]:
+        """The ids stored with more than one content (reads only).
+
+        Raises:
+            BackendError: the store failed.
+        """
+        ...
+
+    async def settle_raced_writes(self) -> list[MemoryId]:
+        """Keep one content per raced id, by a rule every process computes alike; remove the others.
+
+        What a losing content stored and the kept one does not is removed; what both store stays.
+        Runs under the store's writer exclusion; settling again finds nothing to do.
+
+        Returns:
+            list[MemoryId]: the ids settled.
+
+        Raises:
+            BackendError: the store failed; nothing, or every settlement, was written.
         """
         ...
