@@ -215,6 +215,37 @@ class Lease:
         await update(_update(self.graph, [self.line], []))
 
 
+async def _claim(
+    select: Select,
+    update: Update,
+    graph: str,
+    writer: str,
+    expired: list[str],
+    lifetimes: tuple[float, float],
+) -> Lease | None:
+    """Store this writer's claim (deleting ``expired``), read the claims back: the lease, or ``None``.
+
+    ``lifetimes``: (seconds the holder may use the lease, seconds the claim lives). ``None``:
+    another writer claimed at the same moment, and this claim was withdrawn. A claim stored by a
+    call that then fails or is cancelled is withdrawn too, so it holds no one off.
+    """
+    usable, lifetime = lifetimes
+    started = time.monotonic()
+    expires = (datetime.now(UTC) + timedelta(seconds=lifetime)).isoformat()
+    lease = Lease(graph, writer, _claim_line(writer, expires), started + usable)
+    try:
+        await update(_update(graph, expired, [lease.line]))
+        others, _ = live_claims(await select(claims_query(graph)), datetime.now(UTC))
+    except BaseException:
+        withdraw = asyncio.ensure_future(lease.release(update))
+        withdraw.add_done_callback(lambda done: done.cancelled() or done.exception())
+        raise
+    if others <= {writer}:
+        return lease
+    await lease.release(update)
+    return None
+
+
 async def acquire(
     select: Select,
     update: Update,
@@ -248,14 +279,10 @@ async def acquire(
     while True:
         live, expired = live_claims(await select(claims_query(graph)), datetime.now(UTC))
         if not live:
-            started = time.monotonic()
-            expires = (datetime.now(UTC) + timedelta(seconds=lifetime)).isoformat()
-            line = _claim_line(writer, expires)
-            await update(_update(graph, expired, [line]))
-            others, _ = live_claims(await select(claims_query(graph)), datetime.now(UTC))
-            if others <= {writer}:
-                return Lease(graph, writer, line, started + lifetime - policy.clock_margin)
-            await update(_update(graph, [line], []))  # another writer claimed at once: withdraw
+            usable = lifetime - policy.clock_margin
+            lease = await _claim(select, update, graph, writer, expired, (usable, lifetime))
+            if lease is not None:
+                return lease
         if time.monotonic() > deadline:
             raise BackendError(
                 f"no writer lease on collection {collection!r} after {policy.wait_leases * lifetime:g} s: "
