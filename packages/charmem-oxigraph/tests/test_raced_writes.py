@@ -9,6 +9,7 @@ share, and that ``repair`` settles it through the facade.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +24,7 @@ from charmem.domain.drafts import DerivedMemoryDraft, LinkDraft, RememberInput
 from charmem.domain.graph import GraphBatch
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedType, Relation
+from charmem.errors import BackendError
 from charmem.ports import RacedWrites
 from charmem.stats import InMemoryRetrievalStatsStore
 from charmem.testing import HashingEmbeddingProvider, ReferenceVectorIndex
@@ -31,6 +33,7 @@ from charmem.usecases.planning import derive_links
 from charmem_oxigraph import SparqlServiceGraphStore
 from charmem_oxigraph import _logic as lg
 from charmem_oxigraph import _queries as q
+from charmem_oxigraph import _writers as wl
 from charmem_oxigraph import _writing as wr
 from charmem_oxigraph._codec import record_json
 from charmem_oxigraph.testing import OxigraphServer
@@ -140,3 +143,53 @@ async def test_repair_settles_a_raced_link_and_rebuilds_what_derives_from_it(
     records = [record_json(first), record_json(late)]
     kept = (await store.get_links([first.id]))[first.id]
     assert kept.rationale == ("first writer" if wr.winning_record(records) == records[0] else "late writer")
+
+
+async def test_a_holder_paused_past_its_lease_is_fenced_or_told_and_repair_settles(
+    store: SparqlServiceGraphStore, sparql_server: OxigraphServer
+) -> None:
+    """The whole story of a late write: two fences, then check and repair for what passes both."""
+    rival = SparqlServiceGraphStore(
+        store.collection,
+        query_endpoint=sparql_server.query_endpoint,
+        update_endpoint=sparql_server.update_endpoint,
+    )
+    ep = episode()
+    await store.write_batch(GraphBatch(objects=[ep], links=derive_links(store.collection, [ep])))
+    mine = observation(ep.id, text="the paused writer's turn")
+    theirs = attrs.evolve(mine, text="the rival's turn")
+    batch = GraphBatch(objects=[mine], links=derive_links(store.collection, [mine]))  # same links for both
+    _, _, lines = wr.plan_write(wr.prepare_batch(batch), {}, {ep.id: "episode"})
+
+    def select(query: str) -> Any:
+        return store._select(query, "lease")
+
+    def update(text: str) -> Any:
+        return store._update(text, "lease")
+
+    short = wl.LeasePolicy(seconds=0.3, requests_per_lease=1, clock_margin=0.0)
+    lease = await wl.acquire(
+        select,
+        update,
+        graph=wl.writers_graph(store.graph_iri),
+        request_timeout=0.1,
+        collection=store.collection,
+        policy=short,
+    )
+    await asyncio.sleep(0.5)  # paused past the lease: the rival takes it over and writes the id
+    await rival.write_batch(GraphBatch(objects=[theirs], links=batch.links))
+    with pytest.raises(BackendError, match="nothing was written"):  # fence 1: its own clock
+        await store._leases.fenced(lease, q.insert_data(store.graph_iri, lines), "write")
+    assert await store.raced_writes() == []
+
+    lease.ends = float("inf")  # a clock that disagrees: the write goes out, the confirmation fails
+    with pytest.raises(BackendError, match="check --repair"):
+        await store._leases.fenced(lease, q.insert_data(store.graph_iri, lines), "write")
+    report = await check_stores(store, None, None)
+    assert [(p.kind, p.id) for p in report.graph_problems] == [(GraphProblemKind.RACED_WRITE, mine.id)]
+    assert await rival.settle_raced_writes() == [mine.id]  # any process settles it alike
+    stored = (await store.get_objects([mine.id]))[mine.id]
+    records = [record_json(mine), record_json(theirs)]
+    assert stored == (mine if wr.winning_record(records) == records[0] else theirs)
+    assert (await check_stores(store, None, None)).graph_consistent
+    await rival.close()
