@@ -27,7 +27,8 @@ Afterwards the parent reads the graph and counts violations (each must be 0):
 
 Run ``python benchmarks/writer_race.py --processes 4 --slots 100`` (``nox -s race``: 4 processes x
 500 operations each); ``--json`` prints the result as one JSON object (the test suite runs a
-short race: ``packages/charmem-oxigraph/tests/test_writer_race.py``).
+short race: ``packages/charmem-oxigraph/tests/test_writer_race.py``). Exit status 1 when a
+violation is found or ``check`` is not consistent.
 """
 
 from __future__ import annotations
@@ -322,6 +323,8 @@ def main() -> None:
                 server.stop()
     result["seconds"] = round(seconds, 2)
     print(json.dumps(result) if args.json else table(result, seconds))
+    if result["two_records"] + result["two_successors"] + result["partial"] or result["check_problems"]:
+        raise SystemExit(1)  # an invariant broke: the nox session fails
 
 
 if __name__ == "__main__":
