@@ -1,4 +1,4 @@
-"""nox sessions: tests, demo, lint, bench, bench-compare, bench-locomo, crash, disk-full, fuzz.
+"""nox sessions: tests, demo, lint, bench, bench-compare, bench-locomo, crash, disk-full, fuzz, race.
 
 Plain pip: uv does not see the local CPU torch wheel.
 """
@@ -69,6 +69,17 @@ def disk_full(session: nox.Session) -> None:
     """
     install_all(session)
     session.run("python", "benchmarks/disk_full_trials.py", *session.posargs, env=OFFLINE)
+
+
+@nox.session
+def race(session: nox.Session) -> None:
+    """Writer race: 4 OS processes x 500 conflicting operations on one real oxigraph serve.
+
+    Prints operations, conflicts detected, violations (must be 0) and whether ``check`` finds the
+    collection consistent. Arguments after -- go to benchmarks/writer_race.py (e.g. -- --slots 200).
+    """
+    install_all(session)
+    session.run("python", "benchmarks/writer_race.py", *session.posargs, env=OFFLINE)
 
 
 @nox.session

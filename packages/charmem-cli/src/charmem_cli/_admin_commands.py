@@ -143,6 +143,7 @@ async def check_collection(settings: Settings, collection: str, *, repair_drift:
         "vectors_removed": None if outcome.vectors is None else outcome.vectors.removed,
         "stats_rows": outcome.stats_rows,
         "suppressed": [str(i) for i in outcome.suppressed_ids],
+        "settled": [str(i) for i in outcome.settled_ids],
     }
     return {"report": after, "before": report, "repaired": repaired}
 

@@ -23,6 +23,7 @@ __all__ = [
     "census",
     "construct_all",
     "currency",
+    "delete_data",
     "early_references",
     "episode_turns",
     "erase",
@@ -33,6 +34,7 @@ __all__ = [
     "migrate",
     "name_assertions",
     "nodes",
+    "raced_nodes",
     "records_about",
     "statement_count",
     "superseding_links",
@@ -228,6 +230,18 @@ def name_assertions(graph: str) -> str:
     )
 
 
+def raced_nodes(graph: str) -> str:
+    """Every triple (``?s ?p ?o``) of the nodes holding more than one record literal.
+
+    Only writers that raced leave such a node (a write stored after its writer lease was lost).
+    """
+    g, record = v.iri_ref(graph), _p("record")
+    return (
+        f"SELECT ?s ?p ?o WHERE {{ GRAPH {g} {{ {{ SELECT ?s WHERE {{ ?s {record} ?r }} GROUP BY ?s "
+        f"HAVING (COUNT(?r) > 1) }} ?s ?p ?o }} }}"
+    )
+
+
 def statement_count(graph: str) -> str:
     """The number of triples in the collection's graph, as ``?n``."""
     return f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?s ?p ?o }} }}"
@@ -250,6 +264,12 @@ def insert_data(graph: str, lines: Sequence[str]) -> str:
     """
     triples = "\n".join(lines)
     return f"INSERT DATA {{ GRAPH {v.iri_ref(graph)} {{\n{triples}\n}} }}"
+
+
+def delete_data(graph: str, lines: Sequence[str]) -> str:
+    """``DELETE DATA`` from ``graph`` of N-Triples ``lines`` (built as :func:`insert_data`'s)."""
+    triples = "\n".join(lines)
+    return f"DELETE DATA {{ GRAPH {v.iri_ref(graph)} {{\n{triples}\n}} }}"
 
 
 def erase(

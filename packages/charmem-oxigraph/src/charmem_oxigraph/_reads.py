@@ -300,6 +300,10 @@ class GraphReader:
             lines.append(version_line(self.graph))  # the first write into an empty collection
         return inserted, existing, lines
 
+    def raced(self) -> Plan[list[wr.Settlement]]:
+        """How each id stored with several records would be settled (one query)."""
+        return [wr.settle_raced(node) for node in lg.group_rows((yield q.raced_nodes(self.graph)))]
+
     def layout(self) -> Plan[LayoutState]:
         """The collection's :class:`~charmem_oxigraph._layout.LayoutState` (kept once current)."""
         if self.cache.layout_recorded:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import shlex
 import time
-import weakref
-from collections.abc import Generator, Sequence
+from collections.abc import AsyncIterator, Generator, Sequence
 from typing import BinaryIO, Final, TypeVar, cast
 
 import httpx
 import tenacity
 from charmem.admin import LayoutMigration
 from charmem.domain.graph import GraphBatch, GraphErasure, GraphExport, GraphWriteResult
+from charmem.domain.ids import MemoryId
 from charmem.errors import BackendError, BackupFormatError, CollectionNotEmptyError, ConfigurationError
 from charmem.log import get_logger
 from charmem.settings import Settings, SparqlEndpoints, validate_collection_name
@@ -33,6 +34,7 @@ from charmem_oxigraph import _http as h
 from charmem_oxigraph import _layout as lay
 from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
+from charmem_oxigraph import _writers as wl
 from charmem_oxigraph import _writing as wr
 from charmem_oxigraph._cache import GraphCache
 from charmem_oxigraph._http import BEARER_TOKEN_KEY, DEFAULT_TIMEOUT, PASSWORD_KEY, TIMEOUT_KEY, USERNAME_KEY
@@ -53,17 +55,6 @@ _log = get_logger("charmem_oxigraph.service")
 
 T = TypeVar("T")
 
-# One writer lock per (event loop, update endpoint, graph): every store object of a collection in
-# this process serialises its check-then-write on it. asyncio locks belong to one loop.
-_WRITE_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], asyncio.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _write_lock(update_endpoint: str, graph: str) -> asyncio.Lock:
-    locks = _WRITE_LOCKS.setdefault(asyncio.get_running_loop(), {})
-    return locks.setdefault((update_endpoint, graph), asyncio.Lock())
-
 
 class SparqlServiceGraphStore(CachedGraphStore):
     """The graph authority of one collection on a SPARQL 1.1 protocol server (``service`` mode).
@@ -77,10 +68,11 @@ class SparqlServiceGraphStore(CachedGraphStore):
     which a SPARQL 1.1 server applies atomically. Literals are serialised by pyoxigraph
     (``str(Literal(...))``: N-Triples terms with correct escaping), so memory text is always data.
 
-    Writers: the check-then-write of :meth:`write_batch` is serialised per (update endpoint,
-    collection) by an :class:`asyncio.Lock` in this process. Writers in *other processes* against
-    the same server are not isolated from it (SPARQL 1.1 has no conditional update that could
-    express "insert unless stored with other content"): run one writing process per collection.
+    Writers: each check-then-write (:meth:`write_batch`, :meth:`erase`, the write path's blocks
+    in :meth:`exclusive_writes`) holds this process's writer lock of the collection and its
+    *writer lease* on the server (:mod:`charmem_oxigraph._writers`), so any number of processes
+    may write one collection and get the errors a single process gives. The lease needs a server
+    on which a query sent after an update's answer sees it (one ``oxigraph serve``).
 
     Failures: a refused or reset connection, a timeout, an HTTP error status or an unparsable
     answer raise :class:`~charmem.errors.BackendError` naming the endpoint (never the credentials),
@@ -135,6 +127,14 @@ class SparqlServiceGraphStore(CachedGraphStore):
         )
         self._graph_iri = v.collection_graph(collection)
         self._graph = NamedNode(self._graph_iri)
+        self._leases = wl.WriterLeases(
+            select=self._select,
+            update=self._update,
+            lock=lambda: wl.write_lock(self._update_endpoint, self._graph_iri),
+            key=(self._update_endpoint, self._graph_iri),
+            timeout=self._timeout,
+            collection=self._collection,
+        )
         # Only immutable knowledge (decoded items, stored kinds): other processes may write.
         self._cache = GraphCache(coherent=False)
         self._graph_reader = GraphReader(self._cache, self._graph_iri)
@@ -342,32 +342,41 @@ class SparqlServiceGraphStore(CachedGraphStore):
 
     # -- the GraphStore port: writes and administration ----------------------------------------
 
+    @contextlib.asynccontextmanager
+    async def exclusive_writes(self) -> AsyncIterator[None]:
+        """See :meth:`charmem.ports.WriterExclusion.exclusive_writes`: lock, then writer lease.
+
+        Three requests to take the lease, one to release it (:mod:`charmem_oxigraph._writers`).
+        """
+        async with self._leases.writing("write"):
+            yield
+
     async def write_batch(self, batch: GraphBatch) -> GraphWriteResult:
         """See :meth:`charmem.ports.GraphStore.write_batch`: at most one ``INSERT DATA`` request.
 
-        Under this process's writer lock of the collection, the batch's ids and the ids they
-        reference are looked up (any kind, one query); equal content is skipped, any different
-        content refuses the whole batch; the new items are sent in one update request, which the
-        server applies entirely or not at all. Acknowledged writes are as durable as the server
-        makes them.
+        Under the collection's writer lock and lease (:meth:`exclusive_writes`: the running
+        block's, else its own), the batch's ids and the ids they reference are looked up (any
+        kind, one query); equal content is skipped, any different content refuses the whole
+        batch; the new items are sent in one update request, which the server applies entirely or
+        not at all. Acknowledged writes are as durable as the server makes them.
 
         Raises:
             PurgedMemoryError: an id of the batch was purged; nothing was written.
             IdConflictError: an id is stored with different content (``ids`` and ``reasons`` name
                 them); nothing was written.
-            BackendError: the server failed or is unreachable; nothing was written (or, if the
-                answer was lost after the server applied the update, everything was: replaying the
-                batch is then accepted as equal content).
+            BackendError: the server failed or the writer lease could not be had; nothing was
+                written (or, if the answer was lost after the server applied the update, everything
+                was: a replay is equal content). A lease lost meanwhile: stored, check the collection.
         """
         if not (batch.objects or batch.links or batch.records):
             return GraphWriteResult()
         prepared = wr.prepare_batch(batch)
-        async with _write_lock(self._update_endpoint, self._graph_iri):
+        async with self._leases.writing("write a batch") as lease:
             inserted, existing, lines = await self._read(
                 "write a batch", self._graph_reader.check_write(prepared)
             )
             if lines:
-                await self._insert(lines)
+                await self._leases.fenced(lease, q.insert_data(self._graph_iri, lines), "write a batch")
                 self._cache.layout_recorded = True  # the write recorded it if it was missing
         _log.debug(
             "sparql_batch_written",
@@ -391,14 +400,28 @@ class SparqlServiceGraphStore(CachedGraphStore):
         """
         if not len(erasure):
             return
-        async with _write_lock(self._update_endpoint, self._graph_iri):
+        async with self._leases.writing("erase purged memories") as lease:
             update = await self._read("erase purged memories", self._graph_reader.erase_update(erasure))
             if update is not None:
-                await self._update(update, "erase purged memories")
+                await self._leases.fenced(lease, update, "erase purged memories")
                 # cached items are assumed never to change: an erasure breaks that. Another
                 # process's cache of this graph keeps them until it reopens (see the README).
                 self._cache.clear()
         _log.info("sparql_erased", collection=self._collection, items=len(erasure))
+
+    async def raced_writes(self) -> list[MemoryId]:
+        """See :meth:`charmem.ports.RacedWrites.raced_writes` (one query)."""
+        return [s.id for s in await self._read("find raced writes", self._graph_reader.raced())]
+
+    async def settle_raced_writes(self) -> list[MemoryId]:
+        """See :meth:`charmem.ports.RacedWrites.settle_raced_writes`: one delete, under the lease."""
+        async with self._leases.writing("settle raced writes") as lease:
+            settled = await self._read("settle raced writes", self._graph_reader.raced())
+            lines = [line for settlement in settled for line in settlement.delete]
+            if lines:
+                await self._leases.fenced(lease, q.delete_data(self._graph_iri, lines), "settle raced writes")
+                self._cache.clear()  # items cached undecodable or with a loser's content
+        return [settlement.id for settlement in settled]
 
     async def export_graph(self, out: BinaryIO) -> GraphExport:
         """Write the collection's named graph as N-Quads (``application/n-quads``) to ``out``.
@@ -414,7 +437,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
             BackendError: the server failed, answered something that is not N-Triples, or ``out``
                 could not be written.
         """
-        async with _write_lock(self._update_endpoint, self._graph_iri):
+        async with wl.write_lock(self._update_endpoint, self._graph_iri):
             body = await self._post(
                 self._query_endpoint,
                 "export the graph",
@@ -461,7 +484,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
             )
         except SyntaxError as exc:
             raise BackupFormatError(f"the graph dump is not valid N-Quads: {exc}") from exc
-        async with _write_lock(self._update_endpoint, self._graph_iri):
+        async with wl.write_lock(self._update_endpoint, self._graph_iri):
             present = await self.statement_count()
             if present:
                 raise CollectionNotEmptyError(
@@ -542,7 +565,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
     async def migrate_layout(self) -> LayoutMigration:
         """Upgrade this collection to the current layout (see :meth:`migrate_from_settings_async`)."""
         started = time.perf_counter()
-        async with _write_lock(self._update_endpoint, self._graph_iri):
+        async with wl.write_lock(self._update_endpoint, self._graph_iri):
             outcome = await self._migrate_locked()
         return lay.migration_report(self._collection, self._where(), outcome, started)
 

@@ -1,4 +1,7 @@
-"""The write side both graph stores share, free of I/O: the check of a batch, erasures, dumps.
+"""The write side both graph stores share, free of I/O: checks of batches, erasures, dumps.
+
+Also the settlement of writes that raced (:func:`settle_raced`), which only the SPARQL service
+store can hold.
 
 A write is check-then-write under the collection's writer lock: :func:`prepare_batch` before the
 store is read, :func:`plan_write` once the stored items, kinds and tombstones among the batch's
@@ -8,7 +11,8 @@ transport stores the N-Triples lines in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import hashlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import attrs
 from charmem.domain.graph import GraphBatch, GraphErasure, LifecycleRecord
@@ -20,7 +24,11 @@ from pyoxigraph import Literal, NamedNode, Quad
 from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._codec import (
+    RECORD,
+    CorruptNodeError,
+    NodeTriples,
     StoredItem,
+    decode_item,
     encode_item,
     normalise_for_comparison,
     record_canonical,
@@ -30,11 +38,14 @@ from charmem_oxigraph._layout import CURRENT_LAYOUT
 
 __all__ = [
     "PreparedBatch",
+    "Settlement",
     "check_dump",
     "check_media_type",
     "erase_update",
     "plan_write",
     "prepare_batch",
+    "settle_raced",
+    "winning_record",
 ]
 
 
@@ -234,3 +245,88 @@ def check_dump(quads: Iterable[Quad], graph: NamedNode) -> Iterator[Quad]:
                 f"{graph.value}; restore a backup into the collection it was made from"
             )
         yield quad
+
+
+@attrs.frozen
+class Settlement:
+    """How one id stored with several records (writers that raced) is settled.
+
+    Attributes:
+        id: the id.
+        kept: the record literal kept (:func:`winning_record`); ``None`` when none decodes.
+        delete: N-Triples lines to delete: every triple a losing record's item produces that the
+            kept one does not (RDF graphs are sets: a triple both produce stays).
+    """
+
+    id: MemoryId
+    kept: str | None
+    delete: tuple[str, ...]
+
+
+def winning_record(records: Sequence[str]) -> str:
+    """The record literal that wins among an id's records: the lowest SHA-256 of its text.
+
+    A rule every process computes alike from what is stored, whatever order it reads it in.
+
+    Args:
+        records: the record literals' texts (at least one).
+
+    Returns:
+        str: the winner.
+    """
+    return min(records, key=lambda text: (hashlib.sha256(text.encode("utf-8")).digest(), text))
+
+
+def settle_raced(node: NodeTriples) -> Settlement:
+    """Settle a node holding several record literals: keep the winner, list the losers' triples.
+
+    Each record is decoded on its own (the compact layout derives every triple of an item from
+    its record), re-encoded with the IRIs the node's own references use, and the losers' lines
+    the winner does not produce are the ones to delete. A record that does not decode loses.
+
+    Args:
+        node: every triple of the node (:func:`charmem_oxigraph._logic.group_rows`).
+
+    Returns:
+        Settlement: what to keep and delete.
+    """
+    records = {term.value: term for term in node.props.get(v.VOCAB + RECORD, ())}
+    items = _decode_each(node, records)
+    kept = winning_record(list(items)) if items else None
+    resolve = _resolver(node)
+    winner = set(encode_item(items[kept], resolve)) if kept is not None else set()
+    losing = {line for text, item in items.items() if text != kept for line in encode_item(item, resolve)}
+    undecodable = [
+        f"<{node.iri}> <{v.VOCAB}{RECORD}> {records[text]} ." for text in records if text not in items
+    ]
+    return Settlement(v.memory_id_of(node.iri), kept, (*sorted(losing - winner), *undecodable))
+
+
+def _decode_each(node: NodeTriples, records: Mapping[str, object]) -> dict[str, StoredItem]:
+    """Each record literal of ``node`` decoded alone (by its text; one that does not decode is left out)."""
+    items: dict[str, StoredItem] = {}
+    for text, term in records.items():
+        one = NodeTriples(node.iri)
+        for cls in node.props.get(v.RDF_TYPE, ()):
+            one.add(v.RDF_TYPE, cls)
+        one.add(v.VOCAB + RECORD, term)
+        try:
+            items[text] = decode_item(one)
+        except CorruptNodeError:
+            continue
+    return items
+
+
+def _resolver(node: NodeTriples) -> Callable[[MemoryId, str | None], str]:
+    """Map a referenced id to the IRI term ``node``'s own triples use for it (else its declared kind's)."""
+    references = {
+        term.value[-36:]: term.value
+        for terms in node.props.values()
+        for term in terms
+        if isinstance(term, NamedNode) and v.NODE_IRI.fullmatch(term.value)
+    }
+
+    def resolve(memory_id: MemoryId, declared: str | None) -> str:
+        return f"<{references.get(str(memory_id)) or v.node_iri(declared or 'object', memory_id)}>"
+
+    return resolve

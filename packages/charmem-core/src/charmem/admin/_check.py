@@ -49,6 +49,7 @@ from charmem.memory import CharacterMemory
 from charmem.ports import (
     EmbeddingProvider,
     GraphStore,
+    RacedWrites,
     RetrievalStatsStore,
     StatsSummary,
     VectorIndex,
@@ -114,6 +115,33 @@ async def _read_items(
         **await _read_items(fetch, ids[:middle], what, problems),
         **await _read_items(fetch, ids[middle:], what, problems),
     }
+
+
+async def _read_records(
+    graph: GraphStore, targets: Sequence[MemoryId], problems: list[GraphProblem]
+) -> list[LifecycleRecord]:
+    """The records about ``targets``; a batch that does not decode is split until the bad target is found."""
+    try:
+        return await graph.get_records(targets)
+    except BackendError as exc:
+        if len(targets) == 1:
+            detail = f"the lifecycle records about it cannot be read: {exc}"
+            problems.append(GraphProblem(kind=GraphProblemKind.UNREADABLE, id=targets[0], detail=detail))
+            return []
+    middle = len(targets) // 2
+    return [
+        *await _read_records(graph, targets[:middle], problems),
+        *await _read_records(graph, targets[middle:], problems),
+    ]
+
+
+def _raced_problem(memory_id: MemoryId) -> GraphProblem:
+    return GraphProblem(
+        kind=GraphProblemKind.RACED_WRITE,
+        id=memory_id,
+        detail="stored with several contents by writers of several processes that raced (a write "
+        "stored after its writer lost the writer lease); `charmem check --repair` keeps one",
+    )
 
 
 async def _read_all(
@@ -272,9 +300,14 @@ class _GraphRead:
 
 
 async def _read_graph(graph: GraphStore) -> _GraphRead:
-    """Read every object, link, currency and record in batches, and look for graph problems."""
+    """Read every object, link, currency and record in batches, and look for graph problems.
+
+    While ids stored with several contents (``RACED_WRITE``) are there, they are the only graph
+    problems reported: what reads around them show is checked once ``repair`` settled them.
+    """
     collection = graph.collection
     problems: list[GraphProblem] = []
+    raced = await graph.raced_writes() if isinstance(graph, RacedWrites) else []
     object_ids = await graph.object_ids()
     link_ids = await graph.link_ids()
     objects = await _read_all(graph.get_objects, object_ids, "object", problems)
@@ -282,12 +315,15 @@ async def _read_graph(graph: GraphStore) -> _GraphRead:
     currency = await _chunked(graph.currency, sorted(objects), _READ_BATCH)
     records: list[LifecycleRecord] = []
     for start in range(0, len(object_ids), _READ_BATCH):
-        records += await graph.get_records(object_ids[start : start + _READ_BATCH])
+        records += await _read_records(graph, object_ids[start : start + _READ_BATCH], problems)
     purged = set(await graph.tombstones())
-    problems += partial_batch_problems(collection, set(object_ids), objects, links, records, purged)
-    problems += supersession_problems(links.values(), records)
-    problems += time_order_problems(collection, objects, links)
-    problems += episode_forget_problems(collection, objects, links, records)
+    if raced:
+        problems = [_raced_problem(memory_id) for memory_id in raced]
+    else:
+        problems += partial_batch_problems(collection, set(object_ids), objects, links, records, purged)
+        problems += supersession_problems(links.values(), records)
+        problems += time_order_problems(collection, objects, links)
+        problems += episode_forget_problems(collection, objects, links, records)
     entries, _ = current_index_entries(objects.values(), currency)
     return _GraphRead(
         collection=collection,

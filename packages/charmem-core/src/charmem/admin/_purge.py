@@ -58,7 +58,7 @@ from charmem.log import get_logger
 from charmem.memory import CharacterMemory
 from charmem.ports import GraphStore
 from charmem.usecases.commit import rebuild_stats
-from charmem.usecases.store_writes import finish_write
+from charmem.usecases.store_writes import exclusive_writes, finish_write
 
 __all__ = ["PurgeReport", "purge"]
 
@@ -158,7 +158,7 @@ async def purge(
         raise PurgeTargetError("name at least one memory object to purge", reasons={})
     stores = memory._stores
     graph = stores.graph
-    async with memory.exclusive():
+    async with memory.exclusive(), exclusive_writes(graph):  # writers of every process wait
         when = purged_at or memory.clock.now()
         objects, already = await _purge_targets(graph, wanted, memory.collection)
         touching = await graph.links_of(sorted(objects)) if objects else []

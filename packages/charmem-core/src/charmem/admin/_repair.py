@@ -3,8 +3,9 @@
 Vectors and statistics are derived from the graph, so repair rebuilds them
 (:meth:`~charmem.CharacterMemory.rebuild_vector_index`, :meth:`~charmem.CharacterMemory.rebuild_stats`);
 forgets of episodes written before forgetting reached an episode's parts are completed by
-appending what they lack (:mod:`charmem.usecases.forgetting`). Other graph problems are left
-alone: rebuilding cannot know what a partial batch held.
+appending what they lack (:mod:`charmem.usecases.forgetting`); ids stored with several contents by
+writers that raced are settled by the graph store (:class:`charmem.ports.RacedWrites`). Other
+graph problems are left alone: rebuilding cannot know what a partial batch held.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from charmem.domain.plan import RepairMarker, RepairMarkerType
 from charmem.errors import ConfigurationError, StoreCorruptedError
 from charmem.log import get_logger
 from charmem.memory import CharacterMemory
+from charmem.ports import RacedWrites
 from charmem.usecases.forgetting import complete_episode_forgets
 
 __all__ = ["refuse_wiping_derived_data", "repair"]
@@ -46,16 +48,19 @@ def refuse_wiping_derived_data(report: CheckReport) -> None:
 
 
 async def repair(memory: CharacterMemory, report: CheckReport) -> RepairOutcome:
-    """Repair what ``report`` found: old episode forgets, then vectors and statistics.
+    """Repair what ``report`` found: raced writes, old episode forgets, then vectors and statistics.
 
-    First the forgotten episodes reported as ``EPISODE_PARTS_NOT_FORGOTTEN`` get the
-    suppressions their forget lacks, appended at the original forget's record time with the
-    record ids a forget derives (repairing twice writes nothing new); their vectors leave
-    candidate recall. Then :meth:`CharacterMemory.rebuild_vector_index` runs when the vectors
-    differ (or removing those vectors failed) and :meth:`CharacterMemory.rebuild_stats` when the
-    statistics drifted (or refreshing them failed); each waits for writers. Other graph problems
-    are left alone: rebuilding cannot know what a partial batch held (replay its plan). Check
-    again afterwards to confirm.
+    Ids stored with several contents (``RACED_WRITE``) are settled first by the graph store
+    (:meth:`~charmem.ports.RacedWrites.settle_raced_writes`); vectors and statistics are then
+    rebuilt, as they may hold a removed content. Then the forgotten episodes reported as
+    ``EPISODE_PARTS_NOT_FORGOTTEN`` get the suppressions their forget lacks, appended at the
+    original forget's record time with the record ids a forget derives (repairing twice writes
+    nothing new); their vectors leave candidate recall. Then
+    :meth:`CharacterMemory.rebuild_vector_index` runs when the vectors differ (or removing those
+    vectors failed) and :meth:`CharacterMemory.rebuild_stats` when the statistics drifted (or
+    refreshing them failed); each waits for writers. Other graph problems are left alone:
+    rebuilding cannot know what a partial batch held (replay its plan). Check again afterwards to
+    confirm.
 
     Args:
         memory: the open collection the report is about.
@@ -76,9 +81,10 @@ async def repair(memory: CharacterMemory, report: CheckReport) -> RepairOutcome:
             key="collection",
         )
     refuse_wiping_derived_data(report)
+    settled = await _settle_raced_writes(memory, report)
     suppressed, markers = await _complete_episode_forgets(memory, report)
-    vector_failed = any(isinstance(m, RepairMarker.VectorMaintenance) for m in markers)
-    stats_failed = any(isinstance(m, RepairMarker.StatsMaintenance) for m in markers)
+    vector_failed = bool(settled) or any(isinstance(m, RepairMarker.VectorMaintenance) for m in markers)
+    stats_failed = bool(settled) or any(isinstance(m, RepairMarker.StatsMaintenance) for m in markers)
     rebuild_vectors = vector_failed or not report.vectors_consistent
     vectors = await memory.rebuild_vector_index() if rebuild_vectors else None
     rows = await memory.rebuild_stats() if stats_failed or not report.stats_consistent else None
@@ -86,10 +92,24 @@ async def repair(memory: CharacterMemory, report: CheckReport) -> RepairOutcome:
         "collection_repaired",
         collection=memory.collection,
         suppressed=len(suppressed),
+        settled=len(settled),
         vectors=vectors is not None,
         stats=rows is not None,
     )
-    return RepairOutcome(vectors=vectors, stats_rows=rows, suppressed_ids=suppressed)
+    return RepairOutcome(
+        vectors=vectors, stats_rows=rows, suppressed_ids=suppressed, settled_ids=tuple(sorted(settled))
+    )
+
+
+async def _settle_raced_writes(memory: CharacterMemory, report: CheckReport) -> list[MemoryId]:
+    """Settle the ids the report found stored with several contents (writers wait meanwhile)."""
+    graph = memory._stores.graph
+    if not isinstance(graph, RacedWrites):
+        return []
+    if not any(p.kind is GraphProblemKind.RACED_WRITE for p in report.graph_problems):
+        return []
+    async with memory.exclusive():
+        return await graph.settle_raced_writes()
 
 
 async def _complete_episode_forgets(

@@ -62,6 +62,14 @@ class GraphProblemKind(ChoiceEnum):
     UNREADABLE = "unreadable"
     """Stored triples that do not decode into an object or link (e.g. a missing required one)."""
 
+    RACED_WRITE = "raced_write"
+    """An id stored with several contents by writers of several processes that raced.
+
+    Only a write stored after its writer lost the store's writer exclusion leaves one
+    (:class:`charmem.ports.RacedWrites`); ``repair`` keeps one content, by a rule every process
+    computes alike, and removes the others.
+    """
+
     # Supersession rules (not partial batches: writes the current validation refuses, stored by
     # an older version, an import or a direct graph write; see _rule_breaches).
 
@@ -83,7 +91,9 @@ class GraphProblemKind(ChoiceEnum):
 
 #: The graph problems :func:`repair` fixes by appending what is missing; the others need the
 #: plan or operation that wrote the partial batch replayed.
-REPAIRABLE_GRAPH_PROBLEMS: Final = frozenset({GraphProblemKind.EPISODE_PARTS_NOT_FORGOTTEN})
+REPAIRABLE_GRAPH_PROBLEMS: Final = frozenset(
+    {GraphProblemKind.EPISODE_PARTS_NOT_FORGOTTEN, GraphProblemKind.RACED_WRITE}
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -201,8 +211,8 @@ class CheckReport:
     def repairable(self) -> bool:
         """Whether :func:`repair` can make the collection consistent.
 
-        True when only derived data differs and every graph problem is one repair appends the
-        missing records for (``EPISODE_PARTS_NOT_FORGOTTEN``).
+        True when only derived data differs and every graph problem is one repair settles
+        (``RACED_WRITE``) or appends the missing records for (``EPISODE_PARTS_NOT_FORGOTTEN``).
         """
         return all(problem.kind in REPAIRABLE_GRAPH_PROBLEMS for problem in self.graph_problems)
 
@@ -281,8 +291,10 @@ class RepairOutcome:
         vectors: the vector rebuild's report, ``None`` when the vectors were consistent.
         stats_rows: rows written by the stats rebuild, ``None`` when the stats were consistent.
         suppressed_ids: memories suppressed by completing old forgets of episodes, sorted.
+        settled_ids: ids stored with several contents that now hold one (``RACED_WRITE``), sorted.
     """
 
     vectors: VectorRebuildReport | None = None
     stats_rows: int | None = None
     suppressed_ids: tuple[MemoryId, ...] = ()
+    settled_ids: tuple[MemoryId, ...] = ()

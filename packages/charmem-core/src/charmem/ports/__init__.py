@@ -26,6 +26,8 @@ from charmem.ports._graph import (
     GraphStore,
     MemoryGraphStore,
     ObjectTypeHints,
+    RacedWrites,
+    WriterExclusion,
 )
 from charmem.ports._providers import Clock, EmbeddingProvider, TokenCounter
 from charmem.ports._stats import RetrievalStatsStore, StatsEntry, StatsSummary
@@ -40,6 +42,7 @@ __all__ = [
     "GraphStore",
     "MemoryGraphStore",
     "ObjectTypeHints",
+    "RacedWrites",
     "RetrievalStatsStore",
     "StatsEntry",
     "StatsSummary",
@@ -49,4 +52,5 @@ __all__ = [
     "VectorPoint",
     "VectorQuery",
     "VectorSearchResult",
+    "WriterExclusion",
 ]

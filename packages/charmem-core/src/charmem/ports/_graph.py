@@ -1,4 +1,4 @@
-"""The graph-authority ports: the memory port, the admin port, and two optional capabilities.
+"""The graph-authority ports: the memory port, the admin port, and four optional capabilities.
 
 A graph store is one object that fulfils both ports (:class:`GraphStore`). They are split by who
 needs them: :class:`MemoryGraphStore` is what the memory operations read and write (remember,
@@ -10,6 +10,7 @@ correct, forget, link, retrieve); :class:`AdminGraphStore` holds the whole-colle
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import BinaryIO, Protocol, runtime_checkable
 
@@ -35,6 +36,8 @@ __all__ = [
     "GraphStore",
     "MemoryGraphStore",
     "ObjectTypeHints",
+    "RacedWrites",
+    "WriterExclusion",
 ]
 
 
@@ -309,5 +312,65 @@ class ObjectTypeHints(Protocol):
 
         Args:
             types: object type by id (as the vector index recorded it).
+        """
+        ...
+
+
+@runtime_checkable
+class WriterExclusion(Protocol):
+    """Optional capability: a graph store other processes write to can hold their writers off.
+
+    The write path checks what is stored, then writes (an id stored with other content, a memory
+    that already has a successor, a purged id, an endpoint that is not stored). A store written by
+    one process gets that right with the facade's writer lock; a store shared by several processes
+    (a SPARQL server) offers :meth:`exclusive_writes`, and each check-then-write of the write path
+    runs inside it, so what a single process refuses is refused across processes too, with the
+    same error. A store without it (embedded, reference) is written by one process.
+    """
+
+    def exclusive_writes(self) -> AbstractAsyncContextManager[None]:
+        """Hold the collection's writers (of every process) off until the block ends.
+
+        While held, no other holder's check or write runs; ``write_batch`` and ``erase`` called
+        inside the block (also from tasks it starts) write under it. Re-entering it inside the
+        block does not wait.
+
+        Raises:
+            BackendError: the exclusion could not be had (the server failed, or another holder
+                kept it too long), or it was lost while held; nothing was written unless the
+                message says otherwise.
+        """
+        ...
+
+
+@runtime_checkable
+class RacedWrites(Protocol):
+    """Optional capability of a store with :class:`WriterExclusion`: finding and settling raced writes.
+
+    A writer whose exclusion was lost while it wrote (paused longer than its lease) may have stored
+    an id another writer stored with other content meanwhile; the store then holds both contents
+    under one id, which reads cannot decode. ``charmem.admin.check`` reports such ids and
+    ``charmem.admin.repair`` settles them.
+    """
+
+    async def raced_writes(self) -> list[MemoryId]:
+        """The ids stored with more than one content (reads only).
+
+        Raises:
+            BackendError: the store failed.
+        """
+        ...
+
+    async def settle_raced_writes(self) -> list[MemoryId]:
+        """Keep one content per raced id, by a rule every process computes alike; remove the others.
+
+        What a losing content stored and the kept one does not is removed; what both store stays.
+        Runs under the store's writer exclusion; settling again finds nothing to do.
+
+        Returns:
+            list[MemoryId]: the ids settled.
+
+        Raises:
+            BackendError: the store failed; nothing, or every settlement, was written.
         """
         ...

@@ -34,7 +34,7 @@ from charmem.usecases.maintenance import (
     rebuild_stats,
     vector_work,
 )
-from charmem.usecases.store_writes import finish_write
+from charmem.usecases.store_writes import exclusive_writes, finish_write
 from charmem.usecases.validation import raise_for_invalid, validate_against_graph
 
 __all__ = [
@@ -119,15 +119,16 @@ async def _write_graph(
             f"the plan was prepared for collection {plan.collection!r}, not {graph.collection!r}; "
             "prepare it with this memory"
         )
-    validations, tombstones, derived_links = await validate_against_graph(plan, graph, now)
-    raise_for_invalid(validations)
-    # A replayed memory that refers to a purged one is accepted as stored; its derived link to
-    # the purged memory was erased with it and is not written again.
-    derived = [
-        link for link in derived_links if link.from_id not in tombstones and link.to_id not in tombstones
-    ]
-    links = (*plan.links, *derived)
-    result = await finish_write(graph.write_batch(GraphBatch(objects=plan.objects, links=links)))
+    async with exclusive_writes(graph):  # writers of other processes wait: the checks hold
+        validations, tombstones, derived_links = await validate_against_graph(plan, graph, now)
+        raise_for_invalid(validations)
+        # A replayed memory that refers to a purged one is accepted as stored; its derived link to
+        # the purged memory was erased with it and is not written again.
+        derived = [
+            link for link in derived_links if link.from_id not in tombstones and link.to_id not in tombstones
+        ]
+        links = (*plan.links, *derived)
+        result = await finish_write(graph.write_batch(GraphBatch(objects=plan.objects, links=links)))
     superseded = sorted(
         {t for o in plan.objects if isinstance(o, DerivedMemory) for t in o.supersedes}, key=ID_ORDER
     )

@@ -42,7 +42,7 @@ from charmem.domain.model import (
 from charmem.domain.plan import RepairMarkerType
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
 from charmem.usecases.maintenance import maintain_stats, maintain_vectors
-from charmem.usecases.store_writes import finish_write
+from charmem.usecases.store_writes import exclusive_writes, finish_write
 
 __all__ = [
     "ForgetReach",
@@ -414,15 +414,17 @@ async def complete_episode_forgets(
     Raises:
         BackendError: the graph failed; nothing was written.
     """
-    found = await graph.get_objects(list(episode_ids))
     missing: list[LifecycleRecord] = []
-    for episode in (obj for obj in found.values() if isinstance(obj, Episode)):
-        links, objects = await read_forget_surroundings(graph, episode)
-        records = await graph.get_records(sorted({episode.id, *objects}))
-        missing += episode_forget_gaps(collection, episode, links, objects, records)
+    async with exclusive_writes(graph):  # writers of other processes wait: the checks hold
+        found = await graph.get_objects(list(episode_ids))
+        for episode in (obj for obj in found.values() if isinstance(obj, Episode)):
+            links, objects = await read_forget_surroundings(graph, episode)
+            records = await graph.get_records(sorted({episode.id, *objects}))
+            missing += episode_forget_gaps(collection, episode, links, objects, records)
+        if missing:
+            await finish_write(graph.write_batch(GraphBatch(records=missing)))
     if not missing:
         return (), []
-    await finish_write(graph.write_batch(GraphBatch(records=missing)))
     affected = sorted({record.target_id for record in missing})
     markers = await maintain_vectors(
         [], affected, graph=graph, vectors=vectors, embedder=embedder, batch_size=64

@@ -44,7 +44,7 @@ from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
 from charmem.usecases.forgetting import forget_plan, forget_reach, forget_records, read_forget_surroundings
 from charmem.usecases.maintenance import maintain_stats, maintain_vectors
 from charmem.usecases.planning import derive_links, index_entries
-from charmem.usecases.store_writes import finish_write
+from charmem.usecases.store_writes import exclusive_writes, finish_write
 from charmem.usecases.validation import raise_for_invalid, validate
 
 __all__ = ["LifecycleStores", "correct_memory", "forget_memory", "link_memories"]
@@ -156,9 +156,10 @@ async def correct_memory(
         BackendError: the graph failed; nothing was written.
     """
     check_correction_draft(draft)  # a draft wrong by itself is refused before anything is read
-    facts = await _read_correction(stores.graph, draft)
-    plan = plan_correction(draft, facts, collection=collection, now=now)
-    replacement, links = await _write_correction(stores.graph, plan, collection)
+    async with exclusive_writes(stores.graph):  # writers of other processes wait: the checks hold
+        facts = await _read_correction(stores.graph, draft)
+        plan = plan_correction(draft, facts, collection=collection, now=now)
+        replacement, links = await _write_correction(stores.graph, plan, collection)
     target_id = plan.record.target_id
     markers = await _maintain(stores, objects=[replacement], links=links, affected=[target_id])
     log.info(
@@ -267,9 +268,27 @@ async def forget_memory(
         IdConflictError: a record id is stored with other content.
         BackendError: the graph failed; nothing was written.
     """
-    graph = stores.graph
     if not draft.rationale.strip():
         raise _refuse(LifecycleErrorKind.EMPTY_RATIONALE, "a forget needs a non-blank rationale")
+    async with exclusive_writes(stores.graph):  # writers of other processes wait: the checks hold
+        affected = await _write_forget(draft, collection=collection, graph=stores.graph, now=now)
+    markers = await _maintain(stores, affected=affected)
+    log.info("memory_forgotten", collection=collection, target=str(draft.target_id), affected=len(affected))
+    return LifecycleMutationOutcome(graph_mutated_object_ids=affected, repair_markers=tuple(markers))
+
+
+async def _write_forget(
+    draft: ForgetMemoryDraft, *, collection: str, graph: GraphStore, now: datetime
+) -> list[MemoryId]:
+    """Check a forget against the graph and write its records in one batch.
+
+    Returns:
+        list[MemoryId]: the memories the forget suppresses (or notes, for a thread).
+
+    Raises:
+        LifecycleValidationError, PurgedMemoryError, IdConflictError, BackendError: as
+            :func:`forget_memory`; nothing was written.
+    """
     target_id = draft.target_id
     target = (await graph.get_objects([target_id])).get(target_id)
     if target is None:
@@ -298,10 +317,7 @@ async def forget_memory(
         for record in forget_records(collection, target, draft, recorded, plan)
     ]
     await finish_write(graph.write_batch(GraphBatch(records=records)))
-    affected = [memory_id for memory_id, _ in plan]
-    markers = await _maintain(stores, affected=affected)
-    log.info("memory_forgotten", collection=collection, target=str(target.id), affected=len(affected))
-    return LifecycleMutationOutcome(graph_mutated_object_ids=affected, repair_markers=tuple(markers))
+    return [memory_id for memory_id, _ in plan]
 
 
 async def link_memories(
@@ -323,6 +339,22 @@ async def link_memories(
         BackendError: the graph failed; nothing was written.
     """
     graph = stores.graph
+    async with exclusive_writes(graph):  # writers of other processes wait: the checks hold
+        link = await _write_link(draft, collection=collection, graph=graph, now=now)
+    markers = await maintain_stats([], [link], [], graph=graph, stats=stores.stats)
+    return LinkOutcome(link=link, repair_markers=tuple(markers))
+
+
+async def _write_link(draft: LinkDraft, *, collection: str, graph: GraphStore, now: datetime) -> MemoryLink:
+    """Check a caller-authored link against the graph and write it.
+
+    Returns:
+        MemoryLink: the link as written (or as stored, for a replay).
+
+    Raises:
+        LifecycleValidationError, PlanValidationError, PurgedMemoryError, IdConflictError,
+            BackendError: as :func:`link_memories`; nothing was written.
+    """
     endpoints = await graph.get_objects([draft.from_id, draft.to_id])
     created = {memory_id: obj.created_at for memory_id, obj in endpoints.items()}
     recorded = recorded_in_order(draft.recorded_at or now, targets=created, now=now, what="link")
@@ -339,5 +371,4 @@ async def link_memories(
     plan = RememberWritePlan(collection=collection, prepared_at=link.created_at, links=[link])
     raise_for_invalid(await validate(plan, graph), what="link")
     await finish_write(graph.write_batch(GraphBatch(links=[link])))
-    markers = await maintain_stats([], [link], [], graph=graph, stats=stores.stats)
-    return LinkOutcome(link=link, repair_markers=tuple(markers))
+    return link

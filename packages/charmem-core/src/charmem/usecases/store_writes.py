@@ -6,17 +6,23 @@ caller has released the facade's writer lock, and a rival writer would then vali
 graph that is about to change (two successors of one memory, a vector upserted after its memory
 was superseded). Every write of the write path is therefore awaited through :func:`finish_write`:
 a cancellation that arrives while the write runs waits for it to end, then propagates.
+
+Writers in other processes (a graph on a SPARQL server) are held off by the store itself: each
+check-then-write runs inside :func:`exclusive_writes`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Coroutine
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 from charmem.log import get_logger
+from charmem.ports import WriterExclusion
 
-__all__ = ["finish_write", "wait_until_done"]
+__all__ = ["exclusive_writes", "finish_write", "wait_until_done"]
 
 log = get_logger("charmem.commit")
 T = TypeVar("T")
@@ -62,3 +68,22 @@ async def wait_until_done(task: asyncio.Future[Any]) -> None:
             await asyncio.wait([task])
         except asyncio.CancelledError:
             continue  # cancelled again: the write still runs, so keep waiting
+
+
+def exclusive_writes(graph: object) -> AbstractAsyncContextManager[None]:
+    """Hold the graph's writers in every process off while a check-then-write runs.
+
+    The graph's :meth:`~charmem.ports.WriterExclusion.exclusive_writes` when it offers one (a store
+    several processes write to); otherwise nothing (one process writes: the facade's writer lock
+    already serialises its writes).
+
+    Args:
+        graph: the graph store the block reads and writes.
+
+    Returns:
+        AbstractAsyncContextManager[None]: enter it around the reads the write depends on and the
+        write itself.
+    """
+    if isinstance(graph, WriterExclusion):
+        return graph.exclusive_writes()
+    return contextlib.nullcontext()
