@@ -51,7 +51,9 @@ from charmem.domain.plan import (
     RememberOutcome,
     RememberWritePlan,
     RepairMarker,
+    ValidationWarning,
     VectorOperation,
+    WarningKind,
 )
 from charmem.domain.retrieval import (
     CompletenessKind,
@@ -171,8 +173,10 @@ __all__ = [
     "ThreadDraft",
     "ThreadStatus",
     "TokenCounter",
+    "ValidationWarning",
     "VectorOperation",
     "VectorRecallCompleteness",
+    "WarningKind",
     "__version__",
     "count_with_floor",
     "token_floor",

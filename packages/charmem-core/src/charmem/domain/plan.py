@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Iterable
 from datetime import datetime
 
 import attrs
@@ -24,7 +26,9 @@ __all__ = [
     "RememberOutcome",
     "RememberWritePlan",
     "RepairMarker",
+    "ValidationWarning",
     "VectorOperation",
+    "WarningKind",
 ]
 
 #: Version of the JSON form of :class:`RememberWritePlan`.
@@ -153,6 +157,54 @@ class CandidateValidationStatus(ChoiceEnum):
     INVALID = "invalid"
 
 
+class WarningKind(ChoiceEnum):
+    """What a :class:`ValidationWarning` is about. A warning never refuses a write.
+
+    ``ALREADY_STORED``: the candidate (or, on an outcome, each of ``ids``) was stored already with
+    equal content: a replay, accepted. ``DUPLICATE_OBSERVATION_ECHO``: an observation repeats its
+    episode's summary (``ids``: the observation, then the episode): the same words will be
+    recalled twice. ``RESOLVER_WITHOUT_SHARED_SUBJECT_OR_THREAD``: a ``resolves`` or
+    ``fulfills_commitment`` link joins memories that name no common notion and no common thread
+    (``ids``: the link, its resolver, its matter): perhaps the wrong matter.
+    """
+
+    ALREADY_STORED = "already_stored"
+    DUPLICATE_OBSERVATION_ECHO = "duplicate_observation_echo"
+    RESOLVER_WITHOUT_SHARED_SUBJECT_OR_THREAD = "resolver_without_shared_subject_or_thread"
+
+
+_WARNING_TEXT = {
+    WarningKind.ALREADY_STORED: "already stored with equal content (a replay)",
+    WarningKind.DUPLICATE_OBSERVATION_ECHO: "the observation repeats its episode's summary",
+    WarningKind.RESOLVER_WITHOUT_SHARED_SUBJECT_OR_THREAD: (
+        "the resolver and the matter it resolves share no notion and no thread"
+    ),
+}
+
+
+def _ids_in_order(values: Iterable[MemoryId | uuid.UUID | str]) -> tuple[MemoryId, ...]:
+    return tuple(as_memory_id(value) for value in values)
+
+
+@attrs.frozen
+class ValidationWarning:
+    """Something worth knowing about a write that does not block it.
+
+    Attributes:
+        kind: what it is about (:class:`WarningKind`).
+        ids: the memories (objects or links) concerned, in the order the kind documents.
+
+    ``str(warning)`` reads as a sentence naming the ids.
+    """
+
+    kind: WarningKind = attrs.field(converter=WarningKind)
+    ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=_ids_in_order)
+
+    def __str__(self) -> str:
+        named = f" ({', '.join(str(i) for i in self.ids)})" if self.ids else ""
+        return f"{_WARNING_TEXT[self.kind]}{named}"
+
+
 @attrs.frozen(kw_only=True)
 class CandidateValidation:
     """The verdict on one candidate (object or link) of a plan.
@@ -163,14 +215,14 @@ class CandidateValidation:
             ``"link"``.
         status: VALID or INVALID.
         reasons: why it is invalid (empty when valid).
-        warnings: things worth knowing that do not block the commit (e.g. already stored).
+        warnings: things worth knowing that do not block the commit (:class:`ValidationWarning`).
     """
 
     candidate_id: MemoryId
     kind: str
     status: CandidateValidationStatus
     reasons: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[ValidationWarning, ...] = ()
 
 
 class VectorOperation(ChoiceEnum):
@@ -219,7 +271,9 @@ class RememberOutcome:
         object_ids: ids of the plan's objects, now stored (new or already equal), in plan order.
         link_ids: ids of caller and derived links, now stored.
         repair_markers: repairable writes that failed; empty when vectors and stats are in step.
-        warnings: notes such as objects that were already stored with equal content.
+        warnings: things worth knowing that did not block the write (:class:`ValidationWarning`):
+            the ids stored already with equal content (one ``ALREADY_STORED`` warning naming
+            them, in plan order), then the plan's other validation warnings.
         episode_ids: the episodes among ``object_ids``.
         observation_ids: the observations among ``object_ids``.
         derived_ids: the derived memories (beliefs) among ``object_ids``.
@@ -230,7 +284,7 @@ class RememberOutcome:
     object_ids: tuple[MemoryId, ...] = ()
     link_ids: tuple[MemoryId, ...] = ()
     repair_markers: tuple[RepairMarkerType, ...] = ()
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[ValidationWarning, ...] = ()
     episode_ids: tuple[MemoryId, ...] = ()
     observation_ids: tuple[MemoryId, ...] = ()
     derived_ids: tuple[MemoryId, ...] = ()

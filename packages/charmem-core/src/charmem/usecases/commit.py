@@ -14,7 +14,14 @@ from typing import Final
 from charmem.domain.graph import GraphBatch, GraphWriteResult
 from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, ObjectType, object_type_of
-from charmem.domain.plan import CommitOptions, RememberOutcome, RememberWritePlan, RepairMarkerType
+from charmem.domain.plan import (
+    CommitOptions,
+    RememberOutcome,
+    RememberWritePlan,
+    RepairMarkerType,
+    ValidationWarning,
+    WarningKind,
+)
 from charmem.errors import CharmemError, PlanSequenceError, PlanValidationError
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
@@ -86,7 +93,7 @@ async def commit_plan(
         IdConflictError: an id is stored with different content; nothing was written.
         BackendError: the graph write failed; nothing was written.
     """
-    links, result, superseded = await _write_graph(plan, graph, now)
+    links, result, superseded, warnings = await _write_graph(plan, graph, now)
     markers = await maintain_vectors(
         plan.index_entries,
         superseded,
@@ -98,17 +105,18 @@ async def commit_plan(
         embed_timeout_s=embed_timeout_s,
     )
     markers += await maintain_stats(plan.objects, links, superseded, graph=graph, stats=stats)
-    return _outcome(plan, links, result, markers)
+    return _outcome(plan, links, result, markers, warnings)
 
 
 async def _write_graph(
     plan: RememberWritePlan, graph: GraphStore, now: datetime | None
-) -> tuple[tuple[MemoryLink, ...], GraphWriteResult, list[MemoryId]]:
+) -> tuple[tuple[MemoryLink, ...], GraphWriteResult, list[MemoryId], tuple[ValidationWarning, ...]]:
     """Validate ``plan`` against the graph and write its batch atomically.
 
     Returns:
         tuple: (the links written: the plan's and the derived ones; the graph's write result;
-        the ids the plan's derived memories supersede, sorted).
+        the ids the plan's derived memories supersede, sorted; the validation warnings other than
+        ``ALREADY_STORED``, which the write result tells exactly).
 
     Raises:
         PlanValidationError, PurgedMemoryError, IdConflictError, BackendError: as
@@ -132,7 +140,10 @@ async def _write_graph(
     superseded = sorted(
         {t for o in plan.objects if isinstance(o, DerivedMemory) for t in o.supersedes}, key=ID_ORDER
     )
-    return links, result, superseded
+    warnings = tuple(
+        dict.fromkeys(w for v in validations for w in v.warnings if w.kind is not WarningKind.ALREADY_STORED)
+    )
+    return links, result, superseded, warnings
 
 
 async def commit_plans(
@@ -171,12 +182,14 @@ async def commit_plans(
         batch_size=provider_batch_size(embedder, options.embed_batch_size),
         embed_timeout_s=embed_timeout_s,
     )
-    written: list[tuple[tuple[MemoryLink, ...], GraphWriteResult, list[RepairMarkerType]]] = []
+    written: list[
+        tuple[tuple[MemoryLink, ...], GraphWriteResult, list[RepairMarkerType], tuple[ValidationWarning, ...]]
+    ] = []
     failure: CharmemError | None = None
     try:
         for index, plan in enumerate(plans):
             try:
-                links, result, superseded = await _write_graph(plan, graph, now)
+                links, result, superseded, warnings = await _write_graph(plan, graph, now)
             except CharmemError as exc:
                 failure = exc
                 break
@@ -184,7 +197,7 @@ async def commit_plans(
                 index, await vector_work(plan.index_entries, superseded, graph=graph, stored=plan.objects)
             )
             stats_markers = await maintain_stats(plan.objects, links, superseded, graph=graph, stats=stats)
-            written.append((links, result, stats_markers))
+            written.append((links, result, stats_markers, warnings))
     except Exception:  # not a charmem error (a faulty adapter): apply what was submitted first
         await pipeline.finish()
         raise
@@ -193,8 +206,10 @@ async def commit_plans(
         raise
     vector_markers = await pipeline.finish()
     outcomes = [
-        _outcome(plan, links, result, [*vector_markers.get(index, ()), *stats_markers])
-        for index, (plan, (links, result, stats_markers)) in enumerate(zip(plans, written, strict=False))
+        _outcome(plan, links, result, [*vector_markers.get(index, ()), *stats_markers], warnings)
+        for index, (plan, (links, result, stats_markers, warnings)) in enumerate(
+            zip(plans, written, strict=False)
+        )
     ]
     if failure is not None:
         raise _sequence_error(len(written), len(plans), outcomes, failure) from failure
@@ -221,8 +236,13 @@ def _outcome(
     links: Sequence[MemoryLink],
     result: GraphWriteResult,
     markers: Sequence[RepairMarkerType],
+    validation_warnings: Sequence[ValidationWarning] = (),
 ) -> RememberOutcome:
-    """What a commit reports (and logs): ids by role, links written, markers, replay warnings."""
+    """What a commit reports (and logs): ids by role, links written, markers, warnings.
+
+    Warnings: one ``ALREADY_STORED`` naming the ids the store found with equal content (in
+    batch order), then ``validation_warnings``.
+    """
     log.info(
         "plan_committed",
         collection=plan.collection,
@@ -231,10 +251,12 @@ def _outcome(
         inserted=len(result.inserted_ids),
         existing=len(result.existing_ids),
         repair_markers=len(markers),
+        warnings=len(validation_warnings),
     )
-    warnings: tuple[str, ...] = ()
-    if result.existing_ids:
-        warnings = (f"{len(result.existing_ids)} item(s) were already stored with equal content",)
+    replayed = (
+        (ValidationWarning(WarningKind.ALREADY_STORED, result.existing_ids),) if result.existing_ids else ()
+    )
+    warnings = (*replayed, *validation_warnings)
     return RememberOutcome(
         object_ids=plan.object_ids,
         link_ids=tuple(link.id for link in links),

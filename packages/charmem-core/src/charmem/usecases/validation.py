@@ -20,7 +20,13 @@ from charmem.domain.model import (
     Relation,
     object_type_of,
 )
-from charmem.domain.plan import CandidateValidation, CandidateValidationStatus, RememberWritePlan
+from charmem.domain.plan import (
+    CandidateValidation,
+    CandidateValidationStatus,
+    RememberWritePlan,
+    ValidationWarning,
+    WarningKind,
+)
 from charmem.domain.rules import (
     RECORDED_AT_SKEW,
     BeliefBreachKind,
@@ -29,6 +35,7 @@ from charmem.domain.rules import (
     time_order_breach,
 )
 from charmem.domain.serde import unstructure_item
+from charmem.domain.write_warnings import observation_echo, resolver_without_common_ground
 from charmem.errors import IdConflictError, LifecycleErrorKind, PlanValidationError, PurgedMemoryError
 from charmem.ports import GraphStore
 from charmem.usecases.planning import derive_links, index_entries
@@ -155,7 +162,7 @@ class _PlanCheck:
     candidates: list[MemoryObject | MemoryLink]
     now: datetime | None
     reasons: dict[int, list[str]] = attrs.field(init=False)
-    warnings: dict[int, list[str]] = attrs.field(init=False)
+    warnings: dict[int, list[ValidationWarning]] = attrs.field(init=False)
     in_plan: dict[MemoryId, MemoryObject] = attrs.field(factory=dict, init=False)
     first_seen: dict[MemoryId, MemoryObject | MemoryLink] = attrs.field(factory=dict, init=False)
     stored: dict[MemoryId, MemoryObject] = attrs.field(factory=dict, init=False)
@@ -195,7 +202,7 @@ class _PlanCheck:
 
     def type_of(self, memory_id: MemoryId) -> ObjectType | None:
         """The type of a planned, stored or purged object (``None``: unknown)."""
-        obj = self.in_plan.get(memory_id) or self.stored.get(memory_id)
+        obj = self.lookup(memory_id)
         if obj is None:
             tombstone = self.tombstones.get(memory_id)
             return None if tombstone is None else tombstone.object_type
@@ -230,18 +237,33 @@ class _PlanCheck:
             for end, memory_id in (("link source", item.from_id), ("link target", item.to_id)):
                 self.purged_reference(index, memory_id, end)
             _check_link(item, self.type_of, self.reasons[index])
+            self.warn(
+                index,
+                resolver_without_common_ground(item, self.lookup(item.from_id), self.lookup(item.to_id)),
+            )
         else:
             self.references(index, item)
+            if isinstance(item, Observation):
+                self.warn(index, observation_echo(item, self.lookup(item.episode_id)))
         if index not in self.replayed:
             # A replay is stored already: it was in order when written (check reports it if not).
             created = {
                 memory_id: depended.created_at
                 for memory_id in time_order_dependencies(item)
-                if (depended := self.in_plan.get(memory_id) or self.stored.get(memory_id)) is not None
+                if (depended := self.lookup(memory_id)) is not None
             }
             out_of_order = time_order_reason(item, created, self.now)
             if out_of_order is not None:
                 self.reasons[index].append(out_of_order)
+
+    def lookup(self, memory_id: MemoryId) -> MemoryObject | None:
+        """The planned or stored object of ``memory_id`` (``None``: neither)."""
+        return self.in_plan.get(memory_id) or self.stored.get(memory_id)
+
+    def warn(self, index: int, warning: ValidationWarning | None) -> None:
+        """Add ``warning`` (if any) to the candidate's warnings."""
+        if warning is not None:
+            self.warnings[index].append(warning)
 
     def identity(self, index: int, item: MemoryObject | MemoryLink) -> None:
         """Not purged; stored already only with equal content (a replay)."""
@@ -254,7 +276,7 @@ class _PlanCheck:
             )
         elif previous is not None:
             if type(previous) is type(item) and content_equal(previous, item):
-                self.warnings[index].append("already stored with equal content (replay)")
+                self.warnings[index].append(ValidationWarning(WarningKind.ALREADY_STORED, (item.id,)))
                 self.replayed.add(index)
             else:
                 self.reasons[index].append(f"{CONFLICT_PREFIX}: {_conflict_detail(previous, item)}")

@@ -1,0 +1,84 @@
+"""The rules that warn about a write without refusing it (:class:`~charmem.domain.plan.ValidationWarning`)."""
+
+from __future__ import annotations
+
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import (
+    DerivedMemory,
+    Entity,
+    Episode,
+    MemoryLink,
+    MemoryObject,
+    MemoryThread,
+    Observation,
+    Relation,
+)
+from charmem.domain.plan import ValidationWarning, WarningKind
+
+__all__ = ["observation_echo", "resolver_without_common_ground", "subjects_and_threads"]
+
+#: The relations by which one memory settles another (from the resolver to the matter).
+_RESOLVING = frozenset({Relation.RESOLVES, Relation.FULFILLS_COMMITMENT})
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def observation_echo(observation: Observation, episode: MemoryObject | None) -> ValidationWarning | None:
+    """``DUPLICATE_OBSERVATION_ECHO`` when ``observation`` repeats its episode's summary.
+
+    Texts are compared with runs of whitespace collapsed and case folded. An episode without a
+    summary (the usual ``remember``: the observation carries the text) is no echo.
+
+    Args:
+        observation: a candidate observation.
+        episode: its episode (planned or stored), ``None`` when unknown.
+    """
+    if not isinstance(episode, Episode) or not episode.summary.strip():
+        return None
+    if _words(observation.text) != _words(episode.summary):
+        return None
+    return ValidationWarning(WarningKind.DUPLICATE_OBSERVATION_ECHO, (observation.id, episode.id))
+
+
+def subjects_and_threads(obj: MemoryObject) -> tuple[frozenset[MemoryId], frozenset[MemoryId]]:
+    """The notions a memory is about and the threads it belongs to.
+
+    A derived memory: its subjects and threads; an episode: its participants and threads; an
+    observation: its speaker and the notions it mentions; a notion: itself; a thread: itself.
+    """
+    if isinstance(obj, DerivedMemory):
+        return frozenset(obj.entity_ids), frozenset(obj.thread_ids)
+    if isinstance(obj, Episode):
+        return frozenset(obj.participant_entity_ids), frozenset(obj.thread_ids)
+    if isinstance(obj, Observation):
+        speaker = () if obj.speaker_entity_id is None else (obj.speaker_entity_id,)
+        return frozenset((*obj.mentioned_entity_ids, *speaker)), frozenset()
+    if isinstance(obj, Entity):
+        return frozenset({obj.id}), frozenset()
+    if isinstance(obj, MemoryThread):
+        return frozenset(), frozenset({obj.id})
+    return frozenset(), frozenset()  # pragma: no cover - every object type is listed above
+
+
+def resolver_without_common_ground(
+    link: MemoryLink, resolver: MemoryObject | None, matter: MemoryObject | None
+) -> ValidationWarning | None:
+    """``RESOLVER_WITHOUT_SHARED_SUBJECT_OR_THREAD`` for a settling link between strangers.
+
+    A ``resolves`` or ``fulfills_commitment`` link (from the resolver to the matter) whose two
+    memories share no notion and no thread (:func:`subjects_and_threads`) may settle the wrong
+    matter. Unknown endpoints (refused elsewhere) and other relations give no warning.
+    """
+    if link.relation not in _RESOLVING or resolver is None or matter is None:
+        return None
+    (resolver_subjects, resolver_threads), (matter_subjects, matter_threads) = (
+        subjects_and_threads(resolver),
+        subjects_and_threads(matter),
+    )
+    if resolver_subjects & matter_subjects or resolver_threads & matter_threads:
+        return None
+    return ValidationWarning(
+        WarningKind.RESOLVER_WITHOUT_SHARED_SUBJECT_OR_THREAD, (link.id, link.from_id, link.to_id)
+    )
