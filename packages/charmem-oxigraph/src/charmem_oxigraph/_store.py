@@ -13,6 +13,7 @@ from typing import Any, BinaryIO, Final, TypeVar, cast
 
 from charmem.admin import LayoutMigration
 from charmem.domain.graph import GraphBatch, GraphErasure, GraphExport, GraphWriteResult
+from charmem.domain.ids import MemoryId
 from charmem.errors import (
     BackendError,
     BackupFormatError,
@@ -24,6 +25,7 @@ from charmem.log import get_logger
 from charmem.settings import Settings, validate_collection_name
 from pyoxigraph import NamedNode, QuerySolution, QuerySolutions, RdfFormat, parse, serialize
 
+from charmem_oxigraph import _character as character
 from charmem_oxigraph import _disk, _registry
 from charmem_oxigraph import _layout as lay
 from charmem_oxigraph import _queries as q
@@ -339,6 +341,19 @@ class OxigraphGraphStore(CachedGraphStore):
             cache.apply_write([prepared.items[i] for i in inserted])
         shared.wrote(len(text))
         return GraphWriteResult(inserted_ids=tuple(inserted), existing_ids=tuple(existing))
+
+    async def _record_character(self, character_id: MemoryId) -> MemoryId:
+        return await asyncio.to_thread(self._record_character_locked, character_id)
+
+    def _record_character_locked(self, character_id: MemoryId) -> MemoryId:
+        shared = self._handle()
+        with self._backend_errors("record the character id"), shared.write_lock:
+            cache = shared.cache(self._graph_iri)
+            found, lines = self._drive(character.record(cache, self._graph_iri, character_id))
+            if lines:
+                shared.store.load("\n".join(lines), RdfFormat.N_TRIPLES, to_graph=self._graph)
+                cache.layout_recorded = True  # recorded now if it was missing
+        return found
 
     async def erase(self, erasure: GraphErasure) -> None:
         """See :meth:`charmem.ports.GraphStore.erase`: one SPARQL update (atomic).
