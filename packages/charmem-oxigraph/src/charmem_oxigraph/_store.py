@@ -28,7 +28,6 @@ from pyoxigraph import NamedNode, QuerySolution, QuerySolutions, RdfFormat, pars
 from charmem_oxigraph import _character as character
 from charmem_oxigraph import _disk, _registry
 from charmem_oxigraph import _layout as lay
-from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph import _writing as wr
 from charmem_oxigraph._cache import GraphCache
@@ -501,23 +500,17 @@ class OxigraphGraphStore(CachedGraphStore):
             outcome = self._migrate_locked(shared)
         return lay.migration_report(self._collection, self._where(), outcome, started)
 
-    def _migrate_locked(self, shared: _registry.SharedStore) -> tuple[int | None, int, tuple[str, ...]]:
+    def _migrate_locked(self, shared: _registry.SharedStore) -> lay.MigrationOutcome:
         """Rewrite every layout-1 node, then record the version (caller holds the writer lock)."""
-        state = self._drive(lay.layout_state(self._graph_iri))
-        if state.current:
-            return state.found, 0, ()
-        if state.found is not None:  # another recorded version: only layout 1 is migrated
-            lay.check_layout(state, store=self._where(), migrate_hint=self._migrate_hint())
-        count, unreadable = 0, list[str]()
-        for batch in lay.batches(self._drive(lay.pending(self._graph_iri))):
-            step = self._drive(lay.migration_step(self._graph_iri, batch))
-            if step.update is not None:
-                shared.store.update(step.update)  # one transaction per batch
-            count += step.rewritten
-            unreadable.extend(step.unreadable)
-        shared.store.update(q.insert_data(self._graph_iri, [lay.version_line(self._graph_iri)]))
+        outcome = lay.migrate_in_place(
+            self._drive,
+            shared.store.update,
+            self._graph_iri,
+            store=self._where(),
+            migrate_hint=self._migrate_hint(),
+        )
         shared.cache(self._graph_iri).clear()
-        return state.found, count, tuple(unreadable)
+        return outcome
 
     async def close(self) -> None:
         """Release this collection's use of the store; the last user flushes and unlocks it.
