@@ -11,7 +11,7 @@ from charmem.domain.graph import GraphBatch, LifecycleAction
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryObject, ObjectType, Observation, Relation, object_type_of
 from charmem.domain.names import NameIndex
-from charmem.ports import GraphStore, ObjectTypeHints
+from charmem.ports import CharacterRecord, GraphStore, ObjectTypeHints
 from charmem.usecases.retrieval import episode_turns
 from charmem_contract import data
 from charmem_contract._base import requires
@@ -342,3 +342,42 @@ class GraphReadTests:
             assert await sibling.object_ids() == [ids[0]]
         finally:
             await sibling.close()
+
+    async def test_a_collection_records_one_character_for_good(self, graph_store: GraphStore) -> None:
+        """The optional :class:`~charmem.ports.CharacterRecord`: the first id recorded stays.
+
+        If this fails: ``record_character_id`` writes only when no id is recorded and returns
+        the recorded one; ``character_id`` reads it back; neither touches the collection's items.
+        """
+        if not isinstance(graph_store, CharacterRecord):
+            pytest.skip("the store does not implement the optional CharacterRecord capability")
+        first, other = MemoryId.new(), MemoryId.new()
+        batch, _ = sample_world()
+        await graph_store.write_batch(batch)
+        objects = await graph_store.object_ids()
+        assert await graph_store.character_id() is None
+        assert await graph_store.record_character_id(first) == first
+        assert await graph_store.record_character_id(other) == first
+        assert await graph_store.character_id() == first
+        assert await graph_store.object_ids() == objects
+
+    @requires("supports_reopen")
+    async def test_the_character_record_survives_a_reopen(
+        self, graph_store: GraphStore, graph_store_factory: StoreFactory[GraphStore]
+    ) -> None:
+        """A reopened store reads the recorded character id and keeps refusing to replace it.
+
+        If this fails: keep the record with the collection's data (and in its exports).
+        """
+        if not isinstance(graph_store, CharacterRecord):
+            pytest.skip("the store does not implement the optional CharacterRecord capability")
+        first = MemoryId.new()
+        assert await graph_store.record_character_id(first) == first
+        await graph_store.close()
+        reopened = await graph_store_factory.open(CONTRACT_COLLECTION)
+        try:
+            assert isinstance(reopened, CharacterRecord)
+            assert await reopened.character_id() == first
+            assert await reopened.record_character_id(MemoryId.new()) == first
+        finally:
+            await reopened.close()

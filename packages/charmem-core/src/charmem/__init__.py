@@ -70,6 +70,7 @@ from charmem.domain.rules import RECORDED_AT_SKEW
 from charmem.errors import (
     BackendError,
     BackupFormatError,
+    CharacterIdentityMismatchError,
     CharmemError,
     CollectionNotEmptyError,
     ConfigurationError,
@@ -103,6 +104,7 @@ __all__ = [
     "BeliefAssertion",
     "CandidateValidation",
     "CandidateValidationStatus",
+    "CharacterIdentityMismatchError",
     "CharacterMemory",
     "CharmemError",
     "CollectionNotEmptyError",

@@ -16,9 +16,20 @@ import attrs
 
 from charmem._checks import check_embedding_provider
 from charmem.composition import load_factory, load_token_counter
-from charmem.errors import MemoryNotOpenedError
+from charmem.domain._fields import optional_id
+from charmem.domain.character import check_character_identity
+from charmem.domain.ids import MemoryId
+from charmem.errors import ConfigurationError, MemoryNotOpenedError
 from charmem.log import get_logger
-from charmem.ports import Clock, EmbeddingProvider, GraphStore, RetrievalStatsStore, TokenCounter, VectorIndex
+from charmem.ports import (
+    CharacterRecord,
+    Clock,
+    EmbeddingProvider,
+    GraphStore,
+    RetrievalStatsStore,
+    TokenCounter,
+    VectorIndex,
+)
 from charmem.settings import Settings, validate_collection_name
 from charmem.usecases.maintenance import (
     ProgressCallback,
@@ -112,6 +123,7 @@ class OpenOptions:
     token_counter: TokenCounter | None = None
     rebuild_vectors: bool = False
     rebuild_progress: ProgressCallback | None = None
+    character_id: MemoryId | None = attrs.field(default=None, converter=optional_id)
 
 
 @attrs.frozen(kw_only=True)
@@ -123,6 +135,7 @@ class _OpenedStores:
     stats: RetrievalStatsStore
     stats_lost: bool
     rebuild_vectors: bool
+    character_id: MemoryId | None
 
 
 async def _open_embedder(settings: Settings) -> EmbeddingProvider:
@@ -140,18 +153,45 @@ async def _close_quietly(adapters: Iterable[Any]) -> None:
             pass
 
 
+async def _character(graph: GraphStore, collection: str, given: MemoryId | None) -> MemoryId | None:
+    """The character id ``collection`` records, recording ``given`` when none is yet.
+
+    Raises:
+        CharacterIdentityMismatchError: another id is recorded
+            (:func:`charmem.domain.character.check_character_identity`).
+        ConfigurationError: ``given`` while the graph store cannot record one.
+    """
+    if not isinstance(graph, CharacterRecord):
+        if given is not None:
+            raise ConfigurationError(
+                f"the graph store {type(graph).__name__} cannot record a character id; open "
+                "without character_id, or use a graph store that implements "
+                "charmem.ports.CharacterRecord",
+                key="character_id",
+            )
+        return None
+    recorded = await graph.character_id() if given is None else await graph.record_character_id(given)
+    check_character_identity(collection, recorded, given)
+    return recorded
+
+
 async def _open_each_store(
     settings: Settings,
     collection: str,
     embedder: EmbeddingProvider,
-    rebuild_vectors: bool,
+    options: OpenOptions,
     opened: list[Any],
 ) -> _OpenedStores:
-    """Open graph, stats and vectors in that order, appending each to ``opened``."""
+    """Open graph, stats and vectors in that order, appending each to ``opened``.
+
+    The character id is recorded and checked once the graph is open, before any other store.
+    """
+    rebuild_vectors = options.rebuild_vectors
     if not rebuild_vectors:
         await refuse_vectors_without_graph(settings, collection)
     graph = await load_factory("graph", settings.graph_store_mode).open(settings, collection)
     opened.append(graph)
+    character_id = await _character(graph, collection, options.character_id)
     stats = await load_factory("stats", settings.retrieval_stats_store_mode).open(settings, collection)
     opened.append(stats)
     stats_lost = await stats_lost_beside_graph(settings, graph, stats)
@@ -164,7 +204,12 @@ async def _open_each_store(
     )
     opened.append(vectors)
     return _OpenedStores(
-        graph=graph, vectors=vectors, stats=stats, stats_lost=stats_lost, rebuild_vectors=rebuild
+        graph=graph,
+        vectors=vectors,
+        stats=stats,
+        stats_lost=stats_lost,
+        rebuild_vectors=rebuild,
+        character_id=character_id,
     )
 
 
@@ -172,12 +217,12 @@ async def _open_stores(
     settings: Settings,
     collection: str,
     embedder: EmbeddingProvider,
-    rebuild_vectors: bool,
+    options: OpenOptions,
 ) -> _OpenedStores:
     """Open the stores; on any failure close those already open, then raise."""
     opened: list[Any] = []
     try:
-        return await _open_each_store(settings, collection, embedder, rebuild_vectors, opened)
+        return await _open_each_store(settings, collection, embedder, options, opened)
     except BaseException:
         await _close_quietly(reversed(opened))
         raise
@@ -220,7 +265,7 @@ async def open_memory(
     embedder = options.embedding_provider
     if embedder is None:
         embedder = await _open_embedder(settings)
-    stores = await _open_stores(settings, collection, embedder, options.rebuild_vectors)
+    stores = await _open_stores(settings, collection, embedder, options)
     log.info(
         "memory_opened",
         collection=collection,
@@ -239,6 +284,7 @@ async def open_memory(
         token_counter=counter,
         log_memory_text=settings.log_memory_text,
         embedding_timeout_s=settings.embedding_timeout_s,
+        character_id=stores.character_id,
     )
     await _restore_derived(memory, stores, options)
     return memory

@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from charmem.domain.drafts import LinkDraft, RememberDrafts, RememberInput
+from charmem.domain.ids import MemoryId
 from charmem.domain.lifecycle import (
     CorrectMemoryDraft,
     ForgetMemoryDraft,
@@ -81,6 +82,11 @@ class SyncCharacterMemory:
         """The collection name."""
         return self._memory.collection
 
+    @property
+    def character_id(self) -> MemoryId | None:
+        """The character id the collection records (:attr:`CharacterMemory.character_id`)."""
+        return self._memory.character_id
+
     @classmethod
     def open(
         cls,
@@ -92,6 +98,7 @@ class SyncCharacterMemory:
         token_counter: TokenCounter | None = None,
         rebuild_vectors: bool = False,
         rebuild_progress: ProgressCallback | None = None,
+        character_id: MemoryId | None = None,
     ) -> SyncCharacterMemory:
         """Open as :meth:`CharacterMemory.open` does; usable directly or as a context manager."""
         from charmem.memory import CharacterMemory  # the async facade imports this module
@@ -107,6 +114,7 @@ class SyncCharacterMemory:
                     token_counter=token_counter,
                     rebuild_vectors=rebuild_vectors,
                     rebuild_progress=rebuild_progress,
+                    character_id=character_id,
                 )._factory()
             )
         except BaseException:

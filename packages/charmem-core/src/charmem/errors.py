@@ -14,12 +14,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    from charmem.domain.ids import MemoryId
     from charmem.domain.plan import RememberOutcome
 
 __all__ = [
     "EXCERPT_CHARS",
     "BackendError",
     "BackupFormatError",
+    "CharacterIdentityMismatchError",
     "CharmemError",
     "CollectionNotEmptyError",
     "ConfigurationError",
@@ -352,6 +354,26 @@ class StoreLayoutError(CharmemError):
         self.store = store
         self.found = found
         self.expected = expected
+
+
+class CharacterIdentityMismatchError(CharmemError):
+    """The collection belongs to another character; nothing was opened.
+
+    ``CharacterMemory.open(..., character_id=...)`` records the character's notion id on a
+    collection's first open with one and refuses a later open with another id (before any vector
+    store opens): one memory per character. Opening without ``character_id`` is always allowed.
+
+    Attributes:
+        collection: the collection's name.
+        recorded: the character id the collection records.
+        given: the id this open asked for.
+    """
+
+    def __init__(self, message: str, *, collection: str, recorded: MemoryId, given: MemoryId) -> None:
+        super().__init__(message)
+        self.collection = collection
+        self.recorded = recorded
+        self.given = given
 
 
 class EmbeddingTimeoutError(BackendError, TimeoutError):

@@ -27,6 +27,7 @@ from charmem._stores import MemoryStores
 from charmem._sync import SyncCharacterMemory
 from charmem.clock import SystemClock
 from charmem.domain.drafts import LinkDraft, RememberDrafts, RememberInput
+from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.lifecycle import (
     CorrectMemoryDraft,
     ForgetMemoryDraft,
@@ -91,14 +92,11 @@ class CharacterMemory:
     Operational tools (check, repair, export, import, purge) live in :mod:`charmem.admin` and
     take the memory itself.
 
-    **Timeouts, cancellation and close.** Each call of the embedding provider may take
-    ``embedding_timeout_s`` seconds; a slower one is cancelled: a write then keeps its graph
-    batch and reports a ``VectorMaintenance`` repair marker, a retrieval raises
-    :class:`~charmem.errors.EmbeddingTimeoutError`. A cancelled write (a cancelled task, an
-    ``asyncio.timeout``) ends at once, or once the store write it started in a worker thread has
-    ended: the writer lock outlives no write. Cancelled after its graph batch, it returns nothing,
-    but the graph is the record: ``charmem.admin.check`` reports the vectors and statistics it did
-    not write, and a replay (or check's repair) brings them in step. :meth:`close`: see there.
+    **Timeouts, cancellation and close** (``docs/operations.md``): an embedding call slower than
+    ``embedding_timeout_s`` is cancelled (a write keeps its graph batch and reports a
+    ``VectorMaintenance`` marker; a retrieval raises :class:`~charmem.errors.EmbeddingTimeoutError`);
+    a cancelled write ends once the store write it started has, and ``charmem.admin.check``
+    reports what it left undone (a replay or check's repair finishes it). :meth:`close`: see there.
 
     Args:
         graph: the graph authority bound to ``collection``.
@@ -115,6 +113,8 @@ class CharacterMemory:
             take (default 60; ``EMBEDDING_TIMEOUT_S`` in settings).
         close_timeout_s: seconds :meth:`close` waits for operations in flight before cancelling
             them (default 30).
+        character_id: the notion id of the character whose memory this is, as the collection
+            records it (:meth:`open` records and checks it; given here, it is only kept).
 
     Raises:
         ConfigurationError: the collection name is not allowed, an adapter is bound to another
@@ -135,6 +135,7 @@ class CharacterMemory:
         log_memory_text: bool = False,
         embedding_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S,
         close_timeout_s: float = DEFAULT_CLOSE_TIMEOUT_S,
+        character_id: MemoryId | None = None,
     ) -> None:
         self.collection = validate_collection_name(collection)
         check_embedding_provider(embedder)
@@ -154,6 +155,7 @@ class CharacterMemory:
         self.log_memory_text = bool(log_memory_text)
         self._write_lock = asyncio.Lock()
         self._flight = InFlight(self.collection, self.close_timeout_s)
+        self.character_id = None if character_id is None else as_memory_id(character_id)
 
     @property
     def _stores(self) -> MemoryStores:
@@ -171,6 +173,7 @@ class CharacterMemory:
         token_counter: TokenCounter | None = None,
         rebuild_vectors: bool = False,
         rebuild_progress: ProgressCallback | None = None,
+        character_id: MemoryId | None = None,
     ) -> _Opening:
         """Open the stores the settings select for ``collection``.
 
@@ -178,23 +181,16 @@ class CharacterMemory:
         and an async context manager (``async with CharacterMemory.open(...) as memory``).
 
         **Another embedder, or moving vector stores.** A collection's vectors are bound to the
-        embedder that made them; opening with another one raises ``DimensionMismatchError`` or
-        ``EmbedderMismatchError``. ``rebuild_vectors=True`` is the documented way out: it drops the
-        collection's vectors through the vector adapter's factory (``AdapterFactory.drop``: the
-        embedded shard's directory, the service collection; nothing for the in-memory index),
-        opens the index with the new provider's fingerprint and runs :meth:`rebuild_vector_index`
-        from the graph before returning. The graph is never touched. The same flag fills a new vector store
-        (for example after switching ``VECTOR_STORE_MODE`` from ``embedded`` to ``service``). If it
-        fails midway, open with ``rebuild_vectors=True`` again.
+        embedder that made them (another one raises ``DimensionMismatchError`` or
+        ``EmbedderMismatchError``). ``rebuild_vectors=True`` drops the collection's vectors through
+        the vector adapter's factory (``AdapterFactory.drop``) and runs :meth:`rebuild_vector_index`
+        with this provider before returning; the graph is never touched. The same flag fills a new
+        vector store. If it fails midway, open with ``rebuild_vectors=True`` again.
 
-        **Lost derived data.** When the collection's vector index is missing (its adapter's
-        factory says so, ``AdapterFactory.exists``: a deleted shard) while its graph holds
-        statements, the index is rebuilt from the graph before ``open`` returns, logged
-        (``vector_index_missing``, then ``vector_index_rebuilt`` with counts) and reported through
-        ``rebuild_progress``; with ``VECTOR_REBUILD_ON_OPEN=false`` the open is refused instead.
-        Empty retrieval statistics beside a non-empty graph (a deleted or discarded stats file)
-        are rebuilt with a warning. A missing graph store beside existing vectors is refused,
-        never created empty.
+        **Lost derived data.** A missing vector index beside a non-empty graph is rebuilt from the
+        graph before ``open`` returns (logged, reported through ``rebuild_progress``; refused with
+        ``VECTOR_REBUILD_ON_OPEN=false``); empty statistics beside a non-empty graph are rebuilt;
+        a missing graph store beside existing vectors is refused, never created empty.
 
         Args:
             settings: validated settings (:meth:`Settings.from_mapping`).
@@ -209,6 +205,9 @@ class CharacterMemory:
                 this embedder (see above).
             rebuild_progress: ``callback(done, total)`` of that rebuild, or of the rebuild of a
                 lost vector index (index entries written so far, and in all).
+            character_id: the character's notion id: recorded on the collection's first open
+                that gives one (no stored notion needed), refused when another is recorded;
+                without it any collection opens. :attr:`character_id` is the recorded id.
 
         Raises:
             ConfigurationError: bad collection name, missing key, adapter (including the
@@ -218,11 +217,11 @@ class CharacterMemory:
             StoreLockedError: an embedded store is held by another process.
             DimensionMismatchError, EmbedderMismatchError: the collection was indexed by another
                 embedder.
-            StoreCorruptedError: a store's files are damaged; the graph store is missing while
-                the collection's vectors exist; or the vector index is missing beside a non-empty
-                graph and ``VECTOR_REBUILD_ON_OPEN`` is false. The message names the path and
-                the way back.
+            StoreCorruptedError: a store's files are damaged, the graph store is missing beside
+                the vectors, or the vector index is missing and ``VECTOR_REBUILD_ON_OPEN`` is
+                false; the message names the path and the way back.
             InsufficientStorageError: too little free disk space to open or create a store.
+            CharacterIdentityMismatchError: another character id is recorded (no vector opened).
             BackendError: a store failed to open.
         """
         options = OpenOptions(
@@ -231,6 +230,7 @@ class CharacterMemory:
             token_counter=token_counter,
             rebuild_vectors=rebuild_vectors,
             rebuild_progress=rebuild_progress,
+            character_id=character_id,
         )
         return opening(cls, settings, collection, options)
 

@@ -12,7 +12,7 @@ one transaction per batch of nodes, free of I/O (plans as in :mod:`charmem_oxigr
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, Final
 
 import attrs
@@ -35,6 +35,7 @@ __all__ = [
     "batches",
     "check_layout",
     "layout_state",
+    "migrate_in_place",
     "migration_report",
     "migration_step",
     "pending",
@@ -210,3 +211,47 @@ def migration_step(graph: str, iris: Sequence[str]) -> Generator[str, list[Any],
     links = [iri for iri in rewritten if v.kind_of_iri(iri) == "link"]
     update = q.migrate(graph, rewritten, links, REPLACED_PREDICATES, _DROPPED_ASSERTION_PROPS, lines)
     return MigrationStep(update, len(items), tuple(sorted(unreadable)))
+
+
+#: A migration's outcome: (the layout version found, nodes rewritten, unreadable node IRIs).
+MigrationOutcome = tuple[int | None, int, tuple[str, ...]]
+
+
+def migrate_in_place(
+    drive: Callable[[Generator[str, list[Any], Any]], Any],
+    update: Callable[[str], None],
+    graph: str,
+    *,
+    store: str,
+    migrate_hint: str,
+) -> MigrationOutcome:
+    """Rewrite every layout-1 node of ``graph``, then record the version (blocking).
+
+    The embedded store's migration; the caller holds the writer lock. One ``update`` per batch
+    of nodes (:func:`batches`), the version last, so a crash leaves no node unreadable and a
+    second run finishes the job.
+
+    Args:
+        drive: runs a read plan to its answer.
+        update: applies one SPARQL update (one transaction).
+        graph: the collection's graph IRI.
+        store: where the store is, for errors.
+        migrate_hint: the ``charmem migrate`` command, for errors.
+
+    Raises:
+        StoreLayoutError: the graph records a layout other than 1 and the current one.
+    """
+    state = drive(layout_state(graph))
+    if state.current:
+        return state.found, 0, ()
+    if state.found is not None:  # another recorded version: only layout 1 is migrated
+        check_layout(state, store=store, migrate_hint=migrate_hint)
+    count, unreadable = 0, list[str]()
+    for batch in batches(drive(pending(graph))):
+        step = drive(migration_step(graph, batch))
+        if step.update is not None:
+            update(step.update)
+        count += step.rewritten
+        unreadable.extend(step.unreadable)
+    update(q.insert_data(graph, [version_line(graph)]))
+    return state.found, count, tuple(unreadable)

@@ -21,6 +21,7 @@ from charmem_oxigraph import _vocab as v
 __all__ = [
     "any_statement",
     "census",
+    "character",
     "construct_all",
     "currency",
     "delete_data",
@@ -322,6 +323,12 @@ def layout_version(graph: str) -> str:
     """
     g = v.iri_ref(graph)
     return f"SELECT ?v WHERE {{ GRAPH {g} {{ {g} {_p(v.LAYOUT_VERSION)} ?v }} }}"
+
+
+def character(graph: str) -> str:
+    """The character id(s) the collection's graph records, as ``?c`` (``<graph> vocab:characterId``)."""
+    g = v.iri_ref(graph)
+    return f"SELECT ?c WHERE {{ GRAPH {g} {{ {g} {_p(v.CHARACTER_ID)} ?c }} }}"
 
 
 def any_statement(graph: str) -> str:

@@ -22,7 +22,7 @@ from typing import Final, Self, TypeAlias, TypeVar
 
 import attrs
 from charmem.domain.graph import GraphErasure, LifecycleRecord, Tombstone
-from charmem.domain.ids import MemoryId
+from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.names import NameIndex
 from charmem.domain.retrieval import CurrencyStatus
@@ -34,6 +34,7 @@ from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph import _writing as wr
 from charmem_oxigraph._cache import GraphCache
+from charmem_oxigraph._character import recorded as recorded_character
 from charmem_oxigraph._codec import StoredItem, reference_kinds
 from charmem_oxigraph._iris import (
     STORED_KINDS,
@@ -370,6 +371,30 @@ class CachedGraphStore(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+    @abc.abstractmethod
+    async def _record_character(self, character_id: MemoryId) -> MemoryId:
+        """Run :func:`charmem_oxigraph._character.record` and write its lines, as one writer."""
+
+    async def character_id(self) -> MemoryId | None:
+        """See :meth:`charmem.ports.CharacterRecord.character_id` (one query).
+
+        Raises:
+            BackendError: the store failed, or it records several ids or one that is no UUID.
+        """
+        return await self._read("read the character id", recorded_character(self._graph_iri), 0)
+
+    async def record_character_id(self, character_id: MemoryId) -> MemoryId:
+        """See :meth:`charmem.ports.CharacterRecord.record_character_id`.
+
+        The read, then the write (only when none is recorded), run under the store's writer
+        exclusion.
+
+        Raises:
+            ValueError: ``character_id`` is not a memory id.
+            BackendError: the store failed; nothing was recorded.
+        """
+        return await self._record_character(as_memory_id(character_id))
 
     def hint_object_types(self, types: Mapping[MemoryId, ObjectType]) -> None:
         """Keep the object types candidate recall reported as kind hints (advisory, no I/O).

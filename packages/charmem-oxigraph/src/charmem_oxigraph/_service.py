@@ -30,6 +30,7 @@ from pyoxigraph import (
     serialize,
 )
 
+from charmem_oxigraph import _character as character
 from charmem_oxigraph import _http as h
 from charmem_oxigraph import _layout as lay
 from charmem_oxigraph import _queries as q
@@ -385,6 +386,17 @@ class SparqlServiceGraphStore(CachedGraphStore):
             existing=len(existing),
         )
         return GraphWriteResult(inserted_ids=tuple(inserted), existing_ids=tuple(existing))
+
+    async def _record_character(self, character_id: MemoryId) -> MemoryId:
+        action = "record the character id"
+        async with self._leases.writing(action) as lease:
+            found, lines = await self._read(
+                action, character.record(self._cache, self._graph_iri, character_id)
+            )
+            if lines:
+                await self._leases.fenced(lease, q.insert_data(self._graph_iri, lines), action)
+                self._cache.layout_recorded = True
+        return found
 
     async def erase(self, erasure: GraphErasure) -> None:
         """See :meth:`charmem.ports.GraphStore.erase`: one update request.

@@ -13,6 +13,7 @@ from typing import Any, BinaryIO, Final, TypeVar, cast
 
 from charmem.admin import LayoutMigration
 from charmem.domain.graph import GraphBatch, GraphErasure, GraphExport, GraphWriteResult
+from charmem.domain.ids import MemoryId
 from charmem.errors import (
     BackendError,
     BackupFormatError,
@@ -24,9 +25,9 @@ from charmem.log import get_logger
 from charmem.settings import Settings, validate_collection_name
 from pyoxigraph import NamedNode, QuerySolution, QuerySolutions, RdfFormat, parse, serialize
 
+from charmem_oxigraph import _character as character
 from charmem_oxigraph import _disk, _registry
 from charmem_oxigraph import _layout as lay
-from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph import _writing as wr
 from charmem_oxigraph._cache import GraphCache
@@ -340,6 +341,19 @@ class OxigraphGraphStore(CachedGraphStore):
         shared.wrote(len(text))
         return GraphWriteResult(inserted_ids=tuple(inserted), existing_ids=tuple(existing))
 
+    async def _record_character(self, character_id: MemoryId) -> MemoryId:
+        return await asyncio.to_thread(self._record_character_locked, character_id)
+
+    def _record_character_locked(self, character_id: MemoryId) -> MemoryId:
+        shared = self._handle()
+        with self._backend_errors("record the character id"), shared.write_lock:
+            cache = shared.cache(self._graph_iri)
+            found, lines = self._drive(character.record(cache, self._graph_iri, character_id))
+            if lines:
+                shared.store.load("\n".join(lines), RdfFormat.N_TRIPLES, to_graph=self._graph)
+                cache.layout_recorded = True  # recorded now if it was missing
+        return found
+
     async def erase(self, erasure: GraphErasure) -> None:
         """See :meth:`charmem.ports.GraphStore.erase`: one SPARQL update (atomic).
 
@@ -486,23 +500,17 @@ class OxigraphGraphStore(CachedGraphStore):
             outcome = self._migrate_locked(shared)
         return lay.migration_report(self._collection, self._where(), outcome, started)
 
-    def _migrate_locked(self, shared: _registry.SharedStore) -> tuple[int | None, int, tuple[str, ...]]:
+    def _migrate_locked(self, shared: _registry.SharedStore) -> lay.MigrationOutcome:
         """Rewrite every layout-1 node, then record the version (caller holds the writer lock)."""
-        state = self._drive(lay.layout_state(self._graph_iri))
-        if state.current:
-            return state.found, 0, ()
-        if state.found is not None:  # another recorded version: only layout 1 is migrated
-            lay.check_layout(state, store=self._where(), migrate_hint=self._migrate_hint())
-        count, unreadable = 0, list[str]()
-        for batch in lay.batches(self._drive(lay.pending(self._graph_iri))):
-            step = self._drive(lay.migration_step(self._graph_iri, batch))
-            if step.update is not None:
-                shared.store.update(step.update)  # one transaction per batch
-            count += step.rewritten
-            unreadable.extend(step.unreadable)
-        shared.store.update(q.insert_data(self._graph_iri, [lay.version_line(self._graph_iri)]))
+        outcome = lay.migrate_in_place(
+            self._drive,
+            shared.store.update,
+            self._graph_iri,
+            store=self._where(),
+            migrate_hint=self._migrate_hint(),
+        )
         shared.cache(self._graph_iri).clear()
-        return state.found, count, tuple(unreadable)
+        return outcome
 
     async def close(self) -> None:
         """Release this collection's use of the store; the last user flushes and unlocks it.

@@ -25,6 +25,7 @@ from charmem.domain.model import (
 from pyoxigraph import NamedNode
 
 __all__ = [
+    "CHARACTER_ID",
     "DUMP_MEDIA_TYPE",
     "ITEM_CLASSES",
     "KIND_OF_CLASS",
@@ -101,6 +102,9 @@ RELATION_IRIS: Final = tuple(VOCAB + relation.value for relation in Relation)
 
 #: The property (local name) of the layout version record ``<graph> vocab:layoutVersion n``.
 LAYOUT_VERSION: Final = "layoutVersion"
+
+#: The property (local name) of the character record ``<graph> vocab:characterId "uuid"``.
+CHARACTER_ID: Final = "characterId"
 
 #: What ``export_graph`` writes: N-Quads, every quad in the collection's named graph.
 DUMP_MEDIA_TYPE: Final = "application/n-quads"

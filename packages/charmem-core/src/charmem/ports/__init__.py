@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from charmem.ports._graph import (
     AdminGraphStore,
+    CharacterRecord,
     EpisodeTurn,
     EpisodeTurnReader,
     GraphStore,
@@ -35,6 +36,7 @@ from charmem.ports._vectors import VectorHit, VectorIndex, VectorPoint, VectorQu
 
 __all__ = [
     "AdminGraphStore",
+    "CharacterRecord",
     "Clock",
     "EmbeddingProvider",
     "EpisodeTurn",

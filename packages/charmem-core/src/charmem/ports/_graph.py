@@ -31,6 +31,7 @@ from charmem.domain.retrieval import CurrencyStatus
 
 __all__ = [
     "AdminGraphStore",
+    "CharacterRecord",
     "EpisodeTurn",
     "EpisodeTurnReader",
     "GraphStore",
@@ -280,6 +281,35 @@ class EpisodeTurnReader(Protocol):
 
         Raises:
             BackendError: the store failed.
+        """
+        ...
+
+
+@runtime_checkable
+class CharacterRecord(Protocol):
+    """Optional :class:`GraphStore` capability: the character a collection belongs to.
+
+    A collection records at most one character id (the notion id of the character whose memory
+    it is), kept with the graph so an export carries it. ``CharacterMemory.open(...,
+    character_id=...)`` records it on first open and refuses another one afterwards.
+    """
+
+    async def character_id(self) -> MemoryId | None:
+        """The recorded character id (``None``: none recorded).
+
+        Raises:
+            BackendError: the store failed.
+        """
+        ...
+
+    async def record_character_id(self, character_id: MemoryId) -> MemoryId:
+        """Record ``character_id`` unless an id is recorded already; return the recorded id.
+
+        Contract: atomic against other writers of the collection (two openers racing with
+        different ids end with one recorded id, which both get back); never replaces an id.
+
+        Raises:
+            BackendError: the store failed; nothing was recorded.
         """
         ...
 

@@ -19,7 +19,7 @@ from charmem.domain.graph import (
     LifecycleRecord,
     Tombstone,
 )
-from charmem.domain.ids import MemoryId
+from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.names import NameIndex
 from charmem.domain.retrieval import CurrencyStatus
@@ -69,6 +69,7 @@ class ReferenceGraphStore:
         self._collection = validate_collection_name(collection)
         self._items: dict[MemoryId, Stored] = {}
         self._tombstones: dict[MemoryId, Tombstone] = {}
+        self._character: MemoryId | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, collection: str) -> ReferenceGraphStore:
@@ -275,6 +276,16 @@ class ReferenceGraphStore:
             raise BackupFormatError(f"the reference dump does not parse: {exc}") from exc
         self._items, self._tombstones = items, tombstones
         return len(items) + len(tombstones)
+
+    async def character_id(self) -> MemoryId | None:
+        """See :meth:`charmem.ports.CharacterRecord.character_id`."""
+        return self._character
+
+    async def record_character_id(self, character_id: MemoryId) -> MemoryId:
+        """See :meth:`charmem.ports.CharacterRecord.record_character_id` (one synchronous step)."""
+        if self._character is None:
+            self._character = as_memory_id(character_id)
+        return self._character
 
     async def close(self) -> None:
         """Nothing to release."""
