@@ -9,7 +9,17 @@ import attrs
 
 from charmem.domain.graph import GraphBatch, GraphErasure, LifecycleAction, Tombstone
 from charmem.domain.ids import MemoryId
-from charmem.domain.model import DerivedType, MemoryLink, MemoryObject, ObjectType, Relation, ThreadStatus
+from charmem.domain.model import (
+    Actor,
+    BeliefAssertion,
+    Counterpart,
+    DerivedType,
+    MemoryLink,
+    MemoryObject,
+    ObjectType,
+    Relation,
+    ThreadStatus,
+)
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.ports import GraphStore
 from charmem_contract import data
@@ -57,6 +67,13 @@ def sample_world() -> tuple[GraphBatch, dict[str, Any]]:
         given_by_application=True,
     )
     newer = data.derived(text="likes cherry tomatoes", observation_ids=[turn.id], supersedes=[belief.id])
+    promise = data.derived(  # obligation parties: who owes, to whom (no names)
+        derived_type=DerivedType.COMMITMENT,
+        text="bring seedlings on Sunday",
+        observation_ids=[turn.id],
+        entity_ids=[person.id, place.id],
+        assertions=[BeliefAssertion(person.id, Actor()), BeliefAssertion(place.id, Counterpart())],
+    )
     links = [
         data.link(visit.id, Relation.HAS_OBSERVATION, turn.id),
         data.link(newer.id, Relation.SUPERSEDES, belief.id, created_at=at(5)),
@@ -64,7 +81,9 @@ def sample_world() -> tuple[GraphBatch, dict[str, Any]]:
     ]
     records = [data.record(name.id, action=LifecycleAction.FORGET_NOTED, recorded_at=at(7))]
     batch = GraphBatch(
-        objects=[person, place, garden, visit, turn, belief, name, newer], links=links, records=records
+        objects=[person, place, garden, visit, turn, belief, name, newer, promise],
+        links=links,
+        records=records,
     )
     return batch, {"person": person, "visit": visit, "turn": turn, "belief": belief, "newer": newer}
 

@@ -28,7 +28,9 @@ from charmem.domain.lifecycle import (
     SourceProvenanceReference,
 )
 from charmem.domain.model import (
+    Actor,
     BeliefAssertion,
+    Counterpart,
     DerivedMemory,
     DerivedType,
     Entity,
@@ -99,6 +101,7 @@ from charmem.tokens import MAX_CHARS_PER_TOKEN, count_with_floor, token_floor
 __all__ = [
     "MAX_CHARS_PER_TOKEN",
     "RECORDED_AT_SKEW",
+    "Actor",
     "BackendError",
     "BackupFormatError",
     "BeliefAssertion",
@@ -115,6 +118,7 @@ __all__ = [
     "CorrectMemoryDraft",
     "CorrectionTarget",
     "CorrectionTargetKind",
+    "Counterpart",
     "CurrencyStatus",
     "DerivedMemory",
     "DerivedMemoryDraft",

@@ -47,7 +47,7 @@ from typing import Final
 import attrs
 from charmem.domain.graph import LifecycleAction, LifecycleRecord
 from charmem.domain.ids import MemoryId
-from charmem.domain.model import DerivedMemory, MemoryLink, Observation, Relation
+from charmem.domain.model import DerivedMemory, MemoryLink, Observation, Relation, known_names
 from charmem.domain.names import NameIndex
 from charmem.ports import EpisodeTurn
 
@@ -524,7 +524,7 @@ class GraphCache:
             elif census is not None and item.id.value.int not in self._early:
                 self._facts.put(item.id, CurrencyFacts(stored=True))
             if isinstance(item, DerivedMemory) and item.assertions:
-                named.extend((item.id, a.subject, a.predicate.name) for a in item.assertions)
+                named.extend((item.id, subject, name) for subject, name in known_names(item.assertions))
         if named and self._names is not None:  # the stored assertions plus this write's
             self._names = tuple(sorted((*self._names, *named)))  # as names_from_rows sorts
         if named and self._name_index is not None:  # normalises only this write's names

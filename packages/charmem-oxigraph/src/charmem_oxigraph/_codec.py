@@ -25,7 +25,10 @@ import attrs
 from charmem.domain.graph import LifecycleRecord
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import (
+    PREDICATE_TAGS,
+    Actor,
     BeliefAssertion,
+    Counterpart,
     DerivedMemory,
     Entity,
     Episode,
@@ -35,6 +38,7 @@ from charmem.domain.model import (
     MemoryThread,
     Observation,
     Relation,
+    known_names,
 )
 from pyoxigraph import Literal, NamedNode
 
@@ -331,18 +335,35 @@ def record_json(item: StoredItem) -> str:
 
     Keys are the domain attribute names (the id is the node's IRI, so it is not repeated);
     instants are ISO 8601 with the offset as given, ids canonical UUID text, enums their values;
-    a derived memory adds ``assertions``: ``[{"known_as": name, "subject": id}, ...]`` in order.
-    Equal content gives equal text.
+    a derived memory adds ``assertions`` in order: ``{"known_as": name, "subject": id}`` for a
+    name, ``{"role": "actor" | "counterpart", "subject": id}`` for an obligation party. Equal
+    content gives equal text.
     """
     data: dict[str, Any] = {}
     for attr, convert in _TO_RECORD[type(item)]:
         value = getattr(item, attr)
         data[attr] = value if convert is None or value is None else convert(value)
     if isinstance(item, DerivedMemory):
-        data["assertions"] = [
-            {"known_as": a.predicate.name, "subject": str(a.subject)} for a in item.assertions
-        ]
+        data["assertions"] = [_assertion_json(a) for a in item.assertions]
     return _ENCODER.encode(data)
+
+
+def _assertion_json(assertion: BeliefAssertion) -> dict[str, str]:
+    predicate = assertion.predicate
+    if isinstance(predicate, KnownAs):
+        return {"known_as": predicate.name, "subject": str(assertion.subject)}
+    return {"role": PREDICATE_TAGS[type(predicate)], "subject": str(assertion.subject)}
+
+
+#: The obligation role of each ``"role"`` value of a record's assertion.
+_ROLES: Final = {PREDICATE_TAGS[cls]: cls for cls in (Actor, Counterpart)}
+
+
+def _assertion_from_json(data: dict[str, Any]) -> BeliefAssertion:
+    subject = MemoryId(data["subject"])
+    if "known_as" in data:
+        return BeliefAssertion(subject, KnownAs(data["known_as"]))
+    return BeliefAssertion(subject, _ROLES[data["role"]]())
 
 
 def record_line(item: StoredItem) -> str:
@@ -384,13 +405,13 @@ def encode_item(item: StoredItem, resolve: Resolver) -> list[str]:
             lines.append(f"{subject}{predicate} {resolve(value, declared or field.ref_kind)} .")
         else:  # _RELATION (no indexed field holds several values)
             lines.append(f"{subject}{predicate} {_RELATION_TERMS[value]} .")
-    if isinstance(item, DerivedMemory):
-        for position, assertion in enumerate(item.assertions):
+    if isinstance(item, DerivedMemory):  # name nodes only: the name index reads them
+        for position, (named, name) in enumerate(known_names(item.assertions)):
             node = _term(v.assertion_iri(item.id, position))
             lines += [
                 f"{subject}{_ASSERTION_TERM} {node} .",
-                f"{node} {_ASSERTION_SUBJECT_TERM} {resolve(assertion.subject, 'entity')} .",
-                f"{node} {_KNOWN_AS_TERM} {Literal(assertion.predicate.name)} .",
+                f"{node} {_ASSERTION_SUBJECT_TERM} {resolve(named, 'entity')} .",
+                f"{node} {_KNOWN_AS_TERM} {Literal(name)} .",
             ]
     return lines
 
@@ -512,9 +533,7 @@ def decode_item(node: NodeTriples, memory_id: MemoryId | None = None) -> StoredI
         for attr, convert in _DECODERS[cls]:
             kwargs[attr] = value if (value := data[attr]) is None or convert is None else convert(value)
         if cls is DerivedMemory:
-            kwargs["assertions"] = [
-                BeliefAssertion(MemoryId(a["subject"]), KnownAs(a["known_as"])) for a in data["assertions"]
-            ]
+            kwargs["assertions"] = [_assertion_from_json(a) for a in data["assertions"]]
         item: StoredItem = cls(**kwargs)
     except CorruptNodeError:
         raise

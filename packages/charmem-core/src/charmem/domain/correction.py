@@ -40,10 +40,13 @@ from charmem.domain.graph import LifecycleAction, LifecycleRecord, Tombstone
 from charmem.domain.ids import MemoryId
 from charmem.domain.lifecycle import CorrectionTargetKind, CorrectMemoryDraft, SourceProvenanceReference
 from charmem.domain.model import (
+    PREDICATE_TAGS,
+    BeliefAssertion,
     DerivedMemory,
     DerivedType,
     Entity,
     Episode,
+    KnownAs,
     MemoryObject,
     MemoryThread,
     Observation,
@@ -315,6 +318,13 @@ def _without_purged(
     return (grounding.without(purged), True) if purged else (grounding, False)
 
 
+def _assertion_key(assertion: BeliefAssertion) -> list[str | None]:
+    """An assertion in a replacement's id derivation: ``[subject, name]``, ``[subject, None, role]``."""
+    if isinstance(assertion.predicate, KnownAs):
+        return [str(assertion.subject), assertion.predicate.name]
+    return [str(assertion.subject), None, PREDICATE_TAGS[type(assertion.predicate)]]
+
+
 def _check_replacement(
     draft: CorrectMemoryDraft, grounding: _Grounding, *, purged: bool, facts: CorrectionFacts
 ) -> None:
@@ -325,6 +335,7 @@ def _check_replacement(
         has_sources=bool(grounding.episode_ids or grounding.observation_ids),
         entity_ids=grounding.entity_ids,
         assertions=replacement.assertions if replacement else (),
+        derived_type=replacement.derived_type if replacement else DerivedType.CORRECTION,
     )
     if breaches:
         breach = breaches[0]
@@ -338,6 +349,10 @@ def _check_replacement(
             )
         elif breach.kind is BeliefBreachKind.GIVEN_WITHOUT_SUBJECT:
             message = "a given replacement needs at least one notion in entity_ids"
+        elif breach.kind is BeliefBreachKind.ROLE_ON_OTHER_TYPE:
+            message = f"{breach.subject} holds an obligation role; only a commitment or open_loop may"
+        elif breach.kind is BeliefBreachKind.BOTH_ROLES:
+            message = f"{breach.subject} is both Actor and Counterpart of the replacement"
         else:
             message = f"assertion subject {breach.subject} is not among the replacement's entity_ids"
         raise _refuse(LifecycleErrorKind.INVALID_BELIEF, message)
@@ -371,7 +386,7 @@ def _replacement(
         "observation_ids": sorted(map(str, set(grounding.observation_ids))),
         "entity_ids": sorted(map(str, set(grounding.entity_ids))),
         "thread_ids": sorted(map(str, set(grounding.thread_ids))),
-        "assertions": [[str(a.subject), a.predicate.name] for a in assertions],
+        "assertions": [_assertion_key(a) for a in assertions],
         "given": given,
         "salience": salience,
     }

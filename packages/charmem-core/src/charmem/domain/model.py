@@ -8,6 +8,7 @@ equality, :func:`charmem.domain.rules.content_equal`, never compares order).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TypeAlias
 
@@ -19,7 +20,11 @@ from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.errors import DraftValidationError
 
 __all__ = [
+    "PREDICATE_TAGS",
+    "Actor",
     "BeliefAssertion",
+    "BeliefPredicate",
+    "Counterpart",
     "DerivedMemory",
     "DerivedType",
     "Entity",
@@ -32,6 +37,7 @@ __all__ = [
     "Observation",
     "Relation",
     "ThreadStatus",
+    "known_names",
     "object_type_of",
 ]
 
@@ -93,7 +99,7 @@ def _known_as_name(_instance: object, attribute: attrs.Attribute[str], value: st
 
 @attrs.frozen
 class KnownAs:
-    """The only belief predicate: the subject notion is known by ``name``.
+    """A belief predicate: the subject notion is known by ``name``.
 
     The name is kept exactly as spelled; matching ignores case, width and spacing
     (see :func:`charmem.domain.rules.normalise_name`).
@@ -105,16 +111,46 @@ class KnownAs:
     name: str = attrs.field(validator=_known_as_name)
 
 
+@attrs.frozen
+class Actor:
+    """An obligation role: the subject notion is who owes (does the promised or awaited thing).
+
+    Only on ``commitment`` and ``open_loop`` derived memories, and never with :class:`Counterpart`
+    for the same subject of one memory (:func:`charmem.domain.rules.belief_breaches`).
+    """
+
+
+@attrs.frozen
+class Counterpart:
+    """An obligation role: the subject notion is the party owed (to whom it is promised).
+
+    Same restrictions as :class:`Actor`.
+    """
+
+
+#: What a :class:`BeliefAssertion` may assert of its subject.
+BeliefPredicate = KnownAs | Actor | Counterpart
+
+#: The tag of each predicate type (plan JSON, canonical order).
+PREDICATE_TAGS: dict[type, str] = {KnownAs: "known_as", Actor: "actor", Counterpart: "counterpart"}
+
+
 @attrs.frozen(order=False)
 class BeliefAssertion:
     """The character's own commitment that ``predicate`` holds of the notion ``subject``."""
 
     subject: MemoryId = attrs.field(converter=as_memory_id)
-    predicate: KnownAs = attrs.field(validator=_fields.instance_of(KnownAs))
+    predicate: BeliefPredicate = attrs.field(validator=_fields.instance_of(KnownAs, Actor, Counterpart))
 
     def sort_key(self) -> tuple[str, str, str]:
-        """Canonical order: subject, predicate kind, name."""
-        return (str(self.subject), "known_as", self.predicate.name)
+        """Canonical order: subject, predicate kind, name (empty for a role)."""
+        name = self.predicate.name if isinstance(self.predicate, KnownAs) else ""
+        return (str(self.subject), PREDICATE_TAGS[type(self.predicate)], name)
+
+
+def known_names(assertions: Iterable[BeliefAssertion]) -> list[tuple[MemoryId, str]]:
+    """The ``(subject, name)`` of each :class:`KnownAs` assertion, in order (roles left out)."""
+    return [(a.subject, a.predicate.name) for a in assertions if isinstance(a.predicate, KnownAs)]
 
 
 def _assertions(values: object) -> tuple[BeliefAssertion, ...]:

@@ -6,6 +6,7 @@ import json
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 import attrs
 
@@ -31,8 +32,9 @@ __all__ = [
     "WarningKind",
 ]
 
-#: Version of the JSON form of :class:`RememberWritePlan`.
-PLAN_FORMAT_VERSION = 1
+#: Version of the JSON form of :class:`RememberWritePlan`: 2 tags each belief predicate with its
+#: ``"kind"`` (``known_as``, ``actor``, ``counterpart``); a version-1 plan (names only) still loads.
+PLAN_FORMAT_VERSION = 2
 
 
 @attrs.frozen(kw_only=True)
@@ -80,6 +82,18 @@ class IndexEntry:
     id: MemoryId = attrs.field(converter=as_memory_id)
     object_type: ObjectType = attrs.field(converter=ObjectType)
     text: str
+
+
+def _plan_from_version_1(data: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 plan in the version-2 form: its (untagged, name-only) predicates tagged."""
+    objects = data.get("objects")
+    for obj in objects if isinstance(objects, list) else ():
+        assertions = obj.get("assertions") if isinstance(obj, dict) else None
+        for assertion in assertions if isinstance(assertions, list) else ():
+            predicate = assertion.get("predicate") if isinstance(assertion, dict) else None
+            if isinstance(predicate, dict) and "kind" not in predicate:
+                predicate["kind"] = "known_as"
+    return {**data, "format_version": PLAN_FORMAT_VERSION}
 
 
 @attrs.frozen(kw_only=True)
@@ -136,6 +150,9 @@ class RememberWritePlan:
         except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise DraftValidationError(f"plan JSON is malformed: {exc}", field="plan") from exc
         version = data.get("format_version") if isinstance(data, dict) else None
+        if version == 1:
+            data = _plan_from_version_1(data)
+            version = PLAN_FORMAT_VERSION
         if version != PLAN_FORMAT_VERSION:
             raise DraftValidationError(
                 f"plan format_version {version!r} is not supported (expected "

@@ -20,10 +20,19 @@ import attrs
 
 from charmem.domain.currency import is_current
 from charmem.domain.ids import ID_ORDER, MemoryId
-from charmem.domain.model import BeliefAssertion, MemoryLink, MemoryObject, Relation
+from charmem.domain.model import (
+    Actor,
+    BeliefAssertion,
+    Counterpart,
+    DerivedType,
+    MemoryLink,
+    MemoryObject,
+    Relation,
+)
 from charmem.errors import LifecycleErrorKind, LifecycleValidationError
 
 __all__ = [
+    "OBLIGATION_TYPES",
     "RECORDED_AT_SKEW",
     "BeliefBreach",
     "BeliefBreachKind",
@@ -48,6 +57,10 @@ __all__ = [
 #: between machines and keeps a mistyped date (hours, days) from being accepted.
 RECORDED_AT_SKEW: Final = timedelta(minutes=5)
 
+#: The derived types that may name obligation parties (:class:`~charmem.domain.model.Actor`,
+#: :class:`~charmem.domain.model.Counterpart`).
+OBLIGATION_TYPES: Final = frozenset({DerivedType.COMMITMENT, DerivedType.OPEN_LOOP})
+
 _WHITESPACE = re.compile(r"\s+")
 _WORD_CHAR = re.compile(r"\w")
 
@@ -59,6 +72,8 @@ class BeliefBreachKind(enum.Enum):
     GIVEN_WITHOUT_SUBJECT = "given_without_subject"
     UNGROUNDED = "ungrounded"
     SUBJECT_NOT_LISTED = "subject_not_listed"
+    ROLE_ON_OTHER_TYPE = "role_on_other_type"
+    BOTH_ROLES = "both_roles"
 
 
 @attrs.frozen
@@ -67,8 +82,9 @@ class BeliefBreach:
 
     Attributes:
         kind: the part of the rule broken.
-        subject: the assertion subject missing from ``entity_ids`` (``SUBJECT_NOT_LISTED``),
-            else ``None``.
+        subject: the assertion subject missing from ``entity_ids`` (``SUBJECT_NOT_LISTED``), or
+            holding an obligation role it may not (``ROLE_ON_OTHER_TYPE``, ``BOTH_ROLES``); else
+            ``None``.
     """
 
     kind: BeliefBreachKind
@@ -81,26 +97,33 @@ def belief_breaches(
     has_sources: bool,
     entity_ids: Iterable[MemoryId],
     assertions: Iterable[BeliefAssertion],
+    derived_type: DerivedType | None = None,
 ) -> list[BeliefBreach]:
-    """The grounding rule of a derived memory, given beliefs included.
+    """The grounding rule of a derived memory, given beliefs included, and its obligation roles.
 
     A derived memory is grounded on source episodes or observations, or given by the
     application (``given_by_application``): a given belief has no sources and at least one notion
-    subject in ``entity_ids``. Every assertion names a subject among ``entity_ids``. Plan
-    validation and ``correct`` both apply this rule, each phrasing the breaches its own way.
+    subject in ``entity_ids``. Every assertion names a subject among ``entity_ids``. Obligation
+    roles (:class:`~charmem.domain.model.Actor`, who owes; :class:`~charmem.domain.model.Counterpart`,
+    to whom) are asserted only by ``commitment`` and ``open_loop`` memories, and one subject
+    never holds both in one memory. Plan validation and ``correct`` both apply this rule, each
+    phrasing the breaches its own way.
 
     Args:
         given: the memory is declared ``given_by_application``.
         has_sources: it names source episodes or observations.
         entity_ids: its notion subjects.
         assertions: its belief assertions, in order.
+        derived_type: its type (``None``: not known yet, roles unchecked).
 
     Returns:
         list[BeliefBreach]: every breach, in this order: a given belief with sources, a given
-        belief without a subject, a memory neither given nor grounded, then each assertion whose
-        subject is not listed; empty when the rule holds.
+        belief without a subject, a memory neither given nor grounded, each assertion whose
+        subject is not listed, each role on another type, each subject holding both roles;
+        empty when the rule holds.
     """
     subjects = set(entity_ids)
+    assertions = list(assertions)
     breaches: list[BeliefBreach] = []
     if given:
         if has_sources:
@@ -114,6 +137,12 @@ def belief_breaches(
         for assertion in assertions
         if assertion.subject not in subjects
     ]
+    roles = [a for a in assertions if isinstance(a.predicate, Actor | Counterpart)]
+    if derived_type is not None and derived_type not in OBLIGATION_TYPES:
+        breaches += [BeliefBreach(BeliefBreachKind.ROLE_ON_OTHER_TYPE, a.subject) for a in roles]
+    actors = {a.subject for a in roles if isinstance(a.predicate, Actor)}
+    owed = {a.subject for a in roles if isinstance(a.predicate, Counterpart)}
+    breaches += [BeliefBreach(BeliefBreachKind.BOTH_ROLES, s) for s in sorted(actors & owed, key=str)]
     return breaches
 
 

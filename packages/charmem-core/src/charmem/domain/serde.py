@@ -1,7 +1,7 @@
 """The one cattrs converter for charmem's types (plans serialise to JSON).
 
 Datetimes are ISO 8601 strings with their offset preserved, ids canonical UUID strings, enums their
-values, and unions of stored objects are tagged with ``"kind"``.
+values, and unions (stored objects, belief predicates) are tagged with ``"kind"``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from cattrs.strategies import configure_tagged_union
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import (
+    PREDICATE_TAGS,
+    BeliefPredicate,
     DerivedMemory,
     Entity,
     Episode,
@@ -40,6 +42,13 @@ converter.register_unstructure_hook(MemoryId, str)
 converter.register_structure_hook(MemoryId, lambda value, _type: MemoryId(value))
 converter.register_unstructure_hook(datetime, datetime.isoformat)
 converter.register_structure_hook(datetime, lambda value, _type: datetime.fromisoformat(value))
+# Predicates first: configuring the objects' union builds their hooks, nested fields included.
+configure_tagged_union(  # {"kind": "known_as", "name": ...}, {"kind": "actor"}, {"kind": "counterpart"}
+    BeliefPredicate,
+    converter,
+    tag_name="kind",
+    tag_generator=lambda cls: PREDICATE_TAGS[cls],
+)
 configure_tagged_union(
     MemoryObject,
     converter,

@@ -20,7 +20,7 @@ from charmem.domain.graph import (
     Tombstone,
 )
 from charmem.domain.ids import MemoryId, as_memory_id
-from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, ObjectType, Relation
+from charmem.domain.model import DerivedMemory, MemoryLink, MemoryObject, ObjectType, Relation, known_names
 from charmem.domain.names import NameIndex
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import content_equal
@@ -184,10 +184,10 @@ class ReferenceGraphStore:
     async def name_assertions(self) -> list[tuple[MemoryId, MemoryId, str]]:
         """Every ``KnownAs`` assertion as (belief id, subject id, name), sorted."""
         found = [
-            (item.id, assertion.subject, assertion.predicate.name)
+            (item.id, subject, name)
             for item in self._items.values()
             if isinstance(item, DerivedMemory)
-            for assertion in item.assertions
+            for subject, name in known_names(item.assertions)
         ]
         return sorted(found)
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from charmem.domain.ids import MemoryId
-from charmem.domain.model import DerivedMemory, MemoryObject, ObjectType, Observation, Relation
+from charmem.domain.model import DerivedMemory, MemoryObject, ObjectType, Observation, Relation, known_names
 from charmem.domain.plan import IndexEntry
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.rules import voiced_text
@@ -52,9 +52,9 @@ async def current_names(
             continue
         if as_of is not None and belief.created_at > as_of:
             continue
-        for assertion in belief.assertions:
-            if assertion.subject in wanted:
-                names[assertion.subject].add(assertion.predicate.name)
+        for subject, name in known_names(belief.assertions):
+            if subject in wanted:
+                names[subject].add(name)
     return {entity_id: tuple(sorted(found)) for entity_id, found in names.items()}
 
 

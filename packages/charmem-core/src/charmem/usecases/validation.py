@@ -517,6 +517,14 @@ _BELIEF_REASONS: Final = {
         "given_by_application=True with a notion subject"
     ),
     BeliefBreachKind.SUBJECT_NOT_LISTED: "invalid belief: assertion subject {subject} is not in entity_ids",
+    BeliefBreachKind.ROLE_ON_OTHER_TYPE: (
+        "invalid belief: {subject} is given an obligation role (Actor/Counterpart), which only a "
+        "commitment or an open_loop may assert"
+    ),
+    BeliefBreachKind.BOTH_ROLES: (
+        "invalid belief: {subject} is both Actor and Counterpart of one obligation; name who owes "
+        "and to whom as two different notions"
+    ),
 }
 
 
@@ -526,6 +534,7 @@ def _check_derived(item: DerivedMemory, reasons: list[str]) -> None:
         has_sources=bool(item.source_ids),
         entity_ids=item.entity_ids,
         assertions=item.assertions,
+        derived_type=item.derived_type,
     )
     reasons.extend(_BELIEF_REASONS[breach.kind].format(subject=breach.subject) for breach in breaches)
     if item.id in item.supersedes:
