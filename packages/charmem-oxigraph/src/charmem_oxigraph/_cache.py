@@ -192,7 +192,7 @@ class GraphCache:
             return {memory_id: kind for memory_id in ids if (kind := self._hints.get(memory_id)) is not None}
 
     def remember_hints(self, hints: Mapping[MemoryId, str]) -> None:
-        """Keep the kinds reference IRIs carried (:func:`charmem_oxigraph._codec.reference_kinds`)."""
+        """Keep the kinds reference IRIs carried (:func:`charmem_oxigraph._hints.reference_kinds`)."""
         with self._lock:
             for memory_id, kind in hints.items():
                 self._hints.put(memory_id, kind)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import enum
 import functools
 import json
-import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, Final, TypeAlias
@@ -52,6 +51,7 @@ __all__ = [
     "KNOWN_AS",
     "RDF_JSON",
     "RECORD",
+    "REFERENCE_KINDS",
     "CorruptNodeError",
     "Field",
     "Kind",
@@ -68,7 +68,6 @@ __all__ = [
     "record_json",
     "record_line",
     "record_of",
-    "reference_kinds",
     "referenced_ids",
     "single",
 ]
@@ -110,7 +109,8 @@ class Kind(enum.Enum):
     RELATION = "relation"  # Relation as its property IRI
 
 
-_REFERENCE_KINDS: Final = frozenset({Kind.REF, Kind.OPT_REF, Kind.REFS})
+#: The kinds of the fields that hold references to other nodes.
+REFERENCE_KINDS: Final = frozenset({Kind.REF, Kind.OPT_REF, Kind.REFS})
 
 
 @attrs.frozen
@@ -540,43 +540,6 @@ def decode_item(node: NodeTriples, memory_id: MemoryId | None = None) -> StoredI
     except (KeyError, TypeError, ValueError) as exc:  # DraftValidationError is a ValueError
         raise CorruptNodeError(f"{node.iri} does not decode to a valid {cls.__name__}: {exc}") from exc
     return item
-
-
-#: Predicates whose objects are references to other nodes (reference fields, assertion subjects).
-_REFERENCE_PREDICATES: Final = frozenset(
-    v.VOCAB + field.prop for fields in FIELDS.values() for field in fields if field.kind in _REFERENCE_KINDS
-) | {v.VOCAB + ASSERTION_SUBJECT}
-
-#: Kinds a reference IRI may reveal (``object`` says nothing about the referent).
-_STORED_KINDS: Final = frozenset(v.KIND_OF_CLASS.values())
-
-
-def reference_kinds(nodes: Iterable[NodeTriples]) -> dict[MemoryId, str]:
-    """The kind segment of every reference IRI the ``nodes`` carry, by referenced id: hints.
-
-    A reference carries the referent's stored kind when the referent was stored at write time,
-    else the kind its field declares (or ``object``, left out here). So a kind read this way is
-    a guess that is almost always right, never a fact: a read binding it must fall back to every
-    kind when the node is not found under it (:meth:`GraphCache.hints`).
-
-    Args:
-        nodes: nodes read back (their props and assertion nodes).
-
-    Returns:
-        dict[MemoryId, str]: a stored kind per referenced id.
-    """
-    hints: dict[MemoryId, str] = {}
-    for node in nodes:
-        props = [node.props, *node.assertions.values()]
-        for triples in props:
-            for predicate, terms in triples.items():
-                if predicate not in _REFERENCE_PREDICATES:
-                    continue
-                for term in terms:
-                    match = v.NODE_IRI.fullmatch(term.value)
-                    if match is not None and match.group(1) in _STORED_KINDS:
-                        hints[MemoryId(uuid.UUID(match.group(2)))] = match.group(1)
-    return hints
 
 
 def normalise_for_comparison(item: MemoryObject | MemoryLink) -> MemoryObject | MemoryLink:

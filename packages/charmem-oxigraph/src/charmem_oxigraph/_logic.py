@@ -34,8 +34,8 @@ from charmem_oxigraph._codec import (
     decode_item,
     kind_of_node,
     parse_record,
-    reference_kinds,
 )
+from charmem_oxigraph._hints import reference_kinds
 
 __all__ = [
     "BY_LINK_ID",

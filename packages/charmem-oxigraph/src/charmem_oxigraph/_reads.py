@@ -35,7 +35,8 @@ from charmem_oxigraph import _vocab as v
 from charmem_oxigraph import _writing as wr
 from charmem_oxigraph._cache import GraphCache
 from charmem_oxigraph._character import recorded as recorded_character
-from charmem_oxigraph._codec import StoredItem, reference_kinds
+from charmem_oxigraph._codec import StoredItem
+from charmem_oxigraph._hints import reference_kinds
 from charmem_oxigraph._iris import (
     STORED_KINDS,
     class_iris,

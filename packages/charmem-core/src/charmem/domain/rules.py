@@ -137,13 +137,18 @@ def belief_breaches(
         for assertion in assertions
         if assertion.subject not in subjects
     ]
+    return breaches + _role_breaches(assertions, derived_type)
+
+
+def _role_breaches(assertions: list[BeliefAssertion], derived_type: DerivedType | None) -> list[BeliefBreach]:
+    """Roles on a type that holds none (``derived_type`` known), then subjects holding both."""
     roles = [a for a in assertions if isinstance(a.predicate, Actor | Counterpart)]
+    breaches: list[BeliefBreach] = []
     if derived_type is not None and derived_type not in OBLIGATION_TYPES:
         breaches += [BeliefBreach(BeliefBreachKind.ROLE_ON_OTHER_TYPE, a.subject) for a in roles]
     actors = {a.subject for a in roles if isinstance(a.predicate, Actor)}
     owed = {a.subject for a in roles if isinstance(a.predicate, Counterpart)}
-    breaches += [BeliefBreach(BeliefBreachKind.BOTH_ROLES, s) for s in sorted(actors & owed, key=str)]
-    return breaches
+    return breaches + [BeliefBreach(BeliefBreachKind.BOTH_ROLES, s) for s in sorted(actors & owed, key=str)]
 
 
 def supersession_cycles(edges: Iterable[tuple[MemoryId, MemoryId]]) -> list[tuple[MemoryId, ...]]:
