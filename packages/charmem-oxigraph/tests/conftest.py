@@ -8,6 +8,7 @@ session; each test gets its own collection, so it starts empty).
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from charmem_oxigraph import OxigraphGraphStore, SparqlServiceGraphStore
-from charmem_oxigraph.testing import OxigraphServer
+from charmem_oxigraph.testing import OxigraphServer, VirtuosoServer, find_virtuoso_binaries
 
 EMBEDDED_MODES = ("in_memory", "persistent")
 ALL_MODES = (*EMBEDDED_MODES, "service")
@@ -49,6 +50,35 @@ def sparql_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Oxigraph
         yield server
     finally:
         server.stop()
+
+
+def _virtuoso(location: Path, max_rows: int = 1_000_000) -> Iterator[VirtuosoServer]:
+    """A started Virtuoso server, or a skip (a failure under ``REQUIRE_VIRTUOSO_TESTS=1``)."""
+    if find_virtuoso_binaries() is None:
+        reason = "Virtuoso is not installed: apt-get install virtuoso-opensource-7-bin"
+        if os.environ.get("REQUIRE_VIRTUOSO_TESTS") == "1":
+            pytest.fail(f"REQUIRE_VIRTUOSO_TESTS=1 but {reason}")
+        pytest.skip(reason)
+    with VirtuosoServer(location, max_rows=max_rows) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def virtuoso_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtuosoServer]:
+    """One real Virtuoso 7 server for the session's tests (stopped at the end)."""
+    yield from _virtuoso(tmp_path_factory.mktemp("virtuoso"))
+
+
+@pytest.fixture(scope="module")
+def virtuoso_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtuosoServer]:
+    """A second Virtuoso server: where the restore tests load a collection's export."""
+    yield from _virtuoso(tmp_path_factory.mktemp("virtuoso-twin"))
+
+
+@pytest.fixture(scope="module")
+def capped_virtuoso(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtuosoServer]:
+    """A Virtuoso server whose ``ResultSetMaxRows`` is 20 (as a default setup's 10,000)."""
+    yield from _virtuoso(tmp_path_factory.mktemp("virtuoso-capped"), max_rows=20)
 
 
 @pytest.fixture

@@ -9,25 +9,29 @@ from __future__ import annotations
 import math
 from collections.abc import Generator, Mapping
 from typing import Final
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
 import httpx
-from charmem.errors import ConfigurationError
+from charmem.errors import BackendError, ConfigurationError
 
 __all__ = [
     "ATTEMPTS",
     "BEARER_TOKEN_KEY",
     "DEFAULT_TIMEOUT",
     "PASSWORD_KEY",
+    "RAISE_CAP_HINT",
     "RETRY_WAIT",
     "TIMEOUT_KEY",
     "USERNAME_KEY",
     "BearerAuth",
     "auth_from_settings",
     "check_endpoint",
+    "check_row_cap",
     "display",
+    "query_request",
     "retryable",
     "route",
+    "takes_direct_queries",
     "timeout_from_settings",
 ]
 
@@ -139,3 +143,63 @@ def retryable(exc: BaseException) -> bool:
     so both may be sent twice. Timeouts are not retried: the time budget is spent.
     """
     return isinstance(exc, httpx.TransportError) and not isinstance(exc, httpx.TimeoutException)
+
+
+def query_request(query: str, *, direct: bool) -> tuple[bytes, str]:
+    """The body and ``Content-Type`` of a query request (the protocol's two POST forms).
+
+    ``direct`` sends the query as the body (``application/sparql-query``); otherwise it is the
+    ``query`` field of an ``application/x-www-form-urlencoded`` body, the form every SPARQL
+    server takes (Virtuoso 7 never answers a direct POST). Encoding costs about 2 ms per 32 kB of
+    query text, and Oxigraph takes a direct POST in about half the time (measured).
+    """
+    if direct:
+        return query.encode("utf-8"), "application/sparql-query"
+    return urlencode({"query": query}).encode("ascii"), "application/x-www-form-urlencoded"
+
+
+def takes_direct_queries(response: httpx.Response) -> bool:
+    """Whether the server that sent ``response`` is known to answer a direct query POST.
+
+    Only a server naming itself Oxigraph (``Server: Oxigraph/<version>``) is: any other (or one
+    behind a proxy that hides the header) keeps the URL-encoded form.
+    """
+    server: str = response.headers.get("server", "")
+    return server.startswith("Oxigraph/")
+
+
+#: What to do when a server cut an answer (Virtuoso's cap; other servers have their own).
+RAISE_CAP_HINT: Final = (
+    "raise the server's result cap above the collection's size (Virtuoso: ResultSetMaxRows in the "
+    "[SPARQL] section of virtuoso.ini)"
+)
+
+
+def check_row_cap(response: httpx.Response, rows: int, what: str) -> None:
+    """Refuse a ``SELECT`` answer that a server cut at its row cap.
+
+    Virtuoso answers at most ``[SPARQL] ResultSetMaxRows`` rows (10,000 in its sample
+    configuration) and, when an answer reaches the cap, says so only in the header
+    ``X-SPARQL-MaxRows: <cap>``: the rows past the cap are silently left out. An answer of
+    ``rows`` rows under such a header is refused when it reaches the cap.
+
+    Args:
+        response: the server's answer.
+        rows: how many rows it held.
+        what: the request, for the message (``"a query to <action> in collection 'x' on <url>"``).
+
+    Raises:
+        BackendError: the answer reached the cap the server named (an unreadable cap counts as 0).
+    """
+    raw = response.headers.get("x-sparql-maxrows")
+    if raw is None:
+        return
+    try:
+        cap = int(raw)
+    except ValueError:
+        cap = 0
+    if rows >= cap:
+        raise BackendError(
+            f"the SPARQL server cut its answer to {what} at its row cap of {raw.strip()} rows "
+            f"(X-SPARQL-MaxRows), so rows may be missing; {RAISE_CAP_HINT}"
+        )
