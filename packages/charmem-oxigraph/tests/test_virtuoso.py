@@ -17,7 +17,8 @@ import pytest
 from charmem.domain.graph import GraphBatch
 from charmem.errors import BackendError
 
-from charmem_oxigraph import SparqlServiceGraphStore
+from charmem_oxigraph import OxigraphGraphStore, SparqlServiceGraphStore
+from charmem_oxigraph._queries import INSERT_DATA_MAX_TRIPLES
 from charmem_oxigraph.testing import OxigraphServer, VirtuosoServer
 
 from oxigraph_builders import HOSTILE_TEXTS, episode, observation
@@ -118,3 +119,23 @@ async def test_virtuoso_is_sent_queries_url_encoded(virtuoso_server: VirtuosoSer
     goes URL-encoded."""
     seen = await _query_content_types(virtuoso_server.query_endpoint, virtuoso_server.update_endpoint)
     assert seen == ["application/x-www-form-urlencoded"] * 3
+
+
+async def test_a_dump_larger_than_one_insert_operation_restores(virtuoso_server: VirtuosoServer) -> None:
+    """Virtuoso refuses an INSERT DATA operation of more than 4,989 triples: a restore (one update
+    request) of a larger dump is sent as several operations and loads every statement."""
+    name = f"restore-{next(_names)}"
+    held = episode()
+    turns = [observation(held.id, text=HOSTILE_TEXTS[i % len(HOSTILE_TEXTS)]) for i in range(2_000)]
+    dump = io.BytesIO()
+    async with await OxigraphGraphStore.open_async(name) as source:
+        await source.write_batch(GraphBatch(objects=[held, *turns]))
+        exported = await source.export_graph(dump)
+    assert exported.statements > 1.5 * INSERT_DATA_MAX_TRIPLES
+    async with SparqlServiceGraphStore(
+        name, query_endpoint=virtuoso_server.query_endpoint, update_endpoint=virtuoso_server.update_endpoint
+    ) as restored:
+        loaded = await restored.import_graph(io.BytesIO(dump.getvalue()), exported.media_type)
+        assert loaded == exported.statements
+        assert await restored.statement_count() == exported.statements
+        assert (await restored.get_objects([turns[-1].id]))[turns[-1].id] == turns[-1]
