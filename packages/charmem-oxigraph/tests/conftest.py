@@ -1,8 +1,9 @@
 """Fixtures: a real, empty Oxigraph graph store in each mode (never a stand-in).
 
-A test module that sets ``GRAPH_MODES = ALL_MODES`` also runs against the ``service`` mode: a
-:class:`~charmem_oxigraph.SparqlServiceGraphStore` on a real ``oxigraph serve`` process (one per
-session; each test gets its own collection, so it starts empty).
+A test module that sets ``GRAPH_MODES = ALL_MODES`` also runs against the service modes: a
+:class:`~charmem_oxigraph.SparqlServiceGraphStore` on a real ``oxigraph serve`` process
+(``service``) and on a real Virtuoso 7 (``virtuoso``), one server of each per session; each test
+gets its own collection, so it starts empty.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from charmem_oxigraph import OxigraphGraphStore, SparqlServiceGraphStore
 from charmem_oxigraph.testing import OxigraphServer, VirtuosoServer, find_virtuoso_binaries
 
 EMBEDDED_MODES = ("in_memory", "persistent")
-ALL_MODES = (*EMBEDDED_MODES, "service")
+#: The service modes and the fixture of the server each runs on (``virtuoso``: Virtuoso 7, when
+#: installed; see ``virtuoso_server``).
+SERVICE_MODES = {"service": "sparql_server", "virtuoso": "virtuoso_server"}
+ALL_MODES = (*EMBEDDED_MODES, *SERVICE_MODES)
 _collections = itertools.count()
 
 # The test modules import ``oxigraph_builders`` from this folder, also under the workspace's
@@ -90,11 +94,11 @@ def store_path(tmp_path: Path) -> Path:
 async def store(mode: str, store_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Any]:
     """An empty, open graph store of collection ``test`` (closed afterwards).
 
-    In ``service`` mode the collection is ``test-<n>``, new for each test, on the session server.
+    In a service mode the collection is ``test-<n>``, new for each test, on the session server.
     """
     graph: OxigraphGraphStore | SparqlServiceGraphStore
-    if mode == "service":
-        server: OxigraphServer = request.getfixturevalue("sparql_server")
+    if mode in SERVICE_MODES:
+        server: OxigraphServer | VirtuosoServer = request.getfixturevalue(SERVICE_MODES[mode])
         graph = SparqlServiceGraphStore(
             f"test-{next(_collections)}",
             query_endpoint=server.query_endpoint,

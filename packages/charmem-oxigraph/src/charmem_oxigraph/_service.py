@@ -316,6 +316,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
                 f"the SPARQL endpoint {self.query_endpoint} answered a query to {action} in collection "
                 f"{self._collection!r} with something that is not SPARQL JSON results: {exc}"
             ) from exc
+        del solutions  # pyoxigraph's answer object must not outlive this thread in a kept frame
         where = f"a query to {action} in collection {self._collection!r} at {self.query_endpoint}"
         h.check_row_cap(response, len(rows), where)
         return rows
