@@ -16,6 +16,7 @@ import httpx
 import pytest
 from charmem.domain.graph import GraphBatch
 from charmem.errors import BackendError
+from charmem.settings import Settings
 
 from charmem_oxigraph import OxigraphGraphStore, SparqlServiceGraphStore
 from charmem_oxigraph._queries import INSERT_DATA_MAX_TRIPLES
@@ -139,3 +140,26 @@ async def test_a_dump_larger_than_one_insert_operation_restores(virtuoso_server:
         assert loaded == exported.statements
         assert await restored.statement_count() == exported.statements
         assert (await restored.get_objects([turns[-1].id]))[turns[-1].id] == turns[-1]
+
+
+def _auth_settings(server: VirtuosoServer, **extra: str) -> Settings:
+    endpoint = f"{server.base_url}/sparql-auth"
+    return Settings.from_mapping(
+        {"GRAPH_STORE_MODE": "service", "SPARQL_QUERY_ENDPOINT": endpoint, "SPARQL_USERNAME": "dba", **extra}
+    )
+
+
+async def test_sparql_auth_takes_digest_credentials(virtuoso_server: VirtuosoServer) -> None:
+    """Virtuoso's authenticated endpoint (/sparql-auth) asks for HTTP digest, not basic:
+    SPARQL_AUTH_SCHEME=digest sends the username and password that way."""
+    settings = _auth_settings(
+        virtuoso_server, SPARQL_PASSWORD=VirtuosoServer.DBA_PASSWORD, SPARQL_AUTH_SCHEME="digest"
+    )
+    held = episode()
+    async with SparqlServiceGraphStore.from_settings(settings, f"auth-{next(_names)}") as store:
+        await store.write_batch(GraphBatch(objects=[held]))
+        assert await store.get_objects([held.id]) == {held.id: held}
+    basic = _auth_settings(virtuoso_server, SPARQL_PASSWORD=VirtuosoServer.DBA_PASSWORD)
+    async with SparqlServiceGraphStore.from_settings(basic, f"auth-{next(_names)}") as store:
+        with pytest.raises(BackendError, match=r"HTTP 401 .*SPARQL_USERNAME"):
+            await store.object_ids()

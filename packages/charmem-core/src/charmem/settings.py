@@ -66,6 +66,7 @@ KNOWN_SETTINGS_KEYS: Final = frozenset(
         "SPARQL_USERNAME",
         "SPARQL_PASSWORD",
         "SPARQL_BEARER_TOKEN",
+        "SPARQL_AUTH_SCHEME",
         "SPARQL_TIMEOUT",
         "OXIGRAPH_FLUSH_MIB",
         "QDRANT_TIMEOUT",

@@ -16,6 +16,8 @@ from charmem.errors import BackendError, ConfigurationError
 
 __all__ = [
     "ATTEMPTS",
+    "AUTH_SCHEMES",
+    "AUTH_SCHEME_KEY",
     "BEARER_TOKEN_KEY",
     "DEFAULT_TIMEOUT",
     "PASSWORD_KEY",
@@ -41,6 +43,8 @@ DEFAULT_TIMEOUT: Final = 10.0
 USERNAME_KEY: Final = "SPARQL_USERNAME"
 PASSWORD_KEY: Final = "SPARQL_PASSWORD"  # noqa: S105 - the name of a setting, not a secret
 BEARER_TOKEN_KEY: Final = "SPARQL_BEARER_TOKEN"  # noqa: S105 - the name of a setting
+AUTH_SCHEME_KEY: Final = "SPARQL_AUTH_SCHEME"  # how the username and password are sent
+AUTH_SCHEMES: Final = ("basic", "digest")
 TIMEOUT_KEY: Final = "SPARQL_TIMEOUT"
 
 ATTEMPTS: Final = 2  # a request failing before any answer (connection refused or reset) is sent twice
@@ -97,11 +101,23 @@ class BearerAuth(httpx.Auth):
 
 
 def auth_from_settings(extra: Mapping[str, str]) -> httpx.Auth | None:
+    """The authentication ``Settings.extra`` asks for, or ``None``.
+
+    ``SPARQL_USERNAME`` + ``SPARQL_PASSWORD`` are sent as HTTP basic authentication, or as HTTP
+    digest authentication with ``SPARQL_AUTH_SCHEME=digest`` (what Virtuoso's ``/sparql-auth``
+    endpoint asks for); ``SPARQL_BEARER_TOKEN`` as ``Authorization: Bearer``.
+
+    Raises:
+        ConfigurationError: incomplete or contradictory keys, or an unknown scheme (``key`` names
+            the setting).
+    """
+
     def value(key: str) -> str | None:
         raw = extra.get(key)
         return raw.strip() if raw is not None and raw.strip() else None
 
     username, password, token = value(USERNAME_KEY), value(PASSWORD_KEY), value(BEARER_TOKEN_KEY)
+    scheme = _auth_scheme(value(AUTH_SCHEME_KEY), has_password=username is not None and password is not None)
     if token is not None and (username is not None or password is not None):
         raise ConfigurationError(
             f"set either {BEARER_TOKEN_KEY} or {USERNAME_KEY}/{PASSWORD_KEY}, not both",
@@ -116,9 +132,23 @@ def auth_from_settings(extra: Mapping[str, str]) -> httpx.Auth | None:
             "(HTTP basic authentication)",
             key=missing,
         )
-    if username is not None and password is not None:
-        return httpx.BasicAuth(username, password)
-    return None
+    if username is None or password is None:
+        return None
+    return httpx.DigestAuth(username, password) if scheme == "digest" else httpx.BasicAuth(username, password)
+
+
+def _auth_scheme(raw: str | None, *, has_password: bool) -> str:
+    """``SPARQL_AUTH_SCHEME`` (default ``basic``), checked against the keys it needs."""
+    scheme = (raw or "basic").lower()
+    if scheme not in AUTH_SCHEMES:
+        raise ConfigurationError(
+            f"{AUTH_SCHEME_KEY}={scheme!r} is not one of {', '.join(AUTH_SCHEMES)}", key=AUTH_SCHEME_KEY
+        )
+    if scheme == "digest" and not has_password:
+        raise ConfigurationError(
+            f"{AUTH_SCHEME_KEY}=digest needs {USERNAME_KEY} and {PASSWORD_KEY}", key=AUTH_SCHEME_KEY
+        )
+    return scheme
 
 
 def timeout_from_settings(extra: Mapping[str, str]) -> float:
