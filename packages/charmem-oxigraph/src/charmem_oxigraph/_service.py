@@ -72,7 +72,9 @@ class SparqlServiceGraphStore(CachedGraphStore):
     semantics as the embedded :class:`~charmem_oxigraph.OxigraphGraphStore`: the collection is the
     named graph ``urn:charmem:collection:<name>``; every read is one SPARQL query (built by the
     same code, ids bound with ``VALUES`` inside the ``GRAPH`` group) sent to the query endpoint
-    (``POST``, ``application/sparql-query``, answers as SPARQL JSON results parsed by pyoxigraph);
+    (``POST``, URL-encoded, or as ``application/sparql-query`` once the server names itself
+    Oxigraph; answers as SPARQL JSON results parsed by pyoxigraph, refused when the server says
+    it cut them at a row cap);
     every :meth:`write_batch` is at most one ``INSERT DATA`` request to the update endpoint,
     which a SPARQL 1.1 server applies atomically. Literals are serialised by pyoxigraph
     (``str(Literal(...))``: N-Triples terms with correct escaping), so memory text is always data.
