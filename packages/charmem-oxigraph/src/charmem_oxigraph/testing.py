@@ -283,7 +283,7 @@ class VirtuosoServer(_ServerProcess):
         self.location = Path(location)
         self.http_port = http_port or free_port()
         self.sql_port = sql_port or free_port()
-        while self.sql_port == self.http_port:  # two probes may be handed the same free port
+        while sql_port is None and self.sql_port == self.http_port:  # two probes, one free port
             self.sql_port = free_port()
         self.startup_timeout = startup_timeout
         self.max_rows = max_rows
