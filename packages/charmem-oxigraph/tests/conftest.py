@@ -79,6 +79,12 @@ def virtuoso_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Virtuoso
     yield from _virtuoso(tmp_path_factory.mktemp("virtuoso-twin"))
 
 
+@pytest.fixture
+def own_virtuoso(tmp_path: Path) -> Iterator[VirtuosoServer]:
+    """A Virtuoso server of this test alone (it may be killed and restarted)."""
+    yield from _virtuoso(tmp_path / "virtuoso")
+
+
 @pytest.fixture(scope="module")
 def capped_virtuoso(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtuosoServer]:
     """A Virtuoso server whose ``ResultSetMaxRows`` is 20 (as a default setup's 10,000)."""

@@ -8,6 +8,8 @@ installed, failed then under ``REQUIRE_VIRTUOSO_TESTS=1`` (see conftest).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import itertools
 from collections.abc import AsyncIterator
@@ -15,8 +17,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from charmem.domain.graph import GraphBatch
+from charmem.domain.ids import MemoryId
 from charmem.errors import BackendError
 from charmem.settings import Settings
+from pyoxigraph import Literal
 
 from charmem_oxigraph import OxigraphGraphStore, SparqlServiceGraphStore
 from charmem_oxigraph._queries import INSERT_DATA_MAX_TRIPLES
@@ -163,3 +167,22 @@ async def test_sparql_auth_takes_digest_credentials(virtuoso_server: VirtuosoSer
     async with SparqlServiceGraphStore.from_settings(basic, f"auth-{next(_names)}") as store:
         with pytest.raises(BackendError, match=r"HTTP 401 .*SPARQL_USERNAME"):
             await store.object_ids()
+
+
+async def test_an_update_cut_by_a_crash_is_all_or_nothing(own_virtuoso: VirtuosoServer) -> None:
+    """Virtuoso killed while it applies one INSERT DATA request (the store's write) comes back
+    with all of it or none of it, never a part; a restarted server serves the store again."""
+    text = Literal("x" * 200)
+    lines = [f"<urn:charmem:observation:{MemoryId.new()}> <urn:p> {text} ." for _ in range(3_900)]
+    server = own_virtuoso
+    for n, delay in enumerate((0.2, 0.5, 0.8)):
+        async with SparqlServiceGraphStore(
+            f"crash-{n}", query_endpoint=server.query_endpoint, update_endpoint=server.update_endpoint
+        ) as store:
+            write = asyncio.create_task(store._insert(lines, "write a batch"))
+            await asyncio.sleep(delay)
+            server.kill()
+            with contextlib.suppress(BackendError):
+                await write
+            server.start()
+            assert await store.statement_count() in (0, len(lines))

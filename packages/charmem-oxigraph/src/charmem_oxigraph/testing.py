@@ -339,7 +339,11 @@ class VirtuosoServer(_ServerProcess):
         return output
 
     def _configure(self) -> None:
-        self.sql('GRANT SPARQL_UPDATE TO "SPARQL"')
+        try:
+            self.sql('GRANT SPARQL_UPDATE TO "SPARQL"')
+        except RuntimeError as exc:
+            if "U0013" not in str(exc):  # U0013: granted already (a restarted database)
+                raise
 
 
 # Small buffers (a test database), no automatic checkpoint, loopback ports only; the [SPARQL]
