@@ -1,8 +1,10 @@
-"""The facade over the SPARQL service graph: CharacterMemory on a real ``oxigraph serve`` + Qdrant
-Edge + SQLite stats (hashing embedder), against the same operations on embedded Oxigraph."""
+"""The facade over the SPARQL service graph: CharacterMemory on a real ``oxigraph serve`` (and on
+a real Virtuoso 7 when installed) + Qdrant Edge + SQLite stats (hashing embedder), against the
+same operations on embedded Oxigraph."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,11 +26,12 @@ from charmem import (
     RetrievalContext,
     Settings,
 )
+from charmem.admin import check
 from charmem.testing import HashingEmbeddingProvider, stores_of
 from charmem_contract import CharacterMemoryContract, MemoryFactory, memory_factory
 from charmem_contract.lifecycle import LifecycleContract
 from charmem_oxigraph import SparqlServiceGraphStore
-from charmem_oxigraph.testing import OxigraphServer
+from charmem_oxigraph.testing import OxigraphServer, VirtuosoServer, find_virtuoso_binaries
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -38,7 +41,7 @@ class FixedClock:
         return T0
 
 
-def service_env(root: Path, server: OxigraphServer) -> dict[str, str]:
+def service_env(root: Path, server: OxigraphServer | VirtuosoServer) -> dict[str, str]:
     return {
         "GRAPH_STORE_MODE": "service",
         "SPARQL_QUERY_ENDPOINT": server.query_endpoint,
@@ -127,12 +130,29 @@ async def scenario(memory: CharacterMemory) -> list[dict[str, Any]]:
     return packs
 
 
-async def test_facade_round_trip_matches_the_embedded_graph(tmp_path: Path, server: OxigraphServer) -> None:
+@pytest.fixture
+def virtuoso(tmp_path: Path) -> Iterator[VirtuosoServer]:
+    """A real Virtuoso 7; skipped when it is not installed (failed under REQUIRE_VIRTUOSO_TESTS=1)."""
+    if find_virtuoso_binaries() is None:
+        reason = "Virtuoso is not installed: apt-get install virtuoso-opensource-7-bin"
+        if os.environ.get("REQUIRE_VIRTUOSO_TESTS") == "1":
+            pytest.fail(f"REQUIRE_VIRTUOSO_TESTS=1 but {reason}")
+        pytest.skip(reason)
+    with VirtuosoServer(tmp_path / "virtuoso") as running:
+        yield running
+
+
+@pytest.mark.parametrize("engine", ["oxigraph", "virtuoso"])
+async def test_facade_round_trip_matches_the_embedded_graph(
+    tmp_path: Path, engine: str, request: pytest.FixtureRequest
+) -> None:
+    server = request.getfixturevalue("server" if engine == "oxigraph" else "virtuoso")
     service_settings = Settings.from_mapping(service_env(tmp_path / "service", server))
     async with CharacterMemory.open(service_settings, "facade", clock=FixedClock()) as memory:
         assert isinstance(stores_of(memory).graph, SparqlServiceGraphStore)
         on_service = await scenario(memory)
         statements = await stores_of(memory).graph.statement_count()
+        assert (await check(memory)).consistent
     embedded_settings = Settings.from_mapping(embedded_env(tmp_path / "embedded"))
     async with CharacterMemory.open(embedded_settings, "facade", clock=FixedClock()) as memory:
         on_embedded = await scenario(memory)

@@ -1,13 +1,15 @@
 """Fixtures: a real, empty Oxigraph graph store in each mode (never a stand-in).
 
-A test module that sets ``GRAPH_MODES = ALL_MODES`` also runs against the ``service`` mode: a
-:class:`~charmem_oxigraph.SparqlServiceGraphStore` on a real ``oxigraph serve`` process (one per
-session; each test gets its own collection, so it starts empty).
+A test module that sets ``GRAPH_MODES = ALL_MODES`` also runs against the service modes: a
+:class:`~charmem_oxigraph.SparqlServiceGraphStore` on a real ``oxigraph serve`` process
+(``service``) and on a real Virtuoso 7 (``virtuoso``), one server of each per session; each test
+gets its own collection, so it starts empty.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,10 +18,13 @@ from typing import Any
 import pytest
 
 from charmem_oxigraph import OxigraphGraphStore, SparqlServiceGraphStore
-from charmem_oxigraph.testing import OxigraphServer
+from charmem_oxigraph.testing import OxigraphServer, VirtuosoServer, find_virtuoso_binaries
 
 EMBEDDED_MODES = ("in_memory", "persistent")
-ALL_MODES = (*EMBEDDED_MODES, "service")
+#: The service modes and the fixture of the server each runs on (``virtuoso``: Virtuoso 7, when
+#: installed; see ``virtuoso_server``).
+SERVICE_MODES = {"service": "sparql_server", "virtuoso": "virtuoso_server"}
+ALL_MODES = (*EMBEDDED_MODES, *SERVICE_MODES)
 _collections = itertools.count()
 
 # The test modules import ``oxigraph_builders`` from this folder, also under the workspace's
@@ -51,6 +56,41 @@ def sparql_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Oxigraph
         server.stop()
 
 
+def _virtuoso(location: Path, max_rows: int = 1_000_000) -> Iterator[VirtuosoServer]:
+    """A started Virtuoso server, or a skip (a failure under ``REQUIRE_VIRTUOSO_TESTS=1``)."""
+    if find_virtuoso_binaries() is None:
+        reason = "Virtuoso is not installed: apt-get install virtuoso-opensource-7-bin"
+        if os.environ.get("REQUIRE_VIRTUOSO_TESTS") == "1":
+            pytest.fail(f"REQUIRE_VIRTUOSO_TESTS=1 but {reason}")
+        pytest.skip(reason)
+    with VirtuosoServer(location, max_rows=max_rows) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def virtuoso_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtuosoServer]:
+    """One real Virtuoso 7 server for the session's tests (stopped at the end)."""
+    yield from _virtuoso(tmp_path_factory.mktemp("virtuoso"))
+
+
+@pytest.fixture(scope="module")
+def virtuoso_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtuosoServer]:
+    """A second Virtuoso server: where the restore tests load a collection's export."""
+    yield from _virtuoso(tmp_path_factory.mktemp("virtuoso-twin"))
+
+
+@pytest.fixture
+def own_virtuoso(tmp_path: Path) -> Iterator[VirtuosoServer]:
+    """A Virtuoso server of this test alone (it may be killed and restarted)."""
+    yield from _virtuoso(tmp_path / "virtuoso")
+
+
+@pytest.fixture(scope="module")
+def capped_virtuoso(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtuosoServer]:
+    """A Virtuoso server whose ``ResultSetMaxRows`` is 20 (as a default setup's 10,000)."""
+    yield from _virtuoso(tmp_path_factory.mktemp("virtuoso-capped"), max_rows=20)
+
+
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "oxigraph"
@@ -60,11 +100,11 @@ def store_path(tmp_path: Path) -> Path:
 async def store(mode: str, store_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Any]:
     """An empty, open graph store of collection ``test`` (closed afterwards).
 
-    In ``service`` mode the collection is ``test-<n>``, new for each test, on the session server.
+    In a service mode the collection is ``test-<n>``, new for each test, on the session server.
     """
     graph: OxigraphGraphStore | SparqlServiceGraphStore
-    if mode == "service":
-        server: OxigraphServer = request.getfixturevalue("sparql_server")
+    if mode in SERVICE_MODES:
+        server: OxigraphServer | VirtuosoServer = request.getfixturevalue(SERVICE_MODES[mode])
         graph = SparqlServiceGraphStore(
             f"test-{next(_collections)}",
             query_endpoint=server.query_endpoint,

@@ -29,7 +29,6 @@ from charmem_oxigraph import (
 )
 from charmem_oxigraph import _layout as lay
 from charmem_oxigraph._codec import NodeTriples
-from charmem_oxigraph.testing import OxigraphServer
 
 FIXTURE = Path(__file__).parent / "fixtures" / "layout1.nq"
 COLLECTION = "fixture"
@@ -292,13 +291,18 @@ async def test_a_dump_of_a_newer_layout_is_refused() -> None:
         await store.close()
 
 
-async def test_the_service_store_refuses_then_migrates(sparql_server: OxigraphServer) -> None:
-    """On ``oxigraph serve``: open refused, ``charmem migrate`` (service), then the same reads."""
+@pytest.mark.parametrize("server_fixture", ["sparql_server", "virtuoso_server"])
+async def test_the_service_store_refuses_then_migrates(
+    server_fixture: str, request: pytest.FixtureRequest
+) -> None:
+    """On ``oxigraph serve`` and Virtuoso: open refused, ``charmem migrate`` (service), then the
+    same reads (on Virtuoso the migration's ``FILTER NOT EXISTS`` and ``DELETE ... WHERE`` too)."""
+    server = request.getfixturevalue(server_fixture)
     settings = Settings.from_mapping(
         {
             "GRAPH_STORE_MODE": "service",
-            "SPARQL_QUERY_ENDPOINT": sparql_server.query_endpoint,
-            "SPARQL_UPDATE_ENDPOINT": sparql_server.update_endpoint,
+            "SPARQL_QUERY_ENDPOINT": server.query_endpoint,
+            "SPARQL_UPDATE_ENDPOINT": server.update_endpoint,
         }
     )
     raw = SparqlServiceGraphStore.from_settings(settings, COLLECTION)

@@ -27,7 +27,7 @@ from oxigraph_builders import (
 )
 
 #: Also run against a real SPARQL 1.1 server (``oxigraph serve``), see conftest.
-GRAPH_MODES = ("in_memory", "persistent", "service")
+GRAPH_MODES = ("in_memory", "persistent", "service", "virtuoso")
 
 
 async def test_fixture_starts_empty(store: OxigraphGraphStore) -> None:

@@ -111,6 +111,11 @@ def test_from_settings_reads_endpoints_and_timeout() -> None:
         ({"SPARQL_USERNAME": "ada"}, "SPARQL_PASSWORD"),
         ({"SPARQL_PASSWORD": SECRET}, "SPARQL_USERNAME"),
         ({"SPARQL_BEARER_TOKEN": SECRET, "SPARQL_USERNAME": "ada"}, "SPARQL_BEARER_TOKEN"),
+        (
+            {"SPARQL_AUTH_SCHEME": "ntlm", "SPARQL_USERNAME": "ada", "SPARQL_PASSWORD": SECRET},
+            "SPARQL_AUTH_SCHEME",
+        ),
+        ({"SPARQL_AUTH_SCHEME": "digest"}, "SPARQL_AUTH_SCHEME"),
         ({"SPARQL_TIMEOUT": "0"}, "SPARQL_TIMEOUT"),
         ({"SPARQL_TIMEOUT": "soon"}, "SPARQL_TIMEOUT"),
         ({"SPARQL_QUERY_ENDPOINT": "ftp://example/query"}, "SPARQL_QUERY_ENDPOINT"),
@@ -133,6 +138,7 @@ def test_from_settings_refuses_another_mode() -> None:
     [
         {"SPARQL_USERNAME": "ada", "SPARQL_PASSWORD": SECRET},
         {"SPARQL_BEARER_TOKEN": SECRET},
+        {"SPARQL_USERNAME": "ada", "SPARQL_PASSWORD": SECRET, "SPARQL_AUTH_SCHEME": "digest"},
         {"SPARQL_QUERY_ENDPOINT": f"http://ada:{SECRET}@127.0.0.1:9/query"},
     ],
 )

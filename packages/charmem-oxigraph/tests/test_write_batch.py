@@ -16,7 +16,7 @@ from charmem_oxigraph import OxigraphGraphStore
 from oxigraph_builders import at, derived, entity, episode, link, observation, record, thread
 
 #: Also run against a real SPARQL 1.1 server (``oxigraph serve``), see conftest.
-GRAPH_MODES = ("in_memory", "persistent", "service")
+GRAPH_MODES = ("in_memory", "persistent", "service", "virtuoso")
 
 
 def _world() -> GraphBatch:

@@ -79,6 +79,7 @@ KNOWN_SETTINGS_KEYS: Final = frozenset(
         "SPARQL_USERNAME",
         "SPARQL_PASSWORD",
         "SPARQL_BEARER_TOKEN",
+        "SPARQL_AUTH_SCHEME",
         "SPARQL_TIMEOUT",
         "OXIGRAPH_FLUSH_MIB",
         "QDRANT_TIMEOUT",

@@ -9,25 +9,31 @@ from __future__ import annotations
 import math
 from collections.abc import Generator, Mapping
 from typing import Final
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
 import httpx
-from charmem.errors import ConfigurationError
+from charmem.errors import BackendError, ConfigurationError
 
 __all__ = [
     "ATTEMPTS",
+    "AUTH_SCHEMES",
+    "AUTH_SCHEME_KEY",
     "BEARER_TOKEN_KEY",
     "DEFAULT_TIMEOUT",
     "PASSWORD_KEY",
+    "RAISE_CAP_HINT",
     "RETRY_WAIT",
     "TIMEOUT_KEY",
     "USERNAME_KEY",
     "BearerAuth",
     "auth_from_settings",
     "check_endpoint",
+    "check_row_cap",
     "display",
+    "query_request",
     "retryable",
     "route",
+    "takes_direct_queries",
     "timeout_from_settings",
 ]
 
@@ -37,6 +43,8 @@ DEFAULT_TIMEOUT: Final = 10.0
 USERNAME_KEY: Final = "SPARQL_USERNAME"
 PASSWORD_KEY: Final = "SPARQL_PASSWORD"  # noqa: S105 - the name of a setting, not a secret
 BEARER_TOKEN_KEY: Final = "SPARQL_BEARER_TOKEN"  # noqa: S105 - the name of a setting
+AUTH_SCHEME_KEY: Final = "SPARQL_AUTH_SCHEME"  # how the username and password are sent
+AUTH_SCHEMES: Final = ("basic", "digest")
 TIMEOUT_KEY: Final = "SPARQL_TIMEOUT"
 
 ATTEMPTS: Final = 2  # a request failing before any answer (connection refused or reset) is sent twice
@@ -93,11 +101,23 @@ class BearerAuth(httpx.Auth):
 
 
 def auth_from_settings(extra: Mapping[str, str]) -> httpx.Auth | None:
+    """The authentication ``Settings.extra`` asks for, or ``None``.
+
+    ``SPARQL_USERNAME`` + ``SPARQL_PASSWORD`` are sent as HTTP basic authentication, or as HTTP
+    digest authentication with ``SPARQL_AUTH_SCHEME=digest`` (what Virtuoso's ``/sparql-auth``
+    endpoint asks for); ``SPARQL_BEARER_TOKEN`` as ``Authorization: Bearer``.
+
+    Raises:
+        ConfigurationError: incomplete or contradictory keys, or an unknown scheme (``key`` names
+            the setting).
+    """
+
     def value(key: str) -> str | None:
         raw = extra.get(key)
         return raw.strip() if raw is not None and raw.strip() else None
 
     username, password, token = value(USERNAME_KEY), value(PASSWORD_KEY), value(BEARER_TOKEN_KEY)
+    scheme = _auth_scheme(value(AUTH_SCHEME_KEY), has_password=username is not None and password is not None)
     if token is not None and (username is not None or password is not None):
         raise ConfigurationError(
             f"set either {BEARER_TOKEN_KEY} or {USERNAME_KEY}/{PASSWORD_KEY}, not both",
@@ -112,9 +132,23 @@ def auth_from_settings(extra: Mapping[str, str]) -> httpx.Auth | None:
             "(HTTP basic authentication)",
             key=missing,
         )
-    if username is not None and password is not None:
-        return httpx.BasicAuth(username, password)
-    return None
+    if username is None or password is None:
+        return None
+    return httpx.DigestAuth(username, password) if scheme == "digest" else httpx.BasicAuth(username, password)
+
+
+def _auth_scheme(raw: str | None, *, has_password: bool) -> str:
+    """``SPARQL_AUTH_SCHEME`` (default ``basic``), checked against the keys it needs."""
+    scheme = (raw or "basic").lower()
+    if scheme not in AUTH_SCHEMES:
+        raise ConfigurationError(
+            f"{AUTH_SCHEME_KEY}={scheme!r} is not one of {', '.join(AUTH_SCHEMES)}", key=AUTH_SCHEME_KEY
+        )
+    if scheme == "digest" and not has_password:
+        raise ConfigurationError(
+            f"{AUTH_SCHEME_KEY}=digest needs {USERNAME_KEY} and {PASSWORD_KEY}", key=AUTH_SCHEME_KEY
+        )
+    return scheme
 
 
 def timeout_from_settings(extra: Mapping[str, str]) -> float:
@@ -139,3 +173,63 @@ def retryable(exc: BaseException) -> bool:
     so both may be sent twice. Timeouts are not retried: the time budget is spent.
     """
     return isinstance(exc, httpx.TransportError) and not isinstance(exc, httpx.TimeoutException)
+
+
+def query_request(query: str, *, direct: bool) -> tuple[bytes, str]:
+    """The body and ``Content-Type`` of a query request (the protocol's two POST forms).
+
+    ``direct`` sends the query as the body (``application/sparql-query``); otherwise it is the
+    ``query`` field of an ``application/x-www-form-urlencoded`` body, the form every SPARQL
+    server takes (Virtuoso 7 never answers a direct POST). Encoding costs about 2 ms per 32 kB of
+    query text, and Oxigraph takes a direct POST in about half the time (measured).
+    """
+    if direct:
+        return query.encode("utf-8"), "application/sparql-query"
+    return urlencode({"query": query}).encode("ascii"), "application/x-www-form-urlencoded"
+
+
+def takes_direct_queries(response: httpx.Response) -> bool:
+    """Whether the server that sent ``response`` is known to answer a direct query POST.
+
+    Only a server naming itself Oxigraph (``Server: Oxigraph/<version>``) is: any other (or one
+    behind a proxy that hides the header) keeps the URL-encoded form.
+    """
+    server: str = response.headers.get("server", "")
+    return server.startswith("Oxigraph/")
+
+
+#: What to do when a server cut an answer (Virtuoso's cap; other servers have their own).
+RAISE_CAP_HINT: Final = (
+    "raise the server's result cap above the collection's size (Virtuoso: ResultSetMaxRows in the "
+    "[SPARQL] section of virtuoso.ini)"
+)
+
+
+def check_row_cap(response: httpx.Response, rows: int, what: str) -> None:
+    """Refuse a ``SELECT`` answer that a server cut at its row cap.
+
+    Virtuoso answers at most ``[SPARQL] ResultSetMaxRows`` rows (10,000 in its sample
+    configuration) and, when an answer reaches the cap, says so only in the header
+    ``X-SPARQL-MaxRows: <cap>``: the rows past the cap are silently left out. An answer of
+    ``rows`` rows under such a header is refused when it reaches the cap.
+
+    Args:
+        response: the server's answer.
+        rows: how many rows it held.
+        what: the request, for the message (``"a query to <action> in collection 'x' on <url>"``).
+
+    Raises:
+        BackendError: the answer reached the cap the server named (an unreadable cap counts as 0).
+    """
+    raw = response.headers.get("x-sparql-maxrows")
+    if raw is None:
+        return
+    try:
+        cap = int(raw)
+    except ValueError:
+        cap = 0
+    if rows >= cap:
+        raise BackendError(
+            f"the SPARQL server cut its answer to {what} at its row cap of {raw.strip()} rows "
+            f"(X-SPARQL-MaxRows), so rows may be missing; {RAISE_CAP_HINT}"
+        )

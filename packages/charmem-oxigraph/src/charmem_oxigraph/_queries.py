@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable, Sequence
+from typing import Final
 
 from charmem.domain.graph import LifecycleAction
 from charmem.domain.ids import MemoryId
@@ -257,14 +258,26 @@ def tombstones(graph: str, iris: Iterable[str] | None) -> str:
     )
 
 
+#: The most triples one ``INSERT DATA`` operation holds: Virtuoso 7's SPARQL parser refuses an
+#: operation of more than 4,989 ("memory exhausted"), and takes many operations in one request.
+INSERT_DATA_MAX_TRIPLES: Final = 4000
+
+
 def insert_data(graph: str, lines: Sequence[str]) -> str:
-    """``INSERT DATA`` into ``graph`` of N-Triples ``lines``.
+    """``INSERT DATA`` into ``graph`` of N-Triples ``lines``: one update request.
 
     The lines come from :func:`charmem_oxigraph._codec.encode_item` (literals serialised by
-    pyoxigraph, IRIs built from constants and UUIDs).
+    pyoxigraph, IRIs built from constants and UUIDs). More than :data:`INSERT_DATA_MAX_TRIPLES`
+    lines become several ``INSERT DATA`` operations of the one request (``;`` between them).
     """
+    g, step = v.iri_ref(graph), INSERT_DATA_MAX_TRIPLES
+    parts = [lines[start : start + step] for start in range(0, len(lines), step)] or [lines]
+    return " ;\n".join(_insert_operation(g, part) for part in parts)
+
+
+def _insert_operation(graph_ref: str, lines: Sequence[str]) -> str:
     triples = "\n".join(lines)
-    return f"INSERT DATA {{ GRAPH {v.iri_ref(graph)} {{\n{triples}\n}} }}"
+    return f"INSERT DATA {{ GRAPH {graph_ref} {{\n{triples}\n}} }}"
 
 
 def delete_data(graph: str, lines: Sequence[str]) -> str:

@@ -7,7 +7,7 @@ import contextlib
 import math
 import shlex
 import time
-from collections.abc import AsyncIterator, Generator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import BinaryIO, Final, TypeVar, cast
 
 import httpx
@@ -64,7 +64,9 @@ class SparqlServiceGraphStore(CachedGraphStore):
     semantics as the embedded :class:`~charmem_oxigraph.OxigraphGraphStore`: the collection is the
     named graph ``urn:charmem:collection:<name>``; every read is one SPARQL query (built by the
     same code, ids bound with ``VALUES`` inside the ``GRAPH`` group) sent to the query endpoint
-    (``POST``, ``application/sparql-query``, answers as SPARQL JSON results parsed by pyoxigraph);
+    (``POST``, URL-encoded, or as ``application/sparql-query`` once the server names itself
+    Oxigraph; answers as SPARQL JSON results parsed by pyoxigraph, refused when the server says
+    it cut them at a row cap);
     every :meth:`write_batch` is at most one ``INSERT DATA`` request to the update endpoint,
     which a SPARQL 1.1 server applies atomically. Literals are serialised by pyoxigraph
     (``str(Literal(...))``: N-Triples terms with correct escaping), so memory text is always data.
@@ -139,6 +141,8 @@ class SparqlServiceGraphStore(CachedGraphStore):
         # Only immutable knowledge (decoded items, stored kinds): other processes may write.
         self._cache = GraphCache(coherent=False)
         self._graph_reader = GraphReader(self._cache, self._graph_iri)
+        # Queries go URL-encoded until the server names itself one known to take them directly.
+        self._direct_queries = False
 
     # -- construction -------------------------------------------------------------------------
 
@@ -246,7 +250,20 @@ class SparqlServiceGraphStore(CachedGraphStore):
     async def _post(
         self, endpoint: str, action: str, content: bytes, content_type: str, accept: str
     ) -> bytes:
-        """POST one protocol request, bounded by ``timeout`` seconds; the answer's body.
+        """POST one protocol request (see :meth:`_exchange`); the answer's body."""
+        return (await self._exchange(endpoint, action, content, content_type, accept)).content
+
+    async def _query(self, query: str, action: str, accept: str) -> httpx.Response:
+        """POST one query, in the form the server takes (see :func:`_http.query_request`)."""
+        content, content_type = h.query_request(query, direct=self._direct_queries)
+        response = await self._exchange(self._query_endpoint, action, content, content_type, accept)
+        self._direct_queries = h.takes_direct_queries(response)
+        return response
+
+    async def _exchange(
+        self, endpoint: str, action: str, content: bytes, content_type: str, accept: str
+    ) -> httpx.Response:
+        """POST one protocol request, bounded by ``timeout`` seconds; the answer.
 
         Raises:
             BackendError: no answer in time, unreachable, an error status, or closed.
@@ -294,22 +311,24 @@ class SparqlServiceGraphStore(CachedGraphStore):
                     else ""
                 )
             )
-        return response.content
+        return response
 
     async def _select(self, query: str, action: str) -> list[QuerySolution]:
-        body = await self._post(
-            self._query_endpoint, action, query.encode("utf-8"), "application/sparql-query", _RESULTS_JSON
-        )
+        response = await self._query(query, action, _RESULTS_JSON)
         try:
-            solutions = parse_query_results(body, QueryResultsFormat.JSON)
+            solutions = parse_query_results(response.content, QueryResultsFormat.JSON)
             if not isinstance(solutions, QuerySolutions):
                 raise TypeError("expected SELECT solutions, got a boolean")
-            return list(solutions)
+            rows = list(solutions)
         except (SyntaxError, ValueError, TypeError) as exc:
             raise BackendError(
                 f"the SPARQL endpoint {self.query_endpoint} answered a query to {action} in collection "
                 f"{self._collection!r} with something that is not SPARQL JSON results: {exc}"
             ) from exc
+        del solutions  # pyoxigraph's answer object must not outlive this thread in a kept frame
+        where = f"a query to {action} in collection {self._collection!r} at {self.query_endpoint}"
+        h.check_row_cap(response, len(rows), where)
+        return rows
 
     async def _insert(self, lines: Sequence[str], action: str = "write a batch") -> None:
         """One ``INSERT DATA`` request holding every triple (atomic on a SPARQL 1.1 server)."""
@@ -440,38 +459,41 @@ class SparqlServiceGraphStore(CachedGraphStore):
 
         One ``CONSTRUCT`` query answered as N-Triples (held in memory), turned into quads of the
         collection's graph by pyoxigraph. Writers of this process wait meanwhile; writers of other
-        processes are not held back (see the class notes).
+        processes are not held back (see the class notes). A server may cut a ``CONSTRUCT`` answer
+        without saying so (Virtuoso stops at its ``ResultSetMaxRows``), so the statements are
+        counted first and an answer holding fewer is refused: nothing is written to ``out``.
 
         Returns:
             GraphExport: the media type and the number of quads written.
 
         Raises:
-            BackendError: the server failed, answered something that is not N-Triples, or ``out``
-                could not be written.
+            BackendError: the server failed, answered something that is not N-Triples or fewer
+                statements than the graph held, or ``out`` could not be written.
         """
+        action = "export the graph"
         async with wl.write_lock(self._update_endpoint, self._graph_iri):
-            body = await self._post(
-                self._query_endpoint,
-                "export the graph",
-                q.construct_all(self._graph_iri).encode("utf-8"),
-                "application/sparql-query",
-                "application/n-triples",
-            )
-        count = 0
-
-        def quads() -> Generator[Quad, None, None]:
-            nonlocal count
-            for triple in parse(body, RdfFormat.N_TRIPLES):
-                count += 1
-                yield Quad(triple.subject, triple.predicate, triple.object, self._graph)
-
+            held = await self.statement_count()
+            response = await self._query(q.construct_all(self._graph_iri), action, "application/n-triples")
         try:
-            await asyncio.to_thread(serialize, quads(), out, RdfFormat.N_QUADS)
-        except (SyntaxError, OSError, ValueError) as exc:
+            triples = await asyncio.to_thread(lambda: list(parse(response.content, RdfFormat.N_TRIPLES)))
+        except (SyntaxError, ValueError) as exc:
             raise BackendError(
                 f"could not export collection {self._collection!r} from {self.query_endpoint}: {exc}"
             ) from exc
-        return GraphExport(media_type=v.DUMP_MEDIA_TYPE, statements=count)
+        if len(triples) < held:
+            raise BackendError(
+                f"the SPARQL endpoint {self.query_endpoint} answered {len(triples)} of the {held} "
+                f"statements of collection {self._collection!r} to {action}, so it cut the answer; "
+                f"{h.RAISE_CAP_HINT}, or retry if another process erased memories meanwhile"
+            )
+        quads = (Quad(t.subject, t.predicate, t.object, self._graph) for t in triples)
+        try:
+            await asyncio.to_thread(serialize, quads, out, RdfFormat.N_QUADS)
+        except (OSError, ValueError) as exc:
+            raise BackendError(
+                f"could not export collection {self._collection!r} from {self.query_endpoint}: {exc}"
+            ) from exc
+        return GraphExport(media_type=v.DUMP_MEDIA_TYPE, statements=len(triples))
 
     async def import_graph(self, source: BinaryIO, media_type: str) -> int:
         """Load an N-Quads dump of this collection into it while it is empty: one ``INSERT DATA``.
@@ -606,9 +628,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
         Raises:
             BackendError: the server is unreachable, slow or refuses the request.
         """
-        await self._post(
-            self._query_endpoint, "check the server", b"ASK {}", "application/sparql-query", _RESULTS_JSON
-        )
+        await self._query("ASK {}", "check the server", _RESULTS_JSON)
 
     async def close(self) -> None:
         """Close the HTTP client (idempotent). Acknowledged writes are already on the server."""
