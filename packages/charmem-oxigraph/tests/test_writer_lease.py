@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
+import attrs
 import httpx
 import pytest
 from charmem.domain.graph import GraphBatch
@@ -169,3 +170,32 @@ async def test_writes_inside_a_block_use_its_lease(
         assert sum(b"leaseExpires" in body and b"SELECT" in body for body in seen) == 2 + 2
         await recorded.close()
     assert await _claims(store) == []
+
+
+async def test_a_write_that_fails_without_an_answer_holds_writers_off_until_its_claim_lapses(
+    store: SparqlServiceGraphStore,
+) -> None:
+    """A timed-out write may still land: its claim is left to lapse, other writers wait, and the
+    same process's next writer waits too (then it goes on: a replay is accepted)."""
+    real = store._leases.update
+
+    async def lost(update: str, action: str) -> None:
+        if store.graph_iri in update:  # the data write, not a lease request
+            await real(update, action)  # the server applies it, the answer never arrives
+            raise BackendError("the SPARQL endpoint did not answer within 1 s")
+        await real(update, action)
+
+    store._leases = attrs.evolve(store._leases, update=lost, timeout=1.0, policy=FAST)
+    batch = GraphBatch(objects=[entity()])
+    with pytest.raises(BackendError, match="may still apply this write") as failed:
+        await store.write_batch(batch)
+    assert "within" in str(failed.value)
+    assert "replay the same plan" in str(failed.value)
+    assert await _claims(store), "the claim is left to lapse, not released"
+    with pytest.raises(BackendError, match="no writer lease"):
+        await _acquire(store)  # another process's writer is held off meanwhile
+    store._leases = attrs.evolve(store._leases, update=real)
+    started = time.monotonic()
+    result = await store.write_batch(batch)  # this process waits for the lapse, then replays
+    assert time.monotonic() - started > 0.5
+    assert result.existing_ids == (batch.objects[0].id,)

@@ -175,12 +175,17 @@ class Lease:
         writer: this holder's IRI, ``urn:charmem:writer:<uuid>``.
         line: the stored claim (N-Triples line).
         ends: monotonic instant (seconds) after which the claim may have expired.
+        lapses: monotonic instant (seconds) at which the claim's lifetime ends.
+        unsettled: a write under the lease failed without an answer (the server may still apply
+            it): the claim is left to lapse instead of being released.
     """
 
     graph: str
     writer: str
     line: str
     ends: float
+    lapses: float
+    unsettled: bool = False
 
     def check_time(self, timeout: float, collection: str) -> None:
         """Refuse to send a write that might end after the claim expired.
@@ -232,7 +237,7 @@ async def _claim(
     usable, lifetime = lifetimes
     started = time.monotonic()
     expires = (datetime.now(UTC) + timedelta(seconds=lifetime)).isoformat()
-    lease = Lease(graph, writer, _claim_line(writer, expires), started + usable)
+    lease = Lease(graph, writer, _claim_line(writer, expires), started + usable, started + lifetime)
     try:
         await update(_update(graph, expired, [lease.line]))
         others, _ = live_claims(await select(claims_query(graph)), datetime.now(UTC))
@@ -299,6 +304,10 @@ _HELD: ContextVar[Mapping[tuple[str, str], Lease]] = ContextVar(
     "charmem_sparql_leases", default=MappingProxyType({})
 )
 
+# When this process's writers of (update endpoint, graph) may write again after a write that failed
+# without an answer (monotonic instant its lease's claim lapses): the server may still apply it.
+_UNSETTLED: dict[tuple[str, str], float] = {}
+
 
 @attrs.frozen(kw_only=True)
 class WriterLeases:
@@ -311,6 +320,7 @@ class WriterLeases:
         key: (update endpoint, collection graph): which lease a task holds.
         timeout: seconds one request may take.
         collection: the collection name (for messages).
+        policy: the lease's lifetime and polling (:data:`LEASE_POLICY`).
     """
 
     select: Callable[[str, str], Awaitable[Sequence[Any]]]
@@ -319,6 +329,7 @@ class WriterLeases:
     key: tuple[str, str]
     timeout: float
     collection: str
+    policy: LeasePolicy = LEASE_POLICY
 
     @contextlib.asynccontextmanager
     async def writing(self, action: str) -> AsyncIterator[Lease]:
@@ -334,29 +345,53 @@ class WriterLeases:
             yield held
             return
         async with self.lock():
+            lapses = _UNSETTLED.pop(self.key, None)
+            if lapses is not None:  # a write of this process may still land until its claim lapses
+                await asyncio.sleep(max(0.0, lapses - time.monotonic()))
             lease = await acquire(
                 functools.partial(self._claims, action),
                 functools.partial(self._lease_update, action),
                 graph=writers_graph(self.key[1]),
                 request_timeout=self.timeout,
                 collection=self.collection,
+                policy=self.policy,
             )
             token = _HELD.set(MappingProxyType({**_HELD.get(), self.key: lease}))
             try:
                 yield lease
             finally:
                 _HELD.reset(token)
-                await self._release(lease, action)
+                if lease.unsettled:
+                    _UNSETTLED[self.key] = lease.lapses
+                    _log.warning("sparql_lease_left_to_lapse", collection=self.collection, action=action)
+                else:
+                    await self._release(lease, action)
 
     async def fenced(self, lease: Lease, update: str, action: str) -> None:
         """Send ``update`` under ``lease``: only with time left on it, confirmed afterwards.
 
+        A write that fails without an answer (a timeout, a lost connection, a cancellation) may
+        still be applied by the server later: its lease is then left to lapse rather than
+        released, and this process's next writer waits for that too, so no writer of any process
+        checks a write of its own before the failed one has landed or can no longer land.
+
         Raises:
             BackendError: see :meth:`Lease.check_time` and :meth:`Lease.confirm`, or the server
-                failed.
+                failed (the message says when writers of the collection may go on).
         """
         lease.check_time(self.timeout, self.collection)
-        await self.update(update, action)
+        try:
+            await self.update(update, action)
+        except BaseException as exc:
+            lease.unsettled = True
+            if isinstance(exc, BackendError):
+                wait = max(0.0, lease.lapses - time.monotonic())
+                raise BackendError(
+                    f"{exc}. The server may still apply this write: writers of collection "
+                    f"{self.collection!r} wait until its writer lease lapses (within {wait:.0f} s); "
+                    "then replay the same plan (equal content is accepted) or run `charmem check`"
+                ) from exc
+            raise
         await lease.confirm(functools.partial(self._claims, action), self.collection)
 
     async def _claims(self, action: str, query: str) -> Sequence[Any]:
