@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -267,8 +268,8 @@ async def test_one_update_request_per_write_batch(
 
 
 def _lease(request: httpx.Request) -> bool:
-    """Whether ``request`` reads or writes a collection's writer lease."""
-    return b"urn:charmem:writers:" in request.content
+    """Whether ``request`` reads or writes a collection's writer lease (a query may be URL-encoded)."""
+    return b"urn:charmem:writers:" in urllib.parse.unquote_to_bytes(request.content)
 
 
 async def test_http_error_status_is_a_backend_error() -> None:

@@ -6,13 +6,17 @@ requested (and logged) URL, a repr or an error message.
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Final
 from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
+import attrs
 import httpx
+import tenacity
 from charmem.errors import BackendError, ConfigurationError
+from pyoxigraph import QueryResultsFormat, QuerySolution, QuerySolutions, parse_query_results
 
 __all__ = [
     "ATTEMPTS",
@@ -26,13 +30,17 @@ __all__ = [
     "TIMEOUT_KEY",
     "USERNAME_KEY",
     "BearerAuth",
+    "Request",
+    "Send",
     "auth_from_settings",
     "check_endpoint",
     "check_row_cap",
     "display",
+    "exchange",
     "query_request",
     "retryable",
     "route",
+    "select_rows",
     "takes_direct_queries",
     "timeout_from_settings",
 ]
@@ -233,3 +241,91 @@ def check_row_cap(response: httpx.Response, rows: int, what: str) -> None:
             f"the SPARQL server cut its answer to {what} at its row cap of {raw.strip()} rows "
             f"(X-SPARQL-MaxRows), so rows may be missing; {RAISE_CAP_HINT}"
         )
+
+
+@attrs.frozen
+class Request:
+    """One SPARQL protocol request: the endpoint (as configured), its headers and body."""
+
+    endpoint: str
+    headers: Mapping[str, str]
+    content: bytes
+
+
+#: Sends one POST: ``send(endpoint, content, headers)`` -> the response (no status check).
+Send = Callable[[str, bytes, Mapping[str, str]], Awaitable[httpx.Response]]
+
+
+async def exchange(send: Send, request: Request, where: str, seconds: float) -> httpx.Response:
+    """POST ``request`` within ``seconds`` (a refused connection is tried twice); the answer.
+
+    Args:
+        send: posts the request (the store's client, with the endpoint's credentials).
+        request: what to send.
+        where: what the request does, for errors ("write a batch in collection 'x'").
+        seconds: the bound of the whole exchange, both attempts included.
+
+    Raises:
+        BackendError: no answer in time, the server unreachable, or an error status (the message
+            names the endpoint without its credentials, and the settings to check on 401/403).
+    """
+    shown = display(request.endpoint)
+    retrying = tenacity.AsyncRetrying(
+        retry=tenacity.retry_if_exception(retryable),
+        stop=tenacity.stop_after_attempt(ATTEMPTS),
+        wait=tenacity.wait_fixed(RETRY_WAIT),
+        reraise=True,
+    )
+    try:
+        async with asyncio.timeout(seconds):
+            async for attempt in retrying:
+                with attempt:
+                    response = await send(request.endpoint, request.content, request.headers)
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        detail = "" if isinstance(exc, TimeoutError) else f" ({type(exc).__name__})"
+        raise BackendError(
+            f"the SPARQL endpoint {shown} did not answer within {seconds:g} s while trying to {where}"
+            f"{detail}; check that the server is up and reachable"
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise BackendError(
+            f"could not reach the SPARQL endpoint {shown} to {where}: {type(exc).__name__}: {exc}; "
+            "check that the server is up and the URL is right"
+        ) from exc
+    if response.status_code >= 300:
+        body = response.text[:300].strip()
+        credentials = "; check SPARQL_USERNAME/SPARQL_PASSWORD or SPARQL_BEARER_TOKEN"
+        raise BackendError(
+            f"the SPARQL endpoint {shown} refused to {where}: HTTP {response.status_code} "
+            f"{response.reason_phrase}"
+            + (f": {body}" if body else "")
+            + (credentials if response.status_code in (401, 403) else "")
+        )
+    return response
+
+
+def select_rows(response: httpx.Response, where: str, endpoint: str) -> list[QuerySolution]:
+    """The rows of a ``SELECT`` answered as SPARQL JSON results, checked against the row cap.
+
+    Args:
+        response: the server's answer.
+        where: what the query does, for errors ("read objects in collection 'x'").
+        endpoint: the query endpoint as shown (no credentials).
+
+    Raises:
+        BackendError: the answer is not SPARQL JSON results of a ``SELECT``, or reached the
+            server's row cap (:func:`check_row_cap`).
+    """
+    try:
+        solutions = parse_query_results(response.content, QueryResultsFormat.JSON)
+        if not isinstance(solutions, QuerySolutions):
+            raise TypeError("expected SELECT solutions, got a boolean")
+        rows = list(solutions)
+    except (SyntaxError, ValueError, TypeError) as exc:
+        raise BackendError(
+            f"the SPARQL endpoint {endpoint} answered a query to {where} with something that is not "
+            f"SPARQL JSON results: {exc}"
+        ) from exc
+    del solutions  # pyoxigraph's answer object must not outlive this thread in a kept frame
+    check_row_cap(response, len(rows), f"a query to {where} at {endpoint}")
+    return rows

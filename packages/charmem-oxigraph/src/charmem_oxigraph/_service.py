@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import shlex
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import BinaryIO, Final, TypeVar, cast
 
 import httpx
-import tenacity
 from charmem.admin import LayoutMigration
 from charmem.domain.graph import GraphBatch, GraphErasure, GraphExport, GraphWriteResult
 from charmem.domain.ids import MemoryId
@@ -21,12 +21,9 @@ from charmem.settings import Settings, SparqlEndpoints, validate_collection_name
 from pyoxigraph import (
     NamedNode,
     Quad,
-    QueryResultsFormat,
     QuerySolution,
-    QuerySolutions,
     RdfFormat,
     parse,
-    parse_query_results,
     serialize,
 )
 
@@ -240,7 +237,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
         return self._client
 
     async def _send(
-        self, client: httpx.AsyncClient, endpoint: str, content: bytes, headers: dict[str, str]
+        self, client: httpx.AsyncClient, endpoint: str, content: bytes, headers: Mapping[str, str]
     ) -> httpx.Response:
         url, auth = self._routes[endpoint]
         if auth is None:
@@ -268,67 +265,13 @@ class SparqlServiceGraphStore(CachedGraphStore):
         Raises:
             BackendError: no answer in time, unreachable, an error status, or closed.
         """
-        client = self._http()
-        shown = h.display(endpoint)
-        headers = {"Content-Type": content_type, "Accept": accept}
-        retrying = tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception(h.retryable),
-            stop=tenacity.stop_after_attempt(h.ATTEMPTS),
-            wait=tenacity.wait_fixed(h.RETRY_WAIT),
-            reraise=True,
-        )
-        try:
-            async with asyncio.timeout(self._timeout):
-                async for attempt in retrying:
-                    with attempt:
-                        response = await self._send(client, endpoint, content, headers)
-        except TimeoutError as exc:
-            raise BackendError(
-                f"the SPARQL endpoint {shown} did not answer within {self._timeout:g} s while trying to "
-                f"{action} in collection {self._collection!r}; check that the server is up and reachable"
-            ) from exc
-        except httpx.TimeoutException as exc:
-            raise BackendError(
-                f"the SPARQL endpoint {shown} did not answer within {self._timeout:g} s while trying to "
-                f"{action} in collection {self._collection!r} ({type(exc).__name__}); check that the "
-                "server is up and reachable"
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise BackendError(
-                f"could not reach the SPARQL endpoint {shown} to {action} in collection "
-                f"{self._collection!r}: {type(exc).__name__}: {exc}; check that the server is up and the "
-                "URL is right"
-            ) from exc
-        if response.status_code >= 300:
-            body = response.text[:300].strip()
-            raise BackendError(
-                f"the SPARQL endpoint {shown} refused to {action} in collection {self._collection!r}: "
-                f"HTTP {response.status_code} {response.reason_phrase}"
-                + (f": {body}" if body else "")
-                + (
-                    "; check SPARQL_USERNAME/SPARQL_PASSWORD or SPARQL_BEARER_TOKEN"
-                    if response.status_code in (401, 403)
-                    else ""
-                )
-            )
-        return response
+        request = h.Request(endpoint, {"Content-Type": content_type, "Accept": accept}, content)
+        where = f"{action} in collection {self._collection!r}"
+        return await h.exchange(functools.partial(self._send, self._http()), request, where, self._timeout)
 
     async def _select(self, query: str, action: str) -> list[QuerySolution]:
         response = await self._query(query, action, _RESULTS_JSON)
-        try:
-            solutions = parse_query_results(response.content, QueryResultsFormat.JSON)
-            if not isinstance(solutions, QuerySolutions):
-                raise TypeError("expected SELECT solutions, got a boolean")
-            rows = list(solutions)
-        except (SyntaxError, ValueError, TypeError) as exc:
-            raise BackendError(
-                f"the SPARQL endpoint {self.query_endpoint} answered a query to {action} in collection "
-                f"{self._collection!r} with something that is not SPARQL JSON results: {exc}"
-            ) from exc
-        del solutions  # pyoxigraph's answer object must not outlive this thread in a kept frame
-        where = f"a query to {action} in collection {self._collection!r} at {self.query_endpoint}"
-        h.check_row_cap(response, len(rows), where)
-        return rows
+        return h.select_rows(response, f"{action} in collection {self._collection!r}", self.query_endpoint)
 
     async def _insert(self, lines: Sequence[str], action: str = "write a batch") -> None:
         """One ``INSERT DATA`` request holding every triple (atomic on a SPARQL 1.1 server)."""
