@@ -220,8 +220,11 @@ class CharacterMemory:
                 embedder.
             StoreCorruptedError: a store's files are damaged; the graph store is missing while
                 the collection's vectors exist; or the vector index is missing beside a non-empty
-                graph and ``VECTOR_REBUILD_ON_OPEN`` is false. The message names the path and
-                the way back.
+                graph and ``VECTOR_REBUILD_ON_OPEN`` is false; or a graph server (the shard
+                ``SPARQL_ENDPOINTS`` places it on) holds no statement of the collection while
+                its vector index holds points (a reordered shard list, an unpinned collection
+                after a shard was added, a mistyped endpoint). The message names the path or
+                endpoint and the way back.
             InsufficientStorageError: too little free disk space to open or create a store.
             BackendError: a store failed to open.
         """
