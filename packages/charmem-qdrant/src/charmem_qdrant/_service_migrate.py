@@ -7,14 +7,17 @@ shared opening (:func:`charmem_qdrant._service_open.refuse_per_collection`). Its
    size is authoritative);
 2. open the collection's tenant in the shared collection of that fingerprint (created if
    missing; refused when the collection already has vectors of another embedder there);
-3. copy every point, a scroll page of 1024 at a time, with its vectors and payload, under its
+3. clear the tenant's points (by the tenant filter; its marker stays): what an interrupted run
+   copied may since have been purged or forgotten in ``charmem-c``, and must not come back;
+4. copy every point, a scroll page of 1024 at a time, with its vectors and payload, under its
    tenant id and key; after each page, count the copies (a page whose copies are not all there
    fails);
-4. count ``charmem-c`` again (a writer still using it fails the move), then delete it.
+5. count ``charmem-c`` again and the tenant (a writer still using either fails the move: the
+   tenant must hold exactly the points copied), then delete ``charmem-c``.
 
-Each step is idempotent (copies are upserts of whole points under deterministic ids), so a run
-that was interrupted is finished by running it again; once ``charmem-c`` is gone a run moves
-nothing.
+Each run copies the source whole, so a run that was interrupted is finished by running it again
+(whatever ``charmem-c`` went through meanwhile); ``charmem-c`` is deleted only after a complete,
+counted copy, and once it is gone a run moves nothing.
 """
 
 from __future__ import annotations
@@ -89,6 +92,9 @@ async def _copy(server: Server, source: ScopedPoints, target: ScopedPoints, wher
 async def migrate_to_shared(server: Server, collection: str) -> VectorLayoutMigration:
     """Move the points of ``collection`` from ``charmem-c`` into its shared collection.
 
+    The tenant is cleared first, so it ends holding exactly the points of ``charmem-c``
+    (``points`` counts them).
+
     Returns:
         What was moved (``source`` ``None``: there was no ``charmem-c``, nothing to move).
 
@@ -121,13 +127,16 @@ async def migrate_to_shared(server: Server, collection: str) -> VectorLayoutMigr
         old = ServiceScope(collection=collection, qdrant_collection=legacy, shared=False)
         source = ScopedPoints(server.client, old, exact=False)
         target = ScopedPoints(server.client, scope, exact=False)
+        await server.call("clear the tenant", target.clear)
         moved = await _copy(server, source, target, target_name)
         left = await server.call("count points", source.count)
-        if left != moved:
+        held = await server.call("count points", target.count)
+        if not left == held == moved:
             raise BackendError(
-                f"{server.where(legacy)} held {left} points after {moved} were copied: a process "
-                "still writes to it. Stop the writers (or set VECTOR_SERVICE_LAYOUT=shared on "
-                "them), then run `charmem migrate` again"
+                f"{server.where(legacy)} held {left} points and the tenant {held} after {moved} "
+                "were copied: a process still writes to the collection; nothing was deleted. Stop "
+                "the writers (or set VECTOR_SERVICE_LAYOUT=shared on them), then run `charmem "
+                "migrate` again"
             )
     await server.call("drop the collection", lambda: server.client.delete_collection(legacy))
     _log.info("vector_collection_migrated", collection=collection, source=legacy, points=moved)
