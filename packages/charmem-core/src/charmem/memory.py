@@ -218,13 +218,10 @@ class CharacterMemory:
             StoreLockedError: an embedded store is held by another process.
             DimensionMismatchError, EmbedderMismatchError: the collection was indexed by another
                 embedder.
-            StoreCorruptedError: a store's files are damaged; the graph store is missing while
-                the collection's vectors exist; or the vector index is missing beside a non-empty
-                graph and ``VECTOR_REBUILD_ON_OPEN`` is false; or a graph server (the shard
-                ``SPARQL_ENDPOINTS`` places it on) holds no statement of the collection while
-                its vector index holds points (a reordered shard list, an unpinned collection
-                after a shard was added, a mistyped endpoint). The message names the path or
-                endpoint and the way back.
+            StoreCorruptedError: a store's files are damaged; the graph store is missing (or a
+                graph server, wrong shard or endpoint, holds none of it) while the collection's
+                vectors hold points; or the vector index is missing beside a non-empty graph and
+                ``VECTOR_REBUILD_ON_OPEN`` is false. The message names the way back.
             InsufficientStorageError: too little free disk space to open or create a store.
             BackendError: a store failed to open.
         """
