@@ -481,6 +481,21 @@ async def test_an_empty_per_collection_collection_is_not_refused(client: AsyncQd
     assert not await client.collection_exists("charmem-empty-old")
 
 
+async def test_migrating_an_empty_leftover_keeps_the_tenants_points(
+    client: AsyncQdrantClient,
+) -> None:
+    """An empty ``charmem-c`` beside a tenant written in the shared layout: only it goes."""
+    leftover = await open_index(client, "in-use", layout="per_collection")
+    await leftover.close()
+    shared = await open_index(client, "in-use")
+    await shared.upsert([point([1, 0, 0]), point([0, 1, 0])])
+    await shared.close()
+    report = await QdrantServiceVectorIndex.migrate_async(client, "in-use")
+    assert report.points == 0
+    assert not await client.collection_exists("charmem-in-use")
+    assert len(await tenant_points(client, "in-use")) == 2
+
+
 async def test_ids_in_the_shared_collection_are_the_tenants_own() -> None:
     """The same memory id in two tenants is two points (``uuid5(memory id, collection)``)."""
     from charmem_qdrant._service_layout import ServiceScope
