@@ -28,6 +28,7 @@ from charmem import (
 )
 from charmem.admin import check
 from charmem.testing import HashingEmbeddingProvider, stores_of
+from charmem_cli.app import main
 from charmem_contract import CharacterMemoryContract, MemoryFactory, memory_factory
 from charmem_contract.lifecycle import LifecycleContract
 from charmem_oxigraph import SparqlServiceGraphStore
@@ -227,3 +228,35 @@ class TestSparqlServiceStack(CharacterMemoryContract):
                 yield factory
         finally:
             server.stop()
+
+
+def test_the_cli_refuses_a_collection_on_the_wrong_graph_server(
+    tmp_path: Path,
+    server: OxigraphServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A mistyped endpoint: recall and check --repair refuse, naming the server read, not a path."""
+    for key, value in service_env(tmp_path, server).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("SPARQL_ENDPOINTS", raising=False)
+    assert main(["--collection", "wrong-shard", "remember", "Our dog is called Biscuit."]) == 0
+    empty = OxigraphServer(tmp_path / "another-server")
+    empty.start()
+    try:
+        monkeypatch.setenv("SPARQL_QUERY_ENDPOINT", empty.query_endpoint)
+        monkeypatch.setenv("SPARQL_UPDATE_ENDPOINT", empty.update_endpoint)
+        capsys.readouterr()
+        assert main(["--collection", "wrong-shard", "recall", "dog"]) == 2
+        assert empty.query_endpoint in capsys.readouterr().err
+        assert main(["--collection", "wrong-shard", "check", "--repair"]) == 2
+        err = capsys.readouterr().err
+    finally:
+        empty.stop()
+    assert "StoreCorruptedError" in err
+    assert empty.query_endpoint in err
+    assert "OXIGRAPH_PATH" not in err
+    assert "--store" not in err
+    monkeypatch.setenv("SPARQL_QUERY_ENDPOINT", server.query_endpoint)  # the right one again
+    monkeypatch.setenv("SPARQL_UPDATE_ENDPOINT", server.update_endpoint)
+    assert main(["--collection", "wrong-shard", "check"]) == 0

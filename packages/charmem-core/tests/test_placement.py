@@ -40,7 +40,16 @@ def test_single_endpoint_settings_still_give_one_shard() -> None:
     ("raw", "says"),
     [
         ('{"shards": [', "is not valid JSON"),
-        ("[1, 2]", "must be a JSON object, not a JSON list"),
+        ("[1, 2]", "must be a JSON object, not a JSON array"),
+        (
+            {"shards": [Q0]},
+            'shards[0] is a JSON string, not an object: each shard is an object {"query": URL',
+        ),
+        ({"shards": [{"query": Q0}, None]}, "shards[1] is a JSON null, not an object"),
+        (
+            {"shards": [{"query": Q0}, {"query": f" {Q0}", "update": "http://other/u"}]},
+            f"lists the query endpoint {Q0} twice (shards[0] and shards[1])",
+        ),
         ({"shards": []}, "lists no shard"),
         ({"shards": [{"update": U0}]}, "required field missing @ SPARQL_ENDPOINTS.shards[0].query"),
         ({"shards": [{"query": Q0, "querry": Q0}]}, "querry"),

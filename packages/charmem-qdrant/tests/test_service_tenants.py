@@ -420,6 +420,55 @@ async def test_an_interrupted_migration_is_finished_by_running_it_again(
     await migrated.close()
 
 
+async def test_a_rerun_after_a_purge_in_the_old_layout_does_not_bring_the_point_back(
+    client: AsyncQdrantClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    points, _, _ = await _per_collection_deployment(client)
+    copy = ScopedPoints.copy
+
+    async def copy_then_fail(self: ScopedPoints, page: Any) -> int:
+        await copy(self, page)
+        raise ConnectionError("the server went away")
+
+    monkeypatch.setattr(ScopedPoints, "copy", copy_then_fail)
+    with pytest.raises(Exception, match="went away"):
+        await QdrantServiceVectorIndex.migrate_async(client, "legacy")
+    monkeypatch.setattr(ScopedPoints, "copy", copy)
+    copied = {
+        uuid.UUID(p["memory_id"]) for p, _, _ in (await tenant_points(client, "legacy")).values()
+    }
+    purged = next(p.id for p in points if uuid.UUID(str(p.id)) in copied)  # copied, then purged
+    old = await open_index(client, "legacy", layout="per_collection")  # still the old layout
+    await old.delete([purged])
+    await old.close()
+
+    report = await QdrantServiceVectorIndex.migrate_async(client, "legacy")
+    migrated = await open_index(client, "legacy")
+    try:
+        assert purged not in await migrated.point_ids()
+        assert report.points == await migrated.count() == len(points) - 1
+    finally:
+        await migrated.close()
+
+
+async def test_a_per_collection_opening_of_a_shared_tenant_is_refused(
+    client: AsyncQdrantClient,
+) -> None:
+    tenant = await open_index(client, "moved")
+    await tenant.upsert([point([1, 0, 0]), point([0, 1, 0])])
+    await tenant.close()
+    with pytest.raises(StoreLayoutError) as caught:
+        await open_index(client, "moved", layout="per_collection")
+    assert "VECTOR_SERVICE_LAYOUT=shared" in str(caught.value)
+    assert "2 vectors" in str(caught.value)
+    assert (caught.value.found, caught.value.expected) == (2, 1)
+    assert not await client.collection_exists("charmem-moved")  # nothing was created
+    marker_only = await open_index(client, "marked")  # a new tenant: its marker alone
+    await marker_only.close()
+    with pytest.raises(StoreLayoutError):
+        await open_index(client, "marked", layout="per_collection")
+
+
 async def test_an_empty_per_collection_collection_is_not_refused(client: AsyncQdrantClient) -> None:
     empty = await open_index(client, "empty-old", layout="per_collection")
     await empty.close()
@@ -430,6 +479,21 @@ async def test_an_empty_per_collection_collection_is_not_refused(client: AsyncQd
     assert report.points == 0
     assert report.target is not None  # its marker named a fingerprint: the tenant is there
     assert not await client.collection_exists("charmem-empty-old")
+
+
+async def test_migrating_an_empty_leftover_keeps_the_tenants_points(
+    client: AsyncQdrantClient,
+) -> None:
+    """An empty ``charmem-c`` beside a tenant written in the shared layout: only it goes."""
+    leftover = await open_index(client, "in-use", layout="per_collection")
+    await leftover.close()
+    shared = await open_index(client, "in-use")
+    await shared.upsert([point([1, 0, 0]), point([0, 1, 0])])
+    await shared.close()
+    report = await QdrantServiceVectorIndex.migrate_async(client, "in-use")
+    assert report.points == 0
+    assert not await client.collection_exists("charmem-in-use")
+    assert len(await tenant_points(client, "in-use")) == 2
 
 
 async def test_ids_in_the_shared_collection_are_the_tenants_own() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from charmem import BackupFormatError, CharacterMemory, ConfigurationError, Settings
+from charmem import BackupFormatError, CharacterMemory, ConfigurationError, Settings, StoreCorruptedError
 from charmem.admin import (
     CheckReport,
     PurgeReport,
@@ -27,6 +27,7 @@ from charmem.admin import (
     read_manifest,
     repair,
 )
+from charmem.usecases.lost_graph import graph_location, lost_graph_ways_out
 from charmem.usecases.maintenance import drop_vector_index
 from charmem_cli._common import (
     announce_model_load,
@@ -127,12 +128,16 @@ async def check_collection(settings: Settings, collection: str, *, repair_drift:
 
     Raises:
         ConfigurationError: no graph store there, or the collection holds nothing.
+        StoreCorruptedError: ``repair_drift`` while the graph holds nothing beside vectors or
+            statistics (:func:`refuse_repair_of_lost_graph`); nothing was changed.
         StoreLockedError: another process holds an embedded store.
         DimensionMismatchError, EmbedderMismatchError: the vectors were made by another embedder.
         BackendError: a store failed.
     """
     provider = embedding_provider(settings)
     report: CheckReport = await check_settings(settings, collection, embedding_provider=provider)
+    if repair_drift and report.graph_looks_lost:
+        refuse_repair_of_lost_graph(settings, report)
     if not repair_drift or report.consistent or not report.repairable:
         return {"report": report, "before": None, "repaired": None}
     async with CharacterMemory.open(settings, collection, embedding_provider=provider) as memory:
@@ -146,6 +151,21 @@ async def check_collection(settings: Settings, collection: str, *, repair_drift:
         "settled": [str(i) for i in outcome.settled_ids],
     }
     return {"report": after, "before": report, "repaired": repaired}
+
+
+def refuse_repair_of_lost_graph(settings: Settings, report: CheckReport) -> None:
+    """Refuse ``check --repair`` on a graph that holds nothing beside vectors or statistics.
+
+    Raises:
+        StoreCorruptedError: always; the message names the graph read (the SPARQL shard or
+            ``OXIGRAPH_PATH``) and the ways out for that kind of graph.
+    """
+    raise StoreCorruptedError(
+        f"collection {report.collection!r}: {graph_location(settings, report.collection)} holds "
+        f"nothing while the vector index holds {report.vector_points or 0} points and the "
+        f"statistics {report.stats_rows or 0} rows; repairing would delete them, so nothing was "
+        "changed. " + lost_graph_ways_out(report.collection, service=settings.graph_store_mode == "service")
+    )
 
 
 def print_check(result: dict[str, Any], as_json: bool) -> None:

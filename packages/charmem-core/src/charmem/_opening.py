@@ -1,8 +1,9 @@
 """How :meth:`CharacterMemory.open` opens a memory: the opener object and the opening steps.
 
 The steps: check the arguments, build the token counter and the embedder, open the stores
-(refusing a lost graph, dropping the vectors when asked, noticing lost derived data), build the
-facade, then restore what was lost (statistics, vectors) from the graph.
+(refusing a lost graph, or a server graph that reads as empty beside vectors that hold points;
+dropping the vectors when asked; noticing lost derived data), build the facade, then restore
+what was lost (statistics, vectors) from the graph.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from charmem.ports import (
     VectorIndex,
 )
 from charmem.settings import Settings, validate_collection_name
+from charmem.usecases.lost_graph import refuse_vectors_beside_empty_graph
 from charmem.usecases.maintenance import (
     ProgressCallback,
     drop_vector_index,
@@ -203,6 +205,8 @@ async def _open_each_store(
         settings, collection, model_id=embedder.model_id, vector_size=embedder.vector_size
     )
     opened.append(vectors)
+    if not rebuild_vectors:
+        await refuse_vectors_beside_empty_graph(settings, collection, graph, vectors)
     return _OpenedStores(
         graph=graph,
         vectors=vectors,

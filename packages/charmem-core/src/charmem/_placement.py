@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import attrs
 import cattrs
 
-from charmem.errors import ConfigurationError
+from charmem.errors import ConfigurationError, mask_secrets
 
 __all__ = ["SPARQL_ENDPOINTS_KEY", "SparqlEndpoints", "SparqlShard", "parse_sparql_endpoints", "shard_index"]
 
@@ -69,8 +69,10 @@ def shard_index(collection: str, shard_count: int, pinned: Mapping[str, int]) ->
     digest of the UTF-8 text, big-endian) and the highest score wins (ties: the lower index).
     The answer depends only on the name and the number of shards, in every process and Python
     version (``hash()`` is salted per process and is never used). Appending a shard moves only
-    the collections the new shard wins, about one in ``shard_count``; pin those (or move them with
-    ``charmem export`` / ``restore``) before the new list is deployed.
+    the collections the new shard wins, about one in ``shard_count``; pin every existing
+    collection to the shard this function gives it today (or move it with ``charmem export`` /
+    ``charmem import``) before the new list is deployed. A collection opened on the wrong shard
+    while its vectors hold points is refused (``StoreCorruptedError``), never read as empty.
 
     Args:
         collection: a valid collection name.
@@ -117,6 +119,14 @@ _CONVERTER: Final = cattrs.Converter(forbid_extra_keys=True)
 _CONVERTER.register_structure_hook(int, _strict_int)
 
 
+_JSON_KINDS: Final = {str: "string", int: "number", float: "number", bool: "boolean", list: "array"}
+
+
+def _json_kind(value: object) -> str:
+    """What JSON calls the value's type (``null`` for ``None``)."""
+    return "null" if value is None else _JSON_KINDS.get(type(value), "object")
+
+
 def _refuse(problem: str) -> ConfigurationError:
     return ConfigurationError(
         f"{SPARQL_ENDPOINTS_KEY} {problem}; write a JSON object such as {_EXAMPLE}",
@@ -131,12 +141,37 @@ def _structure(raw: str) -> _EndpointsDoc:
     except json.JSONDecodeError as exc:
         raise _refuse(f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
     if not isinstance(document, dict):
-        raise _refuse(f"must be a JSON object, not a JSON {type(document).__name__}")
+        raise _refuse(f"must be a JSON object, not a JSON {_json_kind(document)}")
+    _refuse_shards_not_objects(document.get("shards"))
     try:
         return _CONVERTER.structure(document, _EndpointsDoc)
     except cattrs.BaseValidationError as exc:
         where = "; ".join(cattrs.transform_error(exc, path="SPARQL_ENDPOINTS"))
         raise _refuse(f"does not have the expected shape ({where})") from exc
+
+
+def _refuse_shards_not_objects(shards: object) -> None:
+    """Refuse a shard given as anything but an object (cattrs would fail on it untyped)."""
+    if not isinstance(shards, list):
+        return  # the converter names what is wrong with the list itself
+    for i, shard in enumerate(shards):
+        if not isinstance(shard, dict):
+            raise _refuse(
+                f"shards[{i}] is a JSON {_json_kind(shard)}, not an object: each shard is an "
+                'object {"query": URL, "update": URL} ("update" optional)'
+            )
+
+
+def _refuse_repeated_servers(shards: tuple[SparqlShard, ...]) -> None:
+    """Refuse one query endpoint listed as two shards (its collections would move between them)."""
+    seen: dict[str, int] = {}
+    for i, shard in enumerate(shards):
+        if shard.query in seen:
+            raise _refuse(
+                f"lists the query endpoint {mask_secrets(shard.query)} twice (shards[{seen[shard.query]}] "
+                f"and shards[{i}]); each shard is a different graph server: remove the repeat"
+            )
+        seen[shard.query] = i
 
 
 def _checked_url(url: str, where: str) -> str:
@@ -161,8 +196,9 @@ def parse_sparql_endpoints(raw: str) -> SparqlEndpoints:
 
     Raises:
         ConfigurationError: (``key="SPARQL_ENDPOINTS"``) the text is not JSON, not an object of that
-            shape (a shard without ``query``, an unknown key, a pin that is not an integer), there is
-            no shard, a URL is not http(s), a pinned name is not a valid collection name, or a pin
+            shape (a shard that is not an object or has no ``query``, an unknown key, a pin that is
+            not an integer), there is no shard, a URL is not http(s), one query URL is listed as two
+            shards, a pinned name is not a valid collection name, or a pin
             names a shard that does not exist. The message says which and how to fix it.
     """
     from charmem.settings import validate_collection_name  # settings imports this module
@@ -177,6 +213,7 @@ def parse_sparql_endpoints(raw: str) -> SparqlEndpoints:
         )
         for i, shard in enumerate(document.shards)
     )
+    _refuse_repeated_servers(shards)
     for name, index in document.pinned.items():
         try:
             validate_collection_name(name)

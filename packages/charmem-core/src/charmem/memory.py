@@ -217,9 +217,9 @@ class CharacterMemory:
             StoreLockedError: an embedded store is held by another process.
             DimensionMismatchError, EmbedderMismatchError: the collection was indexed by another
                 embedder.
-            StoreCorruptedError: a store's files are damaged, the graph store is missing beside
-                the vectors, or the vector index is missing and ``VECTOR_REBUILD_ON_OPEN`` is
-                false; the message names the path and the way back.
+            StoreCorruptedError: a store's files are damaged, the graph (or the graph server read:
+                wrong shard or endpoint) holds none of a collection whose vectors hold points, or
+                the vector index is missing and ``VECTOR_REBUILD_ON_OPEN`` is false.
             InsufficientStorageError: too little free disk space to open or create a store.
             CharacterIdentityMismatchError: another character id is recorded (no vector opened).
             BackendError: a store failed to open.

@@ -7,14 +7,19 @@ shared opening (:func:`charmem_qdrant._service_open.refuse_per_collection`). Its
    size is authoritative);
 2. open the collection's tenant in the shared collection of that fingerprint (created if
    missing; refused when the collection already has vectors of another embedder there);
-3. copy every point, a scroll page of 1024 at a time, with its vectors and payload, under its
+3. when ``charmem-c`` holds points (so no shared opening could write the tenant), clear the
+   tenant's points (by the tenant filter; its marker stays): what an interrupted run copied may
+   since have been purged or forgotten in ``charmem-c``, and must not come back; an empty
+   ``charmem-c`` is only deleted (the tenant may be in use in the shared layout);
+4. copy every point, a scroll page of 1024 at a time, with its vectors and payload, under its
    tenant id and key; after each page, count the copies (a page whose copies are not all there
    fails);
-4. count ``charmem-c`` again (a writer still using it fails the move), then delete it.
+5. count ``charmem-c`` again and the tenant (a writer still using either fails the move: the
+   tenant must hold exactly the points copied), then delete ``charmem-c``.
 
-Each step is idempotent (copies are upserts of whole points under deterministic ids), so a run
-that was interrupted is finished by running it again; once ``charmem-c`` is gone a run moves
-nothing.
+Each run copies the source whole, so a run that was interrupted is finished by running it again
+(whatever ``charmem-c`` went through meanwhile); ``charmem-c`` is deleted only after a complete,
+counted copy, and once it is gone a run moves nothing.
 """
 
 from __future__ import annotations
@@ -86,8 +91,34 @@ async def _copy(server: Server, source: ScopedPoints, target: ScopedPoints, wher
             return moved
 
 
+async def _copy_whole(
+    server: Server, source: ScopedPoints, target: ScopedPoints, where: str
+) -> int:
+    """Clear the tenant, copy ``source`` into it, and check both counts; the points copied.
+
+    Raises:
+        BackendError: the server failed, or ``source`` or the tenant does not hold exactly the
+            points copied afterwards (a writer still uses the collection); nothing was deleted.
+    """
+    await server.call("clear the tenant", target.clear)
+    moved = await _copy(server, source, target, where)
+    left = await server.call("count points", source.count)
+    held = await server.call("count points", target.count)
+    if not left == held == moved:
+        raise BackendError(
+            f"the old collection held {left} points and the tenant in {where} {held} after {moved} "
+            "were copied: a process still writes to the collection; nothing was deleted. Stop "
+            "the writers (or set VECTOR_SERVICE_LAYOUT=shared on them), then run `charmem "
+            "migrate` again"
+        )
+    return moved
+
+
 async def migrate_to_shared(server: Server, collection: str) -> VectorLayoutMigration:
     """Move the points of ``collection`` from ``charmem-c`` into its shared collection.
+
+    When ``charmem-c`` holds points the tenant is cleared first, so it ends holding exactly the
+    points of ``charmem-c`` (``points`` counts them); an empty ``charmem-c`` is only deleted.
 
     Returns:
         What was moved (``source`` ``None``: there was no ``charmem-c``, nothing to move).
@@ -121,14 +152,8 @@ async def migrate_to_shared(server: Server, collection: str) -> VectorLayoutMigr
         old = ServiceScope(collection=collection, qdrant_collection=legacy, shared=False)
         source = ScopedPoints(server.client, old, exact=False)
         target = ScopedPoints(server.client, scope, exact=False)
-        moved = await _copy(server, source, target, target_name)
-        left = await server.call("count points", source.count)
-        if left != moved:
-            raise BackendError(
-                f"{server.where(legacy)} held {left} points after {moved} were copied: a process "
-                "still writes to it. Stop the writers (or set VECTOR_SERVICE_LAYOUT=shared on "
-                "them), then run `charmem migrate` again"
-            )
+        if await server.call("count points", source.count):
+            moved = await _copy_whole(server, source, target, target_name)
     await server.call("drop the collection", lambda: server.client.delete_collection(legacy))
     _log.info("vector_collection_migrated", collection=collection, source=legacy, points=moved)
     return VectorLayoutMigration(

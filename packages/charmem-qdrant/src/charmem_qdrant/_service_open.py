@@ -1,7 +1,9 @@
 """Opening and dropping a charmem collection's points on a Qdrant server, in either layout.
 
 * **Per collection**: the Qdrant collection ``charmem-c`` is created on first open and its
-  fingerprint checked (:func:`ensure_collection`).
+  fingerprint checked (:func:`ensure_collection`); never for a collection that lives as a
+  tenant of a shared collection (:class:`~charmem.errors.StoreLayoutError` naming
+  ``VECTOR_SERVICE_LAYOUT=shared``: never read as empty).
 * **Shared**: the opener first refuses a collection that still has points in the per-collection
   layout (:class:`~charmem.errors.StoreLayoutError` naming ``charmem migrate``: never read as
   empty), then creates or checks the shared collection of its fingerprint, then checks the
@@ -165,6 +167,34 @@ async def refuse_per_collection(server: Server, scope: ServiceScope) -> None:
     )
 
 
+async def refuse_shared_tenant(server: Server, scope: ServiceScope) -> None:
+    """Refuse a per-collection opening of a collection that lives as a tenant of a shared one.
+
+    Only asked when ``charmem-c`` does not exist: opening would create it empty and read the
+    collection as empty while its points sit in the shared collection.
+
+    Raises:
+        StoreLayoutError: a shared collection holds the collection's marker or points
+            (``found`` 2, ``expected`` 1); nothing was created.
+    """
+    for name in await server.shared_collections():
+        tenant = ServiceScope(collection=scope.collection, qdrant_collection=name, shared=True)
+        points = await server.call(
+            "count points", ScopedPoints(server.client, tenant, exact=False).count
+        )
+        if not points and await server.tenant_marker(name, tenant) is None:
+            continue
+        raise StoreLayoutError(
+            f"collection {scope.collection!r} keeps its {points} vectors as a tenant of the shared "
+            f"Qdrant collection {server.where(name)}, but VECTOR_SERVICE_LAYOUT=per_collection "
+            f"looks for {scope.qdrant_collection}, which does not exist; nothing was created. "
+            "Set VECTOR_SERVICE_LAYOUT=shared (the default) to open it",
+            store=f"{server.where(name)} (tenant {scope.collection!r})",
+            found=SHARED_LAYOUT,
+            expected=PER_COLLECTION_LAYOUT,
+        )
+
+
 async def refuse_other_fingerprints(
     server: Server, scope: ServiceScope, fingerprint: ShardMarker
 ) -> None:
@@ -233,12 +263,17 @@ async def open_scope(
         Fields for the ``vector_collection_opened`` log event.
 
     Raises:
-        StoreLayoutError: see :func:`refuse_per_collection`.
+        StoreLayoutError: see :func:`refuse_per_collection` and :func:`refuse_shared_tenant`.
         ConfigurationError, DimensionMismatchError, EmbedderMismatchError, BackendError: see
             :func:`ensure_collection` and :func:`open_tenant`.
     """
     if not scope.shared:
-        info = await ensure_collection(server, scope.qdrant_collection, fingerprint, shared=False)
+        exists = await server.exists(scope.qdrant_collection)
+        if not exists:
+            await refuse_shared_tenant(server, scope)
+        info = await ensure_collection(
+            server, scope.qdrant_collection, fingerprint, shared=False, exists=exists
+        )
         return {"points": info.points_count}
     if refuse_older:
         await refuse_per_collection(server, scope)

@@ -146,13 +146,21 @@ class ScopedPoints:
         selector = self._scope.selector(memory_ids)
         await self._client.delete(self._name, selector, wait=True)
 
+    async def clear(self) -> None:
+        """Delete every point of the collection's tenant, keeping its marker (shared only).
+
+        Raises:
+            ValueError: a per-collection layout (its whole Qdrant collection is dropped instead).
+        """
+        await self._client.delete(self._name, self._scope.selector(), wait=True)
+
     async def erase(self) -> None:
         """Delete every point of the collection's tenant, then its marker (shared only).
 
         Raises:
             ValueError: a per-collection layout (its whole Qdrant collection is dropped instead).
         """
-        await self._client.delete(self._name, self._scope.selector(), wait=True)
+        await self.clear()
         marker = models.PointIdsList(points=[self._scope.marker_id])
         await self._client.delete(self._name, marker, wait=True)
 

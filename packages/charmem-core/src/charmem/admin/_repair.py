@@ -18,33 +18,45 @@ from charmem.log import get_logger
 from charmem.memory import CharacterMemory
 from charmem.ports import RacedWrites
 from charmem.usecases.forgetting import complete_episode_forgets
+from charmem.usecases.lost_graph import lost_graph_ways_out
 
 __all__ = ["refuse_wiping_derived_data", "repair"]
 
 log = get_logger("charmem.admin")
 
 
-def refuse_wiping_derived_data(report: CheckReport) -> None:
+def refuse_wiping_derived_data(report: CheckReport, *, graph_endpoint: str | None = None) -> None:
     """Refuse a repair that would empty vectors or statistics because the graph holds nothing.
 
-    The graph is the authority, but an empty graph beside vectors or statistics is far more
-    likely a lost or replaced graph store (or ``OXIGRAPH_PATH`` pointing elsewhere) than a
+    The graph is the authority, but an empty graph beside vectors or statistics
+    (:attr:`CheckReport.graph_looks_lost`) is far more likely a lost or replaced graph store (or
+    settings pointing at another one: ``OXIGRAPH_PATH``, a SPARQL endpoint or shard) than a
     collection that forgot everything: rebuilding from it would delete the only remaining trace.
+
+    Args:
+        report: the check report.
+        graph_endpoint: the SPARQL query endpoint read when the graph is a service (the message
+            then gives the service's ways out), or ``None`` for an embedded graph store.
 
     Raises:
         StoreCorruptedError: the graph holds no object and no link while the vector index holds
             points or the statistics hold rows.
     """
-    if report.objects or report.links or not (report.vector_points or report.stats_rows):
+    if not report.graph_looks_lost:
         return
+    read = "the graph" if graph_endpoint is None else f"the graph at {graph_endpoint}"
     raise StoreCorruptedError(
-        f"collection {report.collection!r}: the graph holds nothing while the vector index holds "
+        f"collection {report.collection!r}: {read} holds nothing while the vector index holds "
         f"{report.vector_points or 0} points and the statistics {report.stats_rows or 0} rows; "
-        "repairing would delete them, so nothing was changed. The graph store looks lost or "
-        "replaced: restore it (or point OXIGRAPH_PATH / --store at the right one), or restore a "
-        "backup with `charmem import`; to discard these vectors on purpose, run "
-        "`charmem rebuild-vectors --drop`"
+        "repairing would delete them, so nothing was changed. "
+        + lost_graph_ways_out(report.collection, service=graph_endpoint is not None)
     )
+
+
+def _service_endpoint(graph: object) -> str | None:
+    """The query endpoint of a SPARQL service graph store (its ``query_endpoint``), else ``None``."""
+    endpoint = getattr(graph, "query_endpoint", None)
+    return endpoint if isinstance(endpoint, str) else None
 
 
 async def repair(memory: CharacterMemory, report: CheckReport) -> RepairOutcome:
@@ -80,7 +92,7 @@ async def repair(memory: CharacterMemory, report: CheckReport) -> RepairOutcome:
             f"the report is about collection {report.collection!r}, not {memory.collection!r}",
             key="collection",
         )
-    refuse_wiping_derived_data(report)
+    refuse_wiping_derived_data(report, graph_endpoint=_service_endpoint(memory._stores.graph))
     settled = await _settle_raced_writes(memory, report)
     suppressed, markers = await _complete_episode_forgets(memory, report)
     vector_failed = bool(settled) or any(isinstance(m, RepairMarker.VectorMaintenance) for m in markers)

@@ -208,12 +208,25 @@ class CheckReport:
         return self.vectors_consistent and self.stats_consistent and self.graph_consistent
 
     @property
+    def graph_looks_lost(self) -> bool:
+        """Whether the graph holds nothing while the vectors hold points or the stats rows.
+
+        The graph read is then most likely not the one that wrote them (a lost or replaced
+        store, a settings path or SPARQL shard pointing elsewhere): rebuilding from it would
+        delete the only remaining trace, so this is never repairable.
+        """
+        return not self.objects and not self.links and bool(self.vector_points or self.stats_rows)
+
+    @property
     def repairable(self) -> bool:
         """Whether :func:`repair` can make the collection consistent.
 
         True when only derived data differs and every graph problem is one repair settles
-        (``RACED_WRITE``) or appends the missing records for (``EPISODE_PARTS_NOT_FORGOTTEN``).
+        (``RACED_WRITE``) or appends the missing records for (``EPISODE_PARTS_NOT_FORGOTTEN``);
+        never while :attr:`graph_looks_lost`.
         """
+        if self.graph_looks_lost:
+            return False
         return all(problem.kind in REPAIRABLE_GRAPH_PROBLEMS for problem in self.graph_problems)
 
     def to_dict(self) -> dict[str, Any]:
@@ -268,7 +281,15 @@ class CheckReport:
             lines.append(f"  stats {drift.counter}{key}: stored {drift.stored}, graph says {drift.expected}")
         if self.vector_index_missing and self.expected_vectors:
             lines.append("  the vector index is missing (a lost shard): repair rebuilds it from the graph")
-        if not self.repairable:
+        if self.graph_looks_lost:
+            lines.append(
+                "  not repairable: the graph holds nothing beside these vectors or stats, so it "
+                "looks lost or misplaced and a repair would delete them; point the settings at "
+                "the graph that holds the collection (for a SPARQL service: SPARQL_ENDPOINTS "
+                "unchanged or the collection pinned to its shard), or restore a backup with "
+                "`charmem import`"
+            )
+        elif not self.repairable:
             lines.append(
                 "  graph problems are not repaired by rebuilding: replay the plan or operation that "
                 "wrote the batch, or restore the store"
