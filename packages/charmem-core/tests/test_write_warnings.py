@@ -34,9 +34,7 @@ async def test_a_replay_names_what_was_already_stored(memory: CharacterMemory) -
     assert set(plan.object_ids) <= set(warning.ids)
     validations = await memory.validate_plan(plan)
     assert all(v.status is CandidateValidationStatus.VALID for v in validations)
-    assert validations[0].warnings == (
-        ValidationWarning(WarningKind.ALREADY_STORED, (plan.object_ids[0],)),
-    )
+    assert validations[0].warnings == (ValidationWarning(WarningKind.ALREADY_STORED, (plan.object_ids[0],)),)
     assert "already stored" in str(warning) and str(plan.object_ids[0]) in str(warning)
 
 
