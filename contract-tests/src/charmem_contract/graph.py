@@ -70,7 +70,7 @@ class GraphStoreContract(
         ),
     }
     optional_capabilities: ClassVar[frozenset[str]] = frozenset(capabilities)
-    minimum_passing: ClassVar[int] = 21
+    minimum_passing: ClassVar[int] = 22
 
     supports_reopen: ClassVar[bool] = True
     supports_lock: ClassVar[bool] = True

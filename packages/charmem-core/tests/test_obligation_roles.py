@@ -141,3 +141,30 @@ async def test_plan_json_tags_predicates_and_reads_format_1(memory: CharacterMem
         for assertion in obj.get("assertions", ()):
             del assertion["predicate"]["kind"]
     assert RememberWritePlan.from_json(json.dumps(old)) == named
+
+
+def test_who_owes_is_part_of_the_content() -> None:
+    """An id replayed with the roles swapped is other content (an id conflict, not a replay)."""
+    from charmem.domain.rules import content_equal
+    from charmem.domain.serde import converter
+
+    me, ana = MemoryId.new(), MemoryId.new()
+
+    def promise(owes: MemoryId, owed: MemoryId) -> DerivedMemory:
+        return DerivedMemory(
+            id=ana,  # one id for both
+            derived_type=DerivedType.COMMITMENT,
+            text="Return the book.",
+            created_at=WHEN,
+            entity_ids=[me, ana],
+            observation_ids=[MemoryId.deterministic("t", "obs")],
+            assertions=[BeliefAssertion(owes, Actor()), BeliefAssertion(owed, Counterpart())],
+        )
+
+    assert not content_equal(promise(me, ana), promise(ana, me))
+    assert content_equal(promise(me, ana), promise(me, ana))
+    copied = converter.copy()  # what an application's copy needs, as the server's wire does
+    from charmem.domain.serde import tag_predicates
+
+    tag_predicates(copied)
+    assert copied.structure(copied.unstructure(promise(me, ana)), DerivedMemory) == promise(me, ana)

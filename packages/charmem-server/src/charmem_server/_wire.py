@@ -30,6 +30,7 @@ import cattrs
 from charmem import errors as charmem_errors
 from charmem.domain.retrieval import PACK_FORMAT_VERSION, ContinuityContextPack
 from charmem.domain.serde import converter as _library_converter
+from charmem.domain.serde import tag_predicates
 from charmem.errors import CharmemError, DraftValidationError
 
 __all__ = [
@@ -52,6 +53,7 @@ PROBLEM_CONTENT_TYPE: Final = "application/problem+json"
 T = TypeVar("T")
 
 converter = _library_converter.copy()
+tag_predicates(converter)  # a copy loses the library's tagged unions
 converter.register_unstructure_hook(timedelta, lambda value: value.total_seconds())
 converter.register_structure_hook(timedelta, lambda value, _type: _seconds(value))
 

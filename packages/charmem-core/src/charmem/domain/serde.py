@@ -6,6 +6,7 @@ values, and unions (stored objects, belief predicates) are tagged with ``"kind"`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,13 +20,14 @@ from charmem.domain.model import (
     DerivedMemory,
     Entity,
     Episode,
+    KnownAs,
     MemoryLink,
     MemoryObject,
     MemoryThread,
     Observation,
 )
 
-__all__ = ["KIND_TAGS", "converter", "structure_item", "unstructure_item"]
+__all__ = ["KIND_TAGS", "converter", "structure_item", "tag_predicates", "unstructure_item"]
 
 #: The tag written in the ``"kind"`` key for each stored type.
 KIND_TAGS: dict[type, str] = {
@@ -37,29 +39,38 @@ KIND_TAGS: dict[type, str] = {
     MemoryLink: "link",
 }
 
-converter = cattrs.Converter(forbid_extra_keys=True)
-converter.register_unstructure_hook(MemoryId, str)
-converter.register_structure_hook(MemoryId, lambda value, _type: MemoryId(value))
-converter.register_unstructure_hook(datetime, datetime.isoformat)
-converter.register_structure_hook(datetime, lambda value, _type: datetime.fromisoformat(value))
-# Predicates first: configuring the objects' union builds their hooks, nested fields included.
-configure_tagged_union(  # {"kind": "known_as", "name": ...}, {"kind": "actor"}, {"kind": "counterpart"}
-    BeliefPredicate,
-    converter,
-    tag_name="kind",
-    tag_generator=lambda cls: PREDICATE_TAGS[cls],
-)
-configure_tagged_union(
-    MemoryObject,
-    converter,
-    tag_name="kind",
-    tag_generator=lambda cls: KIND_TAGS[cls],
-)
+
+def tag_predicates(target: cattrs.Converter) -> None:
+    """Tag belief predicates with ``"kind"`` in ``target``.
+
+    ``{"kind": "known_as", "name": ...}``, ``{"kind": "actor"}``, ``{"kind": "counterpart"}``:
+    :class:`~charmem.domain.model.Actor` and :class:`~charmem.domain.model.Counterpart` hold no
+    field, so only the tag tells them apart. ``Converter.copy()`` does not keep a tagged union:
+    a copy calls this again. Configure it before any class holding a predicate is (un)structured.
+    """
+    configure_tagged_union(
+        BeliefPredicate,
+        target,
+        tag_name="kind",
+        tag_generator=PREDICATE_TAGS.__getitem__,
+        default=KnownAs,  # an untagged predicate is a name (plans and bodies from before the roles)
+    )
 
 
+def _converter(instant: Callable[[datetime], str]) -> cattrs.Converter:
+    built = cattrs.Converter(forbid_extra_keys=True)
+    built.register_unstructure_hook(MemoryId, str)
+    built.register_structure_hook(MemoryId, lambda value, _type: MemoryId(value))
+    built.register_unstructure_hook(datetime, instant)
+    built.register_structure_hook(datetime, lambda value, _type: datetime.fromisoformat(value))
+    tag_predicates(built)  # first: configuring the objects' union builds their nested hooks
+    configure_tagged_union(MemoryObject, built, tag_name="kind", tag_generator=KIND_TAGS.__getitem__)
+    return built
+
+
+converter = _converter(datetime.isoformat)
 #: Like :data:`converter`, but instants are normalised to UTC (for canonical content).
-canonical_converter = converter.copy()
-canonical_converter.register_unstructure_hook(datetime, lambda value: value.astimezone(UTC).isoformat())
+canonical_converter = _converter(lambda value: value.astimezone(UTC).isoformat())
 
 
 def unstructure_item(item: MemoryObject | MemoryLink, *, canonical: bool = False) -> dict[str, Any]:
