@@ -117,3 +117,17 @@ async def store(mode: str, store_path: Path, request: pytest.FixtureRequest) -> 
         yield graph
     finally:
         await graph.close()
+
+
+@pytest.fixture
+async def service_store(sparql_server: OxigraphServer) -> AsyncIterator[SparqlServiceGraphStore]:
+    """An open service store of a new collection on the session's ``oxigraph serve`` (closed after)."""
+    graph = SparqlServiceGraphStore(
+        f"svc-{next(_collections)}",
+        query_endpoint=sparql_server.query_endpoint,
+        update_endpoint=sparql_server.update_endpoint,
+    )
+    try:
+        yield graph
+    finally:
+        await graph.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
 from typing import Any
 
 import attrs
@@ -44,16 +43,8 @@ _names = itertools.count()
 
 
 @pytest.fixture
-async def store(sparql_server: OxigraphServer) -> AsyncIterator[SparqlServiceGraphStore]:
-    s = SparqlServiceGraphStore(
-        f"raced-{next(_names)}",
-        query_endpoint=sparql_server.query_endpoint,
-        update_endpoint=sparql_server.update_endpoint,
-    )
-    try:
-        yield s
-    finally:
-        await s.close()
+def store(service_store: SparqlServiceGraphStore) -> SparqlServiceGraphStore:
+    return service_store
 
 
 async def _late_write(store: SparqlServiceGraphStore, batch: GraphBatch, kinds: dict[Any, str]) -> None:

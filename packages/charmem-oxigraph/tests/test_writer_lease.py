@@ -7,9 +7,7 @@ the time fence before a write and the confirmation after it, and re-entry from a
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import attrs
@@ -26,21 +24,12 @@ from charmem_oxigraph.testing import OxigraphServer
 
 from oxigraph_builders import entity
 
-_names = itertools.count()
 FAST = wl.LeasePolicy(seconds=2.0, requests_per_lease=1, clock_margin=0.0, wait_leases=0.5)
 
 
 @pytest.fixture
-async def store(sparql_server: OxigraphServer) -> AsyncIterator[SparqlServiceGraphStore]:
-    s = SparqlServiceGraphStore(
-        f"lease-{next(_names)}",
-        query_endpoint=sparql_server.query_endpoint,
-        update_endpoint=sparql_server.update_endpoint,
-    )
-    try:
-        yield s
-    finally:
-        await s.close()
+def store(service_store: SparqlServiceGraphStore) -> SparqlServiceGraphStore:
+    return service_store
 
 
 def _graph(store: SparqlServiceGraphStore) -> str:
