@@ -4,6 +4,7 @@ store opens; an open without an id is allowed; ``check`` and export/import keep 
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -23,11 +24,16 @@ from charmem.admin import check, export_collection, import_collection
 
 
 async def test_the_first_id_is_recorded_and_another_refused(
-    embedded_settings: Settings, store_root: Path
+    caplog: pytest.LogCaptureFixture, embedded_settings: Settings, store_root: Path
 ) -> None:
     ana, ben = MemoryId.new(), MemoryId.new()  # ana's notion need not be stored
+    caplog.set_level(logging.INFO, logger="charmem")
     async with CharacterMemory.open(embedded_settings, "ana-memory", character_id=ana) as memory:
         assert memory.character_id == ana
+    # recorded once every store is open: a new collection has nothing to rebuild
+    assert "memory_opened" in caplog.text
+    assert "missing" not in caplog.text and "rebuilt" not in caplog.text
+    async with CharacterMemory.open(embedded_settings, "ana-memory", character_id=ana) as memory:
         await memory.remember(RememberInput("Ben borrowed my bike."))
     with pytest.raises(CharacterIdentityMismatchError) as refused:
         await CharacterMemory.open(embedded_settings, "ana-memory", character_id=ben)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Coroutine, Generator, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -156,7 +156,7 @@ async def _close_quietly(adapters: Iterable[Any]) -> None:
 
 
 async def _character(graph: GraphStore, collection: str, given: MemoryId | None) -> MemoryId | None:
-    """The character id ``collection`` records, recording ``given`` when none is yet.
+    """The character id ``collection`` records, checked against ``given`` (read only).
 
     Raises:
         CharacterIdentityMismatchError: another id is recorded
@@ -172,9 +172,26 @@ async def _character(graph: GraphStore, collection: str, given: MemoryId | None)
                 key="character_id",
             )
         return None
-    recorded = await graph.character_id() if given is None else await graph.record_character_id(given)
+    recorded = await graph.character_id()
     check_character_identity(collection, recorded, given)
     return recorded
+
+
+async def _record_character(memory: CharacterMemory, graph: GraphStore, given: MemoryId) -> None:
+    """Record ``given`` as the collection's character once every store is open and in step.
+
+    Recorded last, so a new collection's first open finds its graph empty beside empty derived
+    stores (nothing to rebuild). A rival opener that recorded another id meanwhile wins: this
+    memory is closed and the mismatch raised.
+    """
+    record = cast(CharacterRecord, graph)  # _character checked it before any store opened
+    try:
+        recorded = await record.record_character_id(given)
+        check_character_identity(memory.collection, recorded, given)
+    except BaseException:
+        await memory.close()
+        raise
+    memory.character_id = recorded
 
 
 async def _open_each_store(
@@ -186,7 +203,8 @@ async def _open_each_store(
 ) -> _OpenedStores:
     """Open graph, stats and vectors in that order, appending each to ``opened``.
 
-    The character id is recorded and checked once the graph is open, before any other store.
+    The character id is checked once the graph is open, before any other store (a new one is
+    recorded once every store is open: :func:`_record_character`).
     """
     rebuild_vectors = options.rebuild_vectors
     if not rebuild_vectors:
@@ -291,6 +309,8 @@ async def open_memory(
         character_id=stores.character_id,
     )
     await _restore_derived(memory, stores, options)
+    if options.character_id is not None and stores.character_id is None:
+        await _record_character(memory, stores.graph, options.character_id)
     return memory
 
 
