@@ -19,6 +19,7 @@ from charmem.domain import _fields
 from charmem.domain._fields import id_set, optional_id
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import BeliefAssertion, DerivedType, Relation, ThreadStatus, _assertions
+from charmem.domain.scene import Scene
 from charmem.errors import DraftValidationError
 
 __all__ = [
@@ -67,6 +68,9 @@ class EpisodeDraft:
     raw_ref: str | None = attrs.field(default=None, validator=_fields.plain)
     salience: float | None = attrs.field(default=None, validator=_fields.salience)
     created_at: datetime | None = attrs.field(default=None, validator=_fields.aware)
+    scene: Scene | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_fields.instance_of(Scene))
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -173,6 +177,13 @@ class RememberInput:
     derived: tuple[DerivedMemoryDraft, ...] = attrs.field(
         default=(), converter=_sequence, validator=_drafts_of(DerivedMemoryDraft), kw_only=True
     )
+    scene: Scene | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_fields.instance_of(Scene)), kw_only=True
+    )
+
+    def with_scene(self, scene: Scene) -> RememberInput:
+        """Return a copy whose episode happens in ``scene`` (its ``at`` is the episode's time)."""
+        return attrs.evolve(self, scene=scene)
 
     def with_derived_memory(self, draft: DerivedMemoryDraft) -> RememberInput:
         """Return a copy with ``draft`` attached (grounded on this input unless given/sourced)."""

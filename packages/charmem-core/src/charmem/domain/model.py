@@ -17,6 +17,7 @@ import attrs
 from charmem.domain import _fields
 from charmem.domain._fields import ChoiceEnum, as_float, id_set, optional_id
 from charmem.domain.ids import MemoryId, as_memory_id
+from charmem.domain.scene import Scene
 from charmem.errors import DraftValidationError
 
 __all__ = [
@@ -181,6 +182,7 @@ class Episode:
         salience: importance in [0, 1].
         created_at: when it was recorded (record time).
         schema_version: the object schema version it was written with.
+        scene: the occasion (its ``at`` is ``occurred_at``), or ``None``.
     """
 
     id: MemoryId = attrs.field(converter=as_memory_id)
@@ -192,6 +194,9 @@ class Episode:
     salience: float = attrs.field(default=0.5, converter=as_float, validator=_fields.salience)
     created_at: datetime = attrs.field(validator=_fields.aware)
     schema_version: int = _fields.SCHEMA_VERSION
+    scene: Scene | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_fields.instance_of(Scene))
+    )
 
     object_type = ObjectType.EPISODE
 

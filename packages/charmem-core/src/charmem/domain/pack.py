@@ -6,7 +6,7 @@ its provenance, the notions it involves and the pack section it is listed in.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import attrs
 
@@ -27,11 +27,16 @@ from charmem.domain.model import (
 __all__ = [
     "DUPLICATE_TEXT",
     "NOT_IN_GRAPH",
+    "AdmissionRoad",
     "CompletenessKind",
     "CurrencyStatus",
+    "LastInteraction",
+    "ObligationDirection",
     "Omission",
     "PackEntity",
     "PackItem",
+    "SceneResolution",
+    "SceneResolutionStatus",
     "VectorRecallCompleteness",
     "entities_of",
     "event_time",
@@ -66,6 +71,75 @@ class VectorRecallCompleteness:
     fetched: int | None = None
 
 
+class AdmissionRoad(ChoiceEnum):
+    """A road that brought a memory to mind (:attr:`PackItem.admitted_by`).
+
+    ``PARTICIPANT``: a scene participant known by id or current name (occasions they were at,
+    what is held about them). ``PLACE``: the scene's setting key or a custom value. ``ACTIVITY``:
+    the context's activity (a thread's members, an open loop's sources). ``TOPIC``: the query.
+    ``PERSON_DESCRIPTION`` and ``SETTING_WORDS``: occasions whose participants or setting were
+    described alike. ``RANGE``: an occasion inside the context's ``time_range``. ``ANNIVERSARY``:
+    the same local month and day in an earlier year. ``RECENCY``: a recent occasion at or before
+    the reference time.
+    """
+
+    PARTICIPANT = "participant"
+    PLACE = "place"
+    ACTIVITY = "activity"
+    TOPIC = "topic"
+    PERSON_DESCRIPTION = "person_description"
+    SETTING_WORDS = "setting_words"
+    RANGE = "range"
+    ANNIVERSARY = "anniversary"
+    RECENCY = "recency"
+
+
+class ObligationDirection(ChoiceEnum):
+    """Who owes in an obligation, relative to the character (:attr:`PackItem.direction`)."""
+
+    OWED_BY_CHARACTER = "owed_by_character"
+    OWED_TO_CHARACTER = "owed_to_character"
+
+
+class SceneResolutionStatus(ChoiceEnum):
+    """How a scene participant reference resolved: to one notion, to several, or to none."""
+
+    RESOLVED = "resolved"
+    AMBIGUOUS = "ambiguous"
+    UNKNOWN = "unknown"
+
+
+@attrs.frozen(kw_only=True)
+class SceneResolution:
+    """How the scene's participant number ``participant_index`` resolved.
+
+    Attributes:
+        participant_index: its index in ``Scene.participants`` (0-based).
+        status: resolved (one notion), ambiguous (a name several notions are known by) or unknown.
+        entity_ids: the notions it resolved to (sorted; empty when unknown).
+    """
+
+    participant_index: int
+    status: SceneResolutionStatus = attrs.field(converter=SceneResolutionStatus)
+    entity_ids: tuple[MemoryId, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class LastInteraction:
+    """When the character last met a recognised participant, at or before the reference time.
+
+    Attributes:
+        entity_id: the notion.
+        last_met_at: the event time of the latest episode whose scene lists the notion or that
+            involves it, or ``None`` when never met.
+        elapsed: reference time - ``last_met_at``, or ``None`` when never met.
+    """
+
+    entity_id: MemoryId
+    last_met_at: datetime | None = None
+    elapsed: timedelta | None = None
+
+
 @attrs.frozen(kw_only=True)
 class PackItem:
     """One recalled memory in the pack.
@@ -82,6 +156,13 @@ class PackItem:
             sources of a derived memory), sorted.
         derived_type: the derived type, for derived memories.
         entity_ids: notions it involves, mentions or is about, sorted.
+        admitted_by: every :class:`AdmissionRoad` that reached it, in the enum's order.
+        seconds_since_support: whole seconds from its latest supporting event to the reference
+            time, or ``None``.
+        direction: for an obligation (commitment, open loop), who owes relative to the
+            character, or ``None`` (neither party is the character, or no character id).
+        resolved_by: the memories that settle it (``resolves`` / ``fulfills_commitment`` links
+            to it), sorted.
     """
 
     id: MemoryId
@@ -94,6 +175,10 @@ class PackItem:
     provenance_ids: tuple[MemoryId, ...] = ()
     derived_type: DerivedType | None = None
     entity_ids: tuple[MemoryId, ...] = ()
+    admitted_by: tuple[AdmissionRoad, ...] = ()
+    seconds_since_support: int | None = None
+    direction: ObligationDirection | None = None
+    resolved_by: tuple[MemoryId, ...] = ()
 
 
 #: Omission reason of an item whose text repeats a higher-ranked item's

@@ -27,11 +27,16 @@ from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryLink
 from charmem.domain.pack import (
     DUPLICATE_TEXT,
+    AdmissionRoad,
     CompletenessKind,
     CurrencyStatus,
+    LastInteraction,
+    ObligationDirection,
     Omission,
     PackEntity,
     PackItem,
+    SceneResolution,
+    SceneResolutionStatus,
     VectorRecallCompleteness,
 )
 from charmem.domain.render import render_lines, same_text_key
@@ -49,14 +54,19 @@ __all__ = [
     "PACK_FORMAT_VERSION",
     "SCORE_RESOLUTION",
     "SECTION_OF_DERIVED_TYPE",
+    "AdmissionRoad",
     "CompletenessKind",
     "ContinuityContextPack",
     "CurrencyStatus",
     "GraphLimits",
+    "LastInteraction",
+    "ObligationDirection",
     "Omission",
     "PackEntity",
     "PackItem",
     "RetrievalContext",
+    "SceneResolution",
+    "SceneResolutionStatus",
     "ScoringPolicy",
     "VectorRecallCompleteness",
     "rank_key",
@@ -102,6 +112,10 @@ class ContinuityContextPack:
             ``items``, ``entities``, ``omissions`` and ``omitted_<reason>`` per omission reason.
         token_counter: the name of the counter :meth:`render` uses.
         max_tokens: default token budget of :meth:`render`.
+        last_interactions: for each recognised scene participant, when the character last met
+            them (empty without a scene).
+        scene_resolutions: how each scene participant reference resolved, in the scene's order
+            (empty without a scene).
     """
 
     query: str
@@ -114,6 +128,8 @@ class ContinuityContextPack:
     telemetry: Mapping[str, int] = attrs.field(factory=dict)
     token_counter: TokenCounter | None = attrs.field(default=None, eq=False, repr=False)
     max_tokens: int | None = None
+    last_interactions: tuple[LastInteraction, ...] = ()
+    scene_resolutions: tuple[SceneResolution, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the pack with ``format_version`` (stable key order).
