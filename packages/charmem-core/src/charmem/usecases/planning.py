@@ -66,6 +66,7 @@ def input_to_drafts(item: RememberInput, now: datetime) -> RememberDrafts:
         raw_ref=item.raw_ref,
         salience=item.salience,
         created_at=item.created_at,
+        scene=item.scene,
     )
     observation = ObservationDraft(
         id=observation_id,
@@ -97,6 +98,7 @@ def _episode(d: EpisodeDraft, now: datetime) -> Episode:
         raw_ref=d.raw_ref,
         salience=_salience(d.salience),
         created_at=d.created_at or now,
+        scene=d.scene,
     )
 
 
@@ -163,7 +165,8 @@ def derive_links(
 ) -> tuple[MemoryLink, ...]:
     """The links commit derives from objects, with deterministic ids.
 
-    A derived link whose (from, relation, to) a caller link already states is not duplicated.
+    A derived link whose (from, relation, to) a caller link already states is not duplicated. An
+    episode involves each of its participants and its scene's participants given by id, once.
 
     Returns:
         tuple[MemoryLink, ...]: sorted by id; ``created_at`` is the source object's.
@@ -179,7 +182,7 @@ def derive_links(
     for obj in objects:
         at = obj.created_at
         if isinstance(obj, Episode):
-            for entity_id in obj.participant_entity_ids:
+            for entity_id in obj.involved_entity_ids:
                 add(obj.id, Relation.INVOLVES, entity_id, at)
             for thread_id in obj.thread_ids:
                 add(obj.id, Relation.PART_OF_THREAD, thread_id, at)
