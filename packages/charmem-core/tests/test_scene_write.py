@@ -17,6 +17,7 @@ from charmem import (
     EntityDraft,
     Episode,
     EpisodeDraft,
+    IdConflictError,
     MemoryId,
     PlanValidationError,
     Relation,
@@ -342,3 +343,10 @@ async def test_remember_with_a_scene_and_read_it_back(memory: CharacterMemory, t
         assert (await stores_of(restored).graph.get_objects([episode_id]))[episode_id] == stored
     finally:
         await restored.close()
+
+
+async def test_a_replay_with_another_scene_is_an_id_conflict(memory: CharacterMemory) -> None:
+    first = RememberInput("We played chess.", episode_id=EPISODE_ID)
+    await memory.remember(first.with_scene(_scene(SceneParticipant(name="Jonas"))))
+    with pytest.raises(IdConflictError, match="different scene"):
+        await memory.remember(first.with_scene(_scene(SceneParticipant(name="Jonas", description="tall"))))
