@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from datetime import timedelta, timezone
 
 import attrs
 from hypothesis import given
 
 from charmem.domain.graph import GraphBatch, GraphErasure, Tombstone
-from charmem.domain.model import Episode, ObjectType
+from charmem.domain.ids import MemoryId
+from charmem.domain.model import Episode, MemoryObject, ObjectType
 from charmem.domain.rules import canonical_content
 from charmem.domain.scene import Scene, SceneParticipant, SceneSetting
 from charmem.errors import IdConflictError
@@ -60,7 +62,7 @@ def _scene_episodes() -> tuple[list[Episode], list[str]]:
     return episodes, [*shapes, "no scene"]
 
 
-def _mismatches(expected: list[Episode], got: dict[object, object]) -> list[str]:
+def _mismatches(expected: list[Episode], got: Mapping[MemoryId, MemoryObject]) -> list[str]:
     wrong: list[str] = []
     for episode in expected:
         back = got.get(episode.id)
@@ -98,12 +100,12 @@ class GraphSceneTests:
         episodes, _ = _scene_episodes()
         await graph_store.write_batch(GraphBatch(objects=episodes))
         ids = [episode.id for episode in episodes]
-        wrong = _mismatches(episodes, dict(await graph_store.get_objects(ids)))
+        wrong = _mismatches(episodes, await graph_store.get_objects(ids))
         assert not wrong, "scenes did not round-trip:\n" + "\n".join(wrong)
         if getattr(self, "supports_reopen", False):
             await graph_store.close()
             reopened = await graph_store_factory.open(CONTRACT_COLLECTION)
-            wrong = _mismatches(episodes, dict(await reopened.get_objects(ids)))
+            wrong = _mismatches(episodes, await reopened.get_objects(ids))
             assert not wrong, "scenes did not round-trip after a reopen:\n" + "\n".join(wrong)
 
     async def test_drawn_scenes_round_trip(self, graph_store: GraphStore) -> None:
@@ -126,7 +128,7 @@ class GraphSceneTests:
         ]
         await graph_store.write_batch(GraphBatch(objects=episodes))
         got = await graph_store.get_objects([episode.id for episode in episodes])
-        wrong = _mismatches(episodes, dict(got))
+        wrong = _mismatches(episodes, got)
         assert not wrong, f"{len(wrong)} of {len(drawn)} drawn scenes did not round-trip:\n" + "\n".join(
             wrong
         )
