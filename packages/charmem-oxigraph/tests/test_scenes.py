@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 from charmem.domain.graph import GraphBatch
 from charmem.domain.ids import MemoryId
+from charmem.domain.model import Episode
 from charmem.domain.scene import Scene, SceneParticipant, SceneSetting
 from charmem.usecases.planning import derive_links
 from pyoxigraph import Literal, RdfFormat, parse
@@ -172,3 +173,40 @@ async def test_a_raced_episode_keeps_the_winning_scene_only(
         }
     finally:
         await alone.close()
+
+
+async def test_a_scene_reads_back_cold_then_warm_through_another_handle(
+    service_store: SparqlServiceGraphStore, sparql_server: OxigraphServer, tmp_path: Any
+) -> None:
+    """Written by one handle, read by a new one: cold (decoded from the store), then warm (cached)."""
+    mina = entity()
+    scene = Scene(
+        at=at(0, PACIFIC),
+        participants=[SceneParticipant(entity_id=mina.id, name="Mina"), SceneParticipant(description="tall")],
+        setting=SceneSetting(key="kitchen"),
+        custom_values={"activity": "chess", "note": ""},
+    )
+    ep = episode(occurred_at=scene.at, scene=scene)
+    path = tmp_path / "embedded"
+    embedded = await OxigraphGraphStore.open_async("test", path=path)
+    await embedded.write_batch(GraphBatch(objects=[mina, ep]))
+    await embedded.close()
+    await service_store.write_batch(GraphBatch(objects=[mina, ep]))
+    reopened = await OxigraphGraphStore.open_async("test", path=path)
+    other = SparqlServiceGraphStore(
+        service_store.collection,
+        query_endpoint=sparql_server.query_endpoint,
+        update_endpoint=sparql_server.update_endpoint,
+    )
+    try:
+        for handle in (reopened, other):
+            for _ in ("cold", "warm"):
+                back = (await handle.get_objects([ep.id]))[ep.id]
+                assert back == ep
+                assert isinstance(back, Episode)
+                assert back.scene is not None
+                assert back.scene.at.utcoffset() == scene.at.utcoffset()
+                assert back.scene.participants == scene.participants
+    finally:
+        await reopened.close()
+        await other.close()
