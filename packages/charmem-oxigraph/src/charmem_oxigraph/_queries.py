@@ -311,9 +311,7 @@ def erase(
     if object_iris:
         # One VALUES block before the union: about as fast as the assertion-only pattern was
         # (2,000 ids, embedded); a block inside each branch would triple the request's ids.
-        described = " UNION ".join(
-            f"{{ ?x {_p(name)} ?a }}" for name in ("assertion", v.SCENE_PARTICIPANT, v.SCENE_CUSTOM)
-        )
+        described = " UNION ".join(f"{{ ?x {_p(name)} ?a }}" for name in ("assertion", *v.SCENE_NODES))
         operations.append(
             f"DELETE {{ GRAPH {g} {{ ?a ?p ?o }} }} WHERE {{ GRAPH {g} {{ {_values('x', object_iris)} "
             f"{described} ?a ?p ?o }} }}"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.scene import Scene, SceneParticipant, SceneSetting
@@ -31,10 +31,7 @@ from pyoxigraph import Literal
 
 from charmem_oxigraph import _vocab as v
 
-__all__ = ["SCENE_NODE_PROPERTIES", "scene_from_json", "scene_json", "scene_lines"]
-
-#: The properties linking an episode to its scene's own nodes (what an erasure removes with it).
-SCENE_NODE_PROPERTIES: Final = (v.SCENE_PARTICIPANT, v.SCENE_CUSTOM)
+__all__ = ["scene_from_json", "scene_json", "scene_lines"]
 
 
 def _term(local_name: str) -> str:
@@ -83,7 +80,7 @@ def scene_from_json(data: Any) -> Scene | None:  # noqa: ANN401 - a record's JSO
     if data is None:
         return None
     if not isinstance(data, dict) or not isinstance(data["at"], str):
-        raise TypeError(f"a scene record must be an object with an ISO 8601 'at', not {data!r}")
+        raise TypeError(f"a scene record must be an object with an ISO 8601 'at', not {type(data).__name__}")
     setting = data["setting"]
     return Scene(
         at=datetime.fromisoformat(data["at"]),

@@ -117,6 +117,8 @@ PARTICIPANT_DESCRIPTION: Final = "participantDescription"
 SCENE_CUSTOM: Final = "sceneCustom"
 CUSTOM_KEY: Final = "customKey"
 CUSTOM_VALUE: Final = "customValue"
+#: The properties linking an episode to its scene's own nodes (an erasure removes those nodes).
+SCENE_NODES: Final = (SCENE_PARTICIPANT, SCENE_CUSTOM)
 
 #: The property (local name) of the layout version record ``<graph> vocab:layoutVersion n``.
 LAYOUT_VERSION: Final = "layoutVersion"
