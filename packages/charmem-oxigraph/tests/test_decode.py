@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -102,7 +103,7 @@ def test_a_malformed_scene_is_refused(scene: object) -> None:
 
 
 def test_a_scene_decodes_and_an_absent_or_null_one_is_none() -> None:
-    ep = episode()
+    ep = episode(occurred_at=datetime.fromisoformat(_SCENE["at"]))  # a scene's at is its episode's time
     back = decode_item(_node(ep, scene=_SCENE))
     assert back.scene is not None
     assert back.scene.at.isoformat() == _SCENE["at"]
