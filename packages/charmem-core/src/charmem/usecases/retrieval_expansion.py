@@ -84,6 +84,10 @@ async def thread_continuity(recall: Recall) -> None:
         return
     links = await recall.graph.links_of(threads, relations=[Relation.PART_OF_THREAD])
     await recall.load(sorted({link.from_id for link in links}))
+    as_of = recall.context.as_of
+    for link in links:  # the thread's support (support_time), whatever may enter
+        if link.to_id in recall.chosen and (as_of is None or link.created_at <= as_of):
+            recall.members[link.to_id].add(link.from_id)
     members = _thread_members(recall, links)
     for thread_id in threads:
         newest = sorted(members[thread_id], key=lambda pair: (-event_time(pair[0]).timestamp(), pair[0].id))
