@@ -159,13 +159,18 @@ class PackItem:
             sources of a derived memory), sorted.
         derived_type: the derived type, for derived memories.
         entity_ids: notions it involves, mentions or is about, sorted.
-        admitted_by: every :class:`AdmissionRoad` that reached it, in the enum's order.
-        seconds_since_support: whole seconds from its latest supporting event to the reference
-            time, or ``None``.
+        admitted_by: every :class:`AdmissionRoad` that reached it, in the enum's order
+            (``(AdmissionRoad.TOPIC,)`` for every item of a query-only retrieval).
+        seconds_since_support: whole seconds from its latest supporting event
+            (:func:`support_time`) to the reference time (``as_of``, else now), or ``None`` when
+            that event lies after the reference time (:func:`seconds_since_support`).
         direction: for an obligation (commitment, open loop), who owes relative to the
-            character, or ``None`` (neither party is the character, or no character id).
-        resolved_by: the memories that settle it (``resolves`` / ``fulfills_commitment`` links
-            to it), sorted.
+            character, or ``None`` (neither party is the character, or no character id;
+            :func:`charmem.domain.obligations.obligation_direction`).
+        resolved_by: for an obligation, the memories that settle it (``resolves`` /
+            ``fulfills_commitment`` links to it, forgotten resolvers included), sorted; a
+            settled obligation is listed in ``derived_memories``
+            (:func:`charmem.domain.obligations.settled_by`).
     """
 
     id: MemoryId

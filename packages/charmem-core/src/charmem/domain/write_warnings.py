@@ -11,14 +11,11 @@ from charmem.domain.model import (
     MemoryObject,
     MemoryThread,
     Observation,
-    Relation,
 )
+from charmem.domain.obligations import RESOLVING_RELATIONS
 from charmem.domain.plan import ValidationWarning, WarningKind
 
 __all__ = ["observation_echo", "resolver_without_common_ground", "subjects_and_threads"]
-
-#: The relations by which one memory settles another (from the resolver to the matter).
-_RESOLVING = frozenset({Relation.RESOLVES, Relation.FULFILLS_COMMITMENT})
 
 
 def _words(text: str) -> str:
@@ -71,7 +68,7 @@ def resolver_without_common_ground(
     memories share no notion and no thread (:func:`subjects_and_threads`) may settle the wrong
     matter. Unknown endpoints (refused elsewhere) and other relations give no warning.
     """
-    if link.relation not in _RESOLVING or resolver is None or matter is None:
+    if link.relation not in RESOLVING_RELATIONS or resolver is None or matter is None:
         return None
     (resolver_subjects, resolver_threads), (matter_subjects, matter_threads) = (
         subjects_and_threads(resolver),
