@@ -20,6 +20,7 @@ from charmem import (
     ForgetMemoryDraft,
     LinkDraft,
     MemoryId,
+    ObjectType,
     Relation,
     RememberDrafts,
     RetrievalContext,
@@ -139,3 +140,20 @@ async def test_obligations_warm_and_cold(tmp_path: Path) -> None:
         cold = await memory.retrieve(context)
     _check(cold)
     assert cold.to_dict() == warm.to_dict()
+
+
+async def test_an_obligation_reached_through_expansion_is_settled_cold(tmp_path: Path) -> None:
+    """Only the visit is recalled by its vector: the obligations grounded on it come by expansion,
+    so their resolving links were not read with the roots' and are read for the pack."""
+    context = RetrievalContext(query="Ana came over.", object_type_defaults=(ObjectType.EPISODE,))
+    async with _open(tmp_path) as memory:
+        await _write(memory)
+    async with _open(tmp_path) as memory:
+        pack = await memory.retrieve(context)
+    items = {item.id: item for item in pack.items}
+    assert {"expansion:derived_from"} <= set(items[BOOK].signals)
+    assert "vector" not in items[BOOK].signals
+    assert items[BOOK].resolved_by == (RETURNED,)
+    assert items[PHOTOS].resolved_by == ()
+    assert BOOK in pack.sections["derived_memories"]
+    assert PHOTOS in pack.sections["open_loops"]

@@ -56,7 +56,13 @@ Every weight and constant is a field of the :class:`~charmem.domain.scoring.Scor
    item (an utterance and the derived memory that restates it) is omitted as
    ``duplicate_text`` with ``duplicate_of`` naming the kept item
    (:func:`~charmem.domain.retrieval.same_text_key`); items, sections, links and entities are
-   built from the kept items only.
+   built from the kept items only. The kept obligations (commitments, open loops) are settled
+   by ``resolves`` / ``fulfills_commitment`` links (one read, none without obligations;
+   :func:`~charmem.domain.obligations.settled_by`): a settled one is listed in
+   ``derived_memories`` with its ``resolved_by``. Each item reports its ``direction``
+   relative to ``character_id`` (:func:`~charmem.domain.obligations.obligation_direction`),
+   its ``admitted_by`` roads and ``seconds_since_support`` to the reference time
+   (:func:`~charmem.domain.pack.support_time`).
 """
 
 from __future__ import annotations

@@ -162,15 +162,15 @@ async def _settlements(recall: Recall, kept: Sequence[Candidate]) -> dict[Memory
     query-only pack without obligations costs nothing more). A store that keeps what it read
     answers for the roots from their expansion read, which followed every relation.
     """
-    matters = sorted((c.obj.id for c in kept if is_obligation(c.obj)), key=ID_ORDER)
+    matters = {c.obj.id: c.obj for c in kept if is_obligation(c.obj)}
     if not matters:
         return {}
-    links = await recall.graph.links_of(matters, relations=RESOLVING_RELATIONS)
+    links = await recall.graph.links_of(sorted(matters, key=ID_ORDER), relations=RESOLVING_RELATIONS)
     by_matter: dict[MemoryId, list[MemoryLink]] = {matter: [] for matter in matters}
     for link in links:
         if link.to_id in by_matter:
             by_matter[link.to_id].append(link)
-    settled = {m: settled_by(recall.objects[m], by_matter[m], recall.context.as_of) for m in matters}
+    settled = {m: settled_by(obj, by_matter[m], recall.context.as_of) for m, obj in matters.items()}
     return {matter: resolvers for matter, resolvers in settled.items() if resolvers}
 
 
