@@ -347,3 +347,16 @@ def test_direction_and_settlement_rules_are_pure() -> None:
     assert settled_by(promise, links) == tuple(sorted((RETURNED, ASK)))
     assert settled_by(promise, links, as_of=KEPT - timedelta(seconds=1)) == ()
     assert settled_by(note, links) == ()  # no obligation: its links are ordinary links
+
+
+@pytest.mark.parametrize("budget", [6, 12, 40])
+async def test_the_qualifiers_count_in_the_render_budget(memory: CharacterMemory, budget: int) -> None:
+    await _keep_the_promise(memory)
+    pack = await _recall(memory)
+    rendered = pack.render(max_tokens=budget)
+    assert len(rendered) <= 4 * budget
+    assert pack.token_counter is not None
+    assert pack.token_counter.count(rendered) <= budget
+    for line in rendered.splitlines():  # every memory line keeps its whole parenthesis
+        head = line.split(": ", 1)[0] if line.startswith("- ") else ""
+        assert head.count("(") == head.count(")")
