@@ -16,7 +16,11 @@ Run it on the old version and the new one and compare::
     python benchmarks/pack_parity.py --out after.jsonl --compare before.jsonl
 
 ``--compare`` exits 1 at the first pack that differs and prints where (the byte-identical packs
-"identical stores and queries give identical packs"). Everything is deterministic:
+"identical stores and queries give identical packs"). Against packs of an older format (a
+baseline written before ``PACK_FORMAT_VERSION`` changed), each new pack is first written in the
+baseline's format: :data:`ADDED_IN_FORMAT` lists, per format, exactly the keys that format added
+(and that the comparison leaves out), and ``format_version`` is the baseline's; every other key
+is compared byte for byte. Everything is deterministic:
 ids are derived, every timestamp is given, the clock is fixed. ``--data`` is the LoCoMo file
 (default ``../shared/datasets/locomo/conv-26.json`` next to the checkout; CC BY-NC, never copied
 into the repository); ``--limit`` caps the questions.
@@ -52,6 +56,14 @@ from charmem import (
 )
 from charmem.testing import HashingEmbeddingProvider
 from charmem_cli.locomo import conversation_drafts, ids_for, load_conversation
+
+#: Per pack format: the item keys and the pack keys it added to the format before it.
+ADDED_IN_FORMAT: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    2: (
+        ("admitted_by", "seconds_since_support", "direction", "resolved_by"),
+        ("last_interactions", "scene_resolutions"),
+    ),
+}
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo" / "conv-26.json"
 COLLECTION = "parity"
@@ -186,10 +198,45 @@ def contexts(question: str, known: dict[str, Any]) -> Iterator[tuple[str, Retrie
     )
 
 
+def added_since(version: int, current: int) -> tuple[list[str], list[str]]:
+    """The item keys and pack keys formats after ``version`` up to ``current`` added, sorted.
+
+    Raises:
+        SystemExit: ``version`` is newer than ``current``, or a format between them is not in
+            :data:`ADDED_IN_FORMAT`.
+    """
+    if current < version:
+        raise SystemExit(f"the baseline's format {version} is newer than this version's {current}")
+    item_keys: set[str] = set()
+    pack_keys: set[str] = set()
+    for newer in range(version + 1, current + 1):
+        if newer not in ADDED_IN_FORMAT:
+            raise SystemExit(f"pack format {newer} is not described in ADDED_IN_FORMAT")
+        item_keys.update(ADDED_IN_FORMAT[newer][0])
+        pack_keys.update(ADDED_IN_FORMAT[newer][1])
+    return sorted(item_keys), sorted(pack_keys)
+
+
+def in_format(pack: dict[str, Any], version: int) -> dict[str, Any]:
+    """``pack`` (a ``to_dict()``) as format ``version`` wrote it: the keys added since left out."""
+    item_keys, pack_keys = added_since(version, pack["format_version"])
+    older = {key: value for key, value in pack.items() if key not in pack_keys}
+    older["items"] = [{k: v for k, v in item.items() if k not in item_keys} for item in pack["items"]]
+    older["format_version"] = version
+    return older
+
+
+def baseline_format(lines: list[str]) -> int | None:
+    """The ``format_version`` of the baseline's packs (``None`` without packs)."""
+    return int(json.loads(lines[0])["pack"]["format_version"]) if lines else None
+
+
 async def run(args: argparse.Namespace) -> int:
     expected: list[str] | None = None
+    version: int | None = None
     if args.compare is not None:
         expected = args.compare.read_text(encoding="utf-8").splitlines()
+        version = baseline_format(expected)
     with tempfile.TemporaryDirectory(prefix="charmem-parity-") as scratch:
         settings = settings_for(Path(scratch))
         async with CharacterMemory.open(
@@ -213,6 +260,14 @@ async def run(args: argparse.Namespace) -> int:
         args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     if expected is None:
         return 0
+    current = json.loads(lines[0])["pack"]["format_version"] if lines else None
+    if version is not None and current is not None and current != version:
+        item_keys, pack_keys = added_since(version, current)
+        print(f"compared in format {version}: left out item keys {item_keys}, pack keys {pack_keys}")
+        lines = [
+            json.dumps({**rec, "pack": in_format(rec["pack"], version)}, ensure_ascii=False, sort_keys=True)
+            for rec in map(json.loads, lines)
+        ]
     for n, (got, want) in enumerate(zip(lines, expected, strict=False)):
         if got != want:
             got_pack, want_pack = json.loads(got), json.loads(want)

@@ -21,3 +21,18 @@ class MemoryStores:
     graph: GraphStore
     vectors: VectorIndex
     stats: RetrievalStatsStore
+
+    async def close(self) -> None:
+        """Close vectors, stats and graph; the first error is raised once all were tried.
+
+        Raises:
+            BackendError: a store failed to close (the others are closed first).
+        """
+        errors: list[BaseException] = []
+        for adapter in (self.vectors, self.stats, self.graph):
+            try:
+                await adapter.close()
+            except Exception as exc:  # noqa: BLE001 - close the others first
+                errors.append(exc)
+        if errors:
+            raise errors[0]

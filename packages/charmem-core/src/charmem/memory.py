@@ -541,6 +541,7 @@ class CharacterMemory:
             token_counter=self.token_counter,
             now=self.clock.now(),
             embed_timeout_s=self.embedding_timeout_s,
+            character_id=self.character_id,
         )
         log.debug(
             "memory_retrieved",
@@ -575,18 +576,7 @@ class CharacterMemory:
             BackendError: a store failed to close (the others are closed first).
         """
         wait_s = self.close_timeout_s if timeout_s is None else positive_seconds(timeout_s, "timeout_s")
-        await self._flight.close(wait_s, self._close_stores)
-
-    async def _close_stores(self) -> None:
-        """Close vectors, stats and graph; the first error is raised once all were tried."""
-        errors: list[BaseException] = []
-        for adapter in (self._vectors, self._stats, self._graph):
-            try:
-                await adapter.close()
-            except Exception as exc:  # noqa: BLE001 - close the others first
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+        await self._flight.close(wait_s, self._stores.close)
 
     async def __aenter__(self) -> CharacterMemory:
         return self

@@ -33,6 +33,7 @@ from charmem import (
 )
 from charmem.domain.plan import CandidateValidation
 from charmem.domain.retrieval import ContinuityContextPack
+from charmem.ports import TokenCounter
 from charmem_server._version import __version__
 
 __all__ = ["openapi_document"]
@@ -97,8 +98,8 @@ class _Schemas:
         return {}
 
     def _object(self, tp: type) -> dict[str, Any]:
-        try:
-            hints = typing.get_type_hints(tp)
+        try:  # the pack names its token counter's port only for type checkers
+            hints = typing.get_type_hints(tp, localns={"TokenCounter": TokenCounter})
         except Exception:  # noqa: BLE001 - a forward reference to an optional type
             hints = {}
         properties: dict[str, Any] = {}
@@ -236,7 +237,14 @@ def _operation_table(ref: Callable[[Any], dict[str, Any]]) -> list[_Row]:
             }
         },
     }
-    pack = {"allOf": [ref(ContinuityContextPack)], "properties": {"rendered": {"type": "string"}}}
+    pack = {
+        "allOf": [ref(ContinuityContextPack)],
+        "properties": {
+            "format_version": {"type": "integer", "description": "the pack's format (PACK_FORMAT_VERSION)"},
+            "token_counter": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "rendered": {"type": "string"},
+        },
+    }
     validations = {
         "type": "object",
         "properties": {"validations": {"type": "array", "items": ref(CandidateValidation)}},

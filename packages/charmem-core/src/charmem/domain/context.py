@@ -18,8 +18,10 @@ from charmem.errors import DraftValidationError
 __all__ = [
     "DEFAULT_SECTION_LIMITS",
     "SECTION_OF_DERIVED_TYPE",
+    "SETTLED_SECTION",
     "GraphLimits",
     "RetrievalContext",
+    "reference_time",
 ]
 
 
@@ -118,6 +120,10 @@ SECTION_OF_DERIVED_TYPE: Mapping[DerivedType, str] = {
     DerivedType.COMMITMENT: "commitments",
     DerivedType.CHARACTER_SIGNAL: "character_signals",
 }
+
+#: The section of a settled obligation (a commitment or open loop with a resolver): it leaves
+#: ``open_loops`` / ``commitments`` and is listed with the other derived memories.
+SETTLED_SECTION = "derived_memories"
 
 _DEFAULT_SCOPE = (ObjectType.EPISODE, ObjectType.OBSERVATION, ObjectType.DERIVED, ObjectType.THREAD)
 
@@ -257,3 +263,19 @@ class RetrievalContext:
     )
     recency: timedelta | None = attrs.field(default=None, validator=_half_life)
     time_cues: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+
+
+def reference_time(context: RetrievalContext, now: datetime) -> datetime:
+    """The instant a retrieval measures ages from: ``as_of`` when given, else ``now``.
+
+    Used by the ``recency`` preference and by ``PackItem.seconds_since_support``. A scene's time
+    will take precedence over both once retrieval reads scenes.
+
+    Args:
+        context: the retrieval context.
+        now: the memory clock's now (timezone-aware).
+
+    Returns:
+        datetime: the reference time (timezone-aware).
+    """
+    return context.as_of or now

@@ -6,12 +6,13 @@ its provenance, the notions it involves and the pack section it is listed in.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 import attrs
 
 from charmem.domain._fields import ChoiceEnum
-from charmem.domain.context import SECTION_OF_DERIVED_TYPE
+from charmem.domain.context import SECTION_OF_DERIVED_TYPE, SETTLED_SECTION
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import (
     DerivedMemory,
@@ -42,7 +43,9 @@ __all__ = [
     "event_time",
     "item_text",
     "provenance_of",
+    "seconds_since_support",
     "section_of",
+    "support_time",
 ]
 
 
@@ -156,13 +159,18 @@ class PackItem:
             sources of a derived memory), sorted.
         derived_type: the derived type, for derived memories.
         entity_ids: notions it involves, mentions or is about, sorted.
-        admitted_by: every :class:`AdmissionRoad` that reached it, in the enum's order.
-        seconds_since_support: whole seconds from its latest supporting event to the reference
-            time, or ``None``.
+        admitted_by: every :class:`AdmissionRoad` that reached it, in the enum's order
+            (``(AdmissionRoad.TOPIC,)`` for every item of a query-only retrieval).
+        seconds_since_support: whole seconds from its latest supporting event
+            (:func:`support_time`) to the reference time (``as_of``, else now), or ``None`` when
+            that event lies after the reference time (:func:`seconds_since_support`).
         direction: for an obligation (commitment, open loop), who owes relative to the
-            character, or ``None`` (neither party is the character, or no character id).
-        resolved_by: the memories that settle it (``resolves`` / ``fulfills_commitment`` links
-            to it), sorted.
+            character, or ``None`` (neither party is the character, or no character id;
+            :func:`charmem.domain.obligations.obligation_direction`).
+        resolved_by: for an obligation, the memories that settle it (``resolves`` /
+            ``fulfills_commitment`` links to it, forgotten resolvers included), sorted; a
+            settled obligation is listed in ``derived_memories``
+            (:func:`charmem.domain.obligations.settled_by`).
     """
 
     id: MemoryId
@@ -261,8 +269,14 @@ def entities_of(obj: MemoryObject) -> tuple[MemoryId, ...]:
     return ()
 
 
-def section_of(obj: MemoryObject) -> str | None:
-    """The pack section a memory is listed in (``None``: in no section, like a resolved thread)."""
+def section_of(obj: MemoryObject, *, settled: bool = False) -> str | None:
+    """The pack section a memory is listed in (``None``: in no section, like a resolved thread).
+
+    A derived memory is listed by its type (:data:`~charmem.domain.context.SECTION_OF_DERIVED_TYPE`),
+    except a ``settled`` obligation (one with resolvers,
+    :func:`charmem.domain.obligations.settled_by`): it is no longer open or owed, so it leaves
+    ``open_loops`` / ``commitments`` for :data:`~charmem.domain.context.SETTLED_SECTION`.
+    """
     if isinstance(obj, MemoryThread):
         return "active_threads" if obj.status is ThreadStatus.ACTIVE else None
     if isinstance(obj, Episode):
@@ -270,5 +284,61 @@ def section_of(obj: MemoryObject) -> str | None:
     if isinstance(obj, Observation):
         return "salient_observations"
     if isinstance(obj, DerivedMemory):
-        return SECTION_OF_DERIVED_TYPE[obj.derived_type]
+        return SETTLED_SECTION if settled else SECTION_OF_DERIVED_TYPE[obj.derived_type]
     return None
+
+
+def support_time(
+    obj: MemoryObject, read: Mapping[MemoryId, datetime], members: Iterable[MemoryId] = ()
+) -> datetime:
+    """When a memory was last supported by something that happened.
+
+    The rule, by type:
+
+    * an episode or observation: its event time (:func:`event_time`);
+    * a derived memory: the latest event time of its sources when every one of them is in
+      ``read``, else its ``created_at`` (the record time comes after what it was drawn from, so
+      the age is never overstated by sources left unread);
+    * a thread: the latest event time of its ``members`` in ``read``, else its ``created_at``;
+    * a notion: its ``created_at`` (notions are listed in ``pack.entities``, never as items).
+
+    Args:
+        obj: the memory.
+        read: event time (:func:`event_time`) of the memories recall read and may show the
+            support of: recorded by the view's ``as_of``, not forgotten.
+        members: a thread's members as recall read them (ignored for other types).
+
+    Returns:
+        datetime: the instant of its latest support (timezone-aware).
+    """
+    if isinstance(obj, Episode | Observation):
+        return event_time(obj)
+    if isinstance(obj, DerivedMemory):
+        sources = obj.source_ids
+        if sources and all(s in read for s in sources):
+            return max(read[s] for s in sources)
+        return obj.created_at
+    if isinstance(obj, MemoryThread):
+        times = [read[m] for m in members if m in read]
+        return max(times) if times else obj.created_at
+    return obj.created_at
+
+
+def seconds_since_support(support: datetime, reference: datetime) -> int | None:
+    """``PackItem.seconds_since_support``: whole seconds from ``support`` to ``reference``.
+
+    The rule: the elapsed time rounded down to whole seconds, or ``None`` when the support lies
+    after the reference time (an event dated ahead, or after an ``as_of`` view): it has not
+    happened yet as seen from there, so it has no age (0 would say "just now"). Never negative.
+
+    Args:
+        support: :func:`support_time` of the item.
+        reference: the retrieval's reference time
+            (:func:`~charmem.domain.context.reference_time`).
+
+    Returns:
+        int | None: seconds (>= 0), or ``None``.
+    """
+    if support > reference:
+        return None
+    return (reference - support) // timedelta(seconds=1)

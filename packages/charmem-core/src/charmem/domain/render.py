@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from charmem.domain.pack import CurrencyStatus, PackEntity, PackItem
+from charmem.domain.pack import CurrencyStatus, ObligationDirection, PackEntity, PackItem
 from charmem.tokens import token_floor
 
 if TYPE_CHECKING:
@@ -114,7 +114,8 @@ def render_lines(
 
     Returns:
         str: the header line of known names (within half the budget), then one line per item
-        until the budget is spent; empty when there are no items.
+        until the budget is spent (``- [date] type (qualifiers): text``, the qualifiers of
+        :func:`_qualifiers`); empty when there are no items.
     """
     if not items:
         return ""
@@ -127,8 +128,7 @@ def render_lines(
     for n, item in enumerate(items):
         when = item.occurred_at.date().isoformat()
         kind = item.derived_type.value if item.derived_type else item.object_type.value
-        status = "" if item.status is CurrencyStatus.CURRENT else f" ({item.status.value})"
-        prefix, text = f"- [{when}] {kind}{status}: ", _prompt_safe(item.text)
+        prefix, text = f"- [{when}] {kind}{_qualifiers(item)}: ", _prompt_safe(item.text)
         separator = "\n" if out else ""  # each line is counted with the break before it
         cost = _cost(counter, separator + prefix + text)
         if budget is not None and used + cost > budget:
@@ -140,6 +140,29 @@ def render_lines(
         out.append(prefix + text)
         used += cost
     return "\n".join(out)
+
+
+#: How an obligation's direction reads in a prompt, while it is open and once it is settled.
+_DIRECTION_WORDS = {
+    ObligationDirection.OWED_BY_CHARACTER: ("I owe", "I owed"),
+    ObligationDirection.OWED_TO_CHARACTER: ("owed to me", "was owed to me"),
+}
+
+
+def _qualifiers(item: PackItem) -> str:
+    """What a line says of an item besides its type: status, settlement, direction.
+
+    ``""`` for a current item that is no obligation (the line of format 1), else a parenthesis:
+    ``" (superseded)"``, ``" (I owe)"``, ``" (owed to me)"``, ``" (settled)"``,
+    ``" (settled, I owed)"``, ``" (settled, was owed to me)"``, in that order when several hold.
+    """
+    words = [] if item.status is CurrencyStatus.CURRENT else [item.status.value]
+    settled = bool(item.resolved_by)
+    if settled:
+        words.append("settled")
+    if item.direction is not None:
+        words.append(_DIRECTION_WORDS[item.direction][settled])
+    return f" ({', '.join(words)})" if words else ""
 
 
 def _header_line(entities: Sequence[PackEntity], counter: TokenCounter, budget: int | None) -> str:

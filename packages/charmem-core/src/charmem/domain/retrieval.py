@@ -74,14 +74,51 @@ __all__ = [
     "score_step",
 ]
 
-#: Version of :meth:`ContinuityContextPack.to_dict`.
-PACK_FORMAT_VERSION = 1
+#: Version of :meth:`ContinuityContextPack.to_dict` (2: items carry ``admitted_by``,
+#: ``seconds_since_support``, ``direction`` and ``resolved_by``; the pack ``last_interactions``
+#: and ``scene_resolutions``).
+PACK_FORMAT_VERSION = 2
 
 _NOT_REQUESTED = VectorRecallCompleteness(CompletenessKind.NOT_REQUESTED)
 
 
 def _iso(value: datetime) -> str:
     return value.isoformat()
+
+
+def _item_dict(item: PackItem) -> dict[str, Any]:
+    return {
+        "id": str(item.id),
+        "object_type": item.object_type.value,
+        "text": item.text,
+        "occurred_at": _iso(item.occurred_at),
+        "score": item.score,
+        "signals": list(item.signals),
+        "status": item.status.value,
+        "provenance_ids": [str(i) for i in item.provenance_ids],
+        "derived_type": item.derived_type.value if item.derived_type else None,
+        "entity_ids": [str(i) for i in item.entity_ids],
+        "admitted_by": [road.value for road in item.admitted_by],
+        "seconds_since_support": item.seconds_since_support,
+        "direction": item.direction.value if item.direction else None,
+        "resolved_by": [str(i) for i in item.resolved_by],
+    }
+
+
+def _last_interaction_dict(last: LastInteraction) -> dict[str, Any]:
+    return {
+        "entity_id": str(last.entity_id),
+        "last_met_at": _iso(last.last_met_at) if last.last_met_at is not None else None,
+        "elapsed": last.elapsed.total_seconds() if last.elapsed is not None else None,
+    }
+
+
+def _scene_resolution_dict(resolution: SceneResolution) -> dict[str, Any]:
+    return {
+        "participant_index": resolution.participant_index,
+        "status": resolution.status.value,
+        "entity_ids": [str(i) for i in resolution.entity_ids],
+    }
 
 
 def _omission_dict(omission: Omission) -> dict[str, str]:
@@ -135,28 +172,20 @@ class ContinuityContextPack:
         """A JSON-ready dict of the pack with ``format_version`` (stable key order).
 
         ``items`` is the ranked list; each item has ``id``, ``object_type``, ``text``,
-        ``occurred_at``, ``score``, ``signals``, ``status``, ``provenance_ids``. Each omission
-        has ``id`` and ``reason``, and ``duplicate_of`` (the kept item's id) when the reason is
-        ``"duplicate_text"``.
+        ``occurred_at`` (ISO 8601), ``score``, ``signals``, ``status``, ``provenance_ids``,
+        ``derived_type`` (or ``None``), ``entity_ids``, ``admitted_by`` (road values),
+        ``seconds_since_support`` (an int or ``None``), ``direction`` (``"owed_by_character"``,
+        ``"owed_to_character"`` or ``None``) and ``resolved_by`` (ids). Each omission has ``id``
+        and ``reason``, and ``duplicate_of`` (the kept item's id) when the reason is
+        ``"duplicate_text"``. ``last_interactions`` holds ``entity_id``, ``last_met_at`` (ISO
+        8601 or ``None``) and ``elapsed`` (seconds as a number, or ``None``);
+        ``scene_resolutions`` holds ``participant_index``, ``status`` and ``entity_ids``.
+        Ids are strings. Format 1 had neither the four item keys nor the two pack keys.
         """
         return {
             "format_version": PACK_FORMAT_VERSION,
             "query": self.query,
-            "items": [
-                {
-                    "id": str(item.id),
-                    "object_type": item.object_type.value,
-                    "text": item.text,
-                    "occurred_at": _iso(item.occurred_at),
-                    "score": item.score,
-                    "signals": list(item.signals),
-                    "status": item.status.value,
-                    "provenance_ids": [str(i) for i in item.provenance_ids],
-                    "derived_type": item.derived_type.value if item.derived_type else None,
-                    "entity_ids": [str(i) for i in item.entity_ids],
-                }
-                for item in self.items
-            ],
+            "items": [_item_dict(item) for item in self.items],
             "sections": {name: [str(i) for i in ids] for name, ids in self.sections.items()},
             "entities": [
                 {"id": str(e.id), "entity_type": e.entity_type, "names": list(e.names)} for e in self.entities
@@ -178,6 +207,8 @@ class ContinuityContextPack:
             },
             "telemetry": dict(sorted(self.telemetry.items())),
             "token_counter": self.token_counter.name if self.token_counter else None,
+            "last_interactions": [_last_interaction_dict(last) for last in self.last_interactions],
+            "scene_resolutions": [_scene_resolution_dict(r) for r in self.scene_resolutions],
         }
 
     def render(self, max_tokens: int | None = None) -> str:

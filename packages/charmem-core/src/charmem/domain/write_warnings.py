@@ -11,8 +11,8 @@ from charmem.domain.model import (
     MemoryObject,
     MemoryThread,
     Observation,
-    Relation,
 )
+from charmem.domain.obligations import RESOLVING_RELATIONS
 from charmem.domain.plan import ValidationWarning, WarningKind
 from charmem.domain.rules import normalise_name
 
@@ -22,9 +22,6 @@ __all__ = [
     "resolver_without_common_ground",
     "subjects_and_threads",
 ]
-
-#: The relations by which one memory settles another (from the resolver to the matter).
-_RESOLVING = frozenset({Relation.RESOLVES, Relation.FULFILLS_COMMITMENT})
 
 
 def _words(text: str) -> str:
@@ -78,7 +75,7 @@ def resolver_without_common_ground(
     memories share no notion and no thread (:func:`subjects_and_threads`) may settle the wrong
     matter. Unknown endpoints (refused elsewhere) and other relations give no warning.
     """
-    if link.relation not in _RESOLVING or resolver is None or matter is None:
+    if link.relation not in RESOLVING_RELATIONS or resolver is None or matter is None:
         return None
     (resolver_subjects, resolver_threads), (matter_subjects, matter_threads) = (
         subjects_and_threads(resolver),

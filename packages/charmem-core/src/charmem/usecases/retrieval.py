@@ -56,7 +56,13 @@ Every weight and constant is a field of the :class:`~charmem.domain.scoring.Scor
    item (an utterance and the derived memory that restates it) is omitted as
    ``duplicate_text`` with ``duplicate_of`` naming the kept item
    (:func:`~charmem.domain.retrieval.same_text_key`); items, sections, links and entities are
-   built from the kept items only.
+   built from the kept items only. The kept obligations (commitments, open loops) are settled
+   by ``resolves`` / ``fulfills_commitment`` links (one read, none without obligations;
+   :func:`~charmem.domain.obligations.settled_by`): a settled one is listed in
+   ``derived_memories`` with its ``resolved_by``. Each item reports its ``direction``
+   relative to ``character_id`` (:func:`~charmem.domain.obligations.obligation_direction`),
+   its ``admitted_by`` roads and ``seconds_since_support`` to the reference time
+   (:func:`~charmem.domain.pack.support_time`).
 """
 
 from __future__ import annotations
@@ -67,10 +73,11 @@ from datetime import datetime
 
 import attrs
 
+from charmem.domain.context import reference_time
 from charmem.domain.currency import is_shown
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import Entity, Episode, MemoryLink, MemoryObject
-from charmem.domain.pack import NOT_IN_GRAPH, event_time
+from charmem.domain.pack import NOT_IN_GRAPH, AdmissionRoad, event_time
 from charmem.domain.retrieval import ContinuityContextPack, CurrencyStatus, RetrievalContext
 from charmem.domain.scoring import DEFAULT_SCORING, ScoringPolicy
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, TokenCounter, VectorIndex
@@ -98,6 +105,7 @@ async def retrieve_pack(
     now: datetime,
     embed_timeout_s: float = DEFAULT_EMBEDDING_TIMEOUT_S,
     policy: ScoringPolicy = DEFAULT_SCORING,
+    character_id: MemoryId | None = None,
 ) -> ContinuityContextPack:
     """Recall memories for ``context`` into a :class:`ContinuityContextPack` (module docstring).
 
@@ -108,15 +116,18 @@ async def retrieve_pack(
         embedder: embeds the query.
         stats: retrieval stats (notion degrees for hub selectivity).
         token_counter: counts tokens for the pack's ``render``.
-        now: the reference time of the ``recency`` preference when ``context.as_of`` is unset.
+        now: the reference time (``recency``, ``seconds_since_support``) when ``context.as_of``
+            is unset (:func:`~charmem.domain.context.reference_time`).
         embed_timeout_s: seconds the query's embedding may take (``EMBEDDING_TIMEOUT_S``).
         policy: the weights and constants of retrieval.
+        character_id: the collection's character, whom obligations' ``direction`` is relative
+            to (``None``: no direction).
 
     Raises:
         BackendError: a store or the embedding provider failed, or the query's embedding timed
             out (``EmbeddingTimeoutError``).
     """
-    recall = Recall(context, graph, policy)
+    recall = Recall(context, graph, policy, character_id=character_id)
     query_vector = await embed_cue(embedder, context.query, timeout_s=embed_timeout_s)
     periods = time_cue_periods(recall)
     found = await recall_candidates(recall, vectors, query_vector, periods)
@@ -125,12 +136,14 @@ async def retrieve_pack(
     await expand_roots(recall, roots)
     await thread_continuity(recall)
     await currency_hop(recall)
-    ranked = rank(recall, reference=context.as_of or now, periods=periods)
+    reference = reference_time(context, now)
+    ranked = rank(recall, reference=reference, periods=periods)
     return await assemble(
         recall,
         ranked,
         found.completeness,
         token_counter,
+        reference=reference,
         roots_considered=len(found.hits),
         roots_admitted=len(roots),
     )
@@ -138,23 +151,39 @@ async def retrieve_pack(
 
 @attrs.define
 class Candidate:
-    """A memory chosen as an item so far: its best score, what admitted it, its currency."""
+    """A memory chosen as an item so far: its best score, what admitted it, its currency.
+
+    ``roads`` are the admission roads that reached it: the topic (the query) for every memory
+    of a query-only retrieval.
+    """
 
     obj: MemoryObject
     score: float
     signals: set[str]
     status: CurrencyStatus = CurrencyStatus.CURRENT
+    roads: set[AdmissionRoad] = attrs.Factory(lambda: {AdmissionRoad.TOPIC})
 
 
 class Recall:
-    """The state of one retrieval: objects met, their currency, the chosen items, omissions."""
+    """The state of one retrieval: objects met, their currency, the chosen items, omissions.
+
+    ``members`` holds, for each thread whose members recall read, their ids (recorded by
+    ``as_of``): the support of the thread (:func:`~charmem.domain.pack.support_time`).
+    """
 
     def __init__(
-        self, context: RetrievalContext, graph: GraphStore, policy: ScoringPolicy = DEFAULT_SCORING
+        self,
+        context: RetrievalContext,
+        graph: GraphStore,
+        policy: ScoringPolicy = DEFAULT_SCORING,
+        *,
+        character_id: MemoryId | None = None,
     ) -> None:
         self.context = context
         self.graph = graph
         self.policy = policy
+        self.character_id = character_id
+        self.members: dict[MemoryId, set[MemoryId]] = defaultdict(set)
         self.objects: dict[MemoryId, MemoryObject] = {}
         self.currency: dict[MemoryId, CurrencyStatus] = {}
         self.chosen: dict[MemoryId, Candidate] = {}

@@ -10,9 +10,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from charmem.domain.ids import MemoryId
+from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import DerivedMemory, Entity, MemoryLink, MemoryObject, object_type_of
-from charmem.domain.pack import entities_of, event_time, item_text, provenance_of, section_of
+from charmem.domain.obligations import RESOLVING_RELATIONS, is_obligation, obligation_direction, settled_by
+from charmem.domain.pack import (
+    AdmissionRoad,
+    entities_of,
+    event_time,
+    item_text,
+    provenance_of,
+    seconds_since_support,
+    section_of,
+    support_time,
+)
 from charmem.domain.retrieval import (
     DUPLICATE_TEXT,
     ContinuityContextPack,
@@ -66,13 +76,16 @@ async def assemble(
     completeness: VectorRecallCompleteness,
     token_counter: TokenCounter,
     *,
+    reference: datetime,
     roots_considered: int,
     roots_admitted: int,
 ) -> ContinuityContextPack:
     """Assembly: the first ``max_items`` ranked memories, one per text, into the pack.
 
     Items, sections, links and entities are built from the kept memories only; the left-out
-    repeats are ``duplicate_text`` omissions (:func:`_distinct_texts`).
+    repeats are ``duplicate_text`` omissions (:func:`_distinct_texts`). The kept obligations'
+    settlements are read here (:func:`_settlements`); each item's ``seconds_since_support`` is
+    measured to ``reference``.
     """
     context = recall.context
     kept, duplicates = _distinct_texts(ranked, context.max_items)
@@ -80,14 +93,16 @@ async def assemble(
         recall.omissions[duplicate] = DUPLICATE_TEXT
     for candidate in kept:
         recall.entity_ids.update(entities_of(candidate.obj))
+    settled = await _settlements(recall, kept)
     entity_objects = await recall.graph.get_objects(sorted(recall.entity_ids))
     names = await current_names(recall.graph, entity_objects, context.as_of)
-    items = tuple(_pack_item(c) for c in kept)
+    support = _SupportReader(recall, reference)
+    items = tuple(_pack_item(c, support, settled.get(c.obj.id, ()), recall.character_id) for c in kept)
     entities = _pack_entities(entity_objects, names)
     return ContinuityContextPack(
         query=context.query,
         items=items,
-        sections=_sections(kept, context.section_limits),
+        sections=_sections(kept, context.section_limits, settled),
         entities=entities,
         links=_pack_links(recall.links.values(), {item.id for item in items}),
         omissions=tuple(
@@ -140,7 +155,53 @@ def _distinct_texts(
     return kept, duplicates
 
 
-def _pack_item(candidate: Candidate) -> PackItem:
+async def _settlements(recall: Recall, kept: Sequence[Candidate]) -> dict[MemoryId, tuple[MemoryId, ...]]:
+    """The kept obligations that are settled -> their resolvers (:func:`settled_by`).
+
+    One read of the resolving links of the kept obligations, none when there is none (a
+    query-only pack without obligations costs nothing more). A store that keeps what it read
+    answers for the roots from their expansion read, which followed every relation.
+    """
+    matters = {c.obj.id: c.obj for c in kept if is_obligation(c.obj)}
+    if not matters:
+        return {}
+    links = await recall.graph.links_of(sorted(matters, key=ID_ORDER), relations=RESOLVING_RELATIONS)
+    by_matter: dict[MemoryId, list[MemoryLink]] = {matter: [] for matter in matters}
+    for link in links:
+        if link.to_id in by_matter:
+            by_matter[link.to_id].append(link)
+    settled = {m: settled_by(obj, by_matter[m], recall.context.as_of) for m, obj in matters.items()}
+    return {matter: resolvers for matter, resolvers in settled.items() if resolvers}
+
+
+class _SupportReader:
+    """``seconds_since_support`` of the items, from what recall read (:func:`support_time`).
+
+    Only memories recall may show count as support: recorded by ``as_of`` and not forgotten.
+    """
+
+    def __init__(self, recall: Recall, reference: datetime) -> None:
+        self.recall = recall
+        self.reference = reference
+
+    def seconds(self, obj: MemoryObject) -> int | None:
+        recall = self.recall
+        members = recall.members.get(obj.id, ())
+        wanted = obj.source_ids if isinstance(obj, DerivedMemory) else members
+        read = {i: event_time(o) for i in wanted if (o := recall.objects.get(i)) and self._shows(o)}
+        return seconds_since_support(support_time(obj, read, members), self.reference)
+
+    def _shows(self, obj: MemoryObject) -> bool:
+        status = self.recall.currency.get(obj.id, CurrencyStatus.CURRENT)
+        return self.recall.visible(obj) and status is not CurrencyStatus.SUPPRESSED
+
+
+def _pack_item(
+    candidate: Candidate,
+    support: _SupportReader,
+    resolved_by: tuple[MemoryId, ...],
+    character_id: MemoryId | None,
+) -> PackItem:
     obj = candidate.obj
     return PackItem(
         id=obj.id,
@@ -153,14 +214,20 @@ def _pack_item(candidate: Candidate) -> PackItem:
         provenance_ids=provenance_of(obj),
         derived_type=obj.derived_type if isinstance(obj, DerivedMemory) else None,
         entity_ids=entities_of(obj),
+        admitted_by=tuple(road for road in AdmissionRoad if road in candidate.roads),
+        seconds_since_support=support.seconds(obj),
+        direction=obligation_direction(obj, character_id),
+        resolved_by=resolved_by,
     )
 
 
-def _sections(kept: Sequence[Candidate], limits: Mapping[str, int]) -> dict[str, tuple[MemoryId, ...]]:
+def _sections(
+    kept: Sequence[Candidate], limits: Mapping[str, int], settled: Mapping[MemoryId, tuple[MemoryId, ...]]
+) -> dict[str, tuple[MemoryId, ...]]:
     """Section name -> the ids of its items in rank order, at most the section's limit."""
     sections: dict[str, list[MemoryId]] = {name: [] for name in limits}
     for candidate in kept:
-        section = section_of(candidate.obj)
+        section = section_of(candidate.obj, settled=candidate.obj.id in settled)
         if section is not None and len(sections[section]) < limits[section]:
             sections[section].append(candidate.obj.id)
     return {name: tuple(ids) for name, ids in sections.items()}

@@ -84,6 +84,7 @@ async def thread_continuity(recall: Recall) -> None:
         return
     links = await recall.graph.links_of(threads, relations=[Relation.PART_OF_THREAD])
     await recall.load(sorted({link.from_id for link in links}))
+    _note_members(recall, links)
     members = _thread_members(recall, links)
     for thread_id in threads:
         newest = sorted(members[thread_id], key=lambda pair: (-event_time(pair[0]).timestamp(), pair[0].id))
@@ -276,6 +277,17 @@ def _offer_context(recall: Recall, places: Sequence[_Place], window: int) -> Non
                 if 0 <= neighbour < len(sequence):
                     score = root.score * decay**offset
                     recall.offer(sequence[neighbour].observation_id, score, "context:adjacent")
+
+
+def _note_members(recall: Recall, links: Sequence[MemoryLink]) -> None:
+    """Keep the members of each chosen thread recorded by ``as_of``, whatever may enter.
+
+    They are the thread's support (:func:`~charmem.domain.pack.support_time`).
+    """
+    as_of = recall.context.as_of
+    for link in links:
+        if link.to_id in recall.chosen and (as_of is None or link.created_at <= as_of):
+            recall.members[link.to_id].add(link.from_id)
 
 
 def _thread_members(
