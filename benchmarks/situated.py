@@ -255,7 +255,11 @@ async def play(memory: CharacterMemory, world: World, scenario: Mapping[str, Any
                 LinkDraft(world.memory(event["by"]), relation, world.memory(event["settle"]), recorded_at=at)
             )
         elif "forget" in event:
-            await memory.forget(ForgetMemoryDraft(world.memory(event["forget"]), "scenario", recorded_at=at))
+            await memory.forget(
+                ForgetMemoryDraft(
+                    target_id=world.memory(event["forget"]), rationale="scenario", recorded_at=at
+                )
+            )
         elif "text" in event:
             await remember_event(memory, world, event, at)
         else:

@@ -66,6 +66,7 @@ def input_to_drafts(item: RememberInput, now: datetime) -> RememberDrafts:
         raw_ref=item.raw_ref,
         salience=item.salience,
         created_at=item.created_at,
+        scene=item.scene,
     )
     observation = ObservationDraft(
         id=observation_id,
@@ -97,6 +98,7 @@ def _episode(d: EpisodeDraft, now: datetime) -> Episode:
         raw_ref=d.raw_ref,
         salience=_salience(d.salience),
         created_at=d.created_at or now,
+        scene=d.scene,
     )
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedMemory, Entity, MemoryLink, MemoryObject, object_type_of
-from charmem.domain.pack import entities_of, event_time, item_text, provenance_of, section_of
+from charmem.domain.pack import AdmissionRoad, entities_of, event_time, item_text, provenance_of, section_of
 from charmem.domain.retrieval import (
     DUPLICATE_TEXT,
     ContinuityContextPack,
@@ -153,6 +153,7 @@ def _pack_item(candidate: Candidate) -> PackItem:
         provenance_ids=provenance_of(obj),
         derived_type=obj.derived_type if isinstance(obj, DerivedMemory) else None,
         entity_ids=entities_of(obj),
+        admitted_by=tuple(road for road in AdmissionRoad if road in candidate.roads),
     )
 
 
