@@ -50,6 +50,9 @@ from charmem import (
     RememberWritePlan,
     ReplacementDerivedMemoryDraft,
     RetrievalContext,
+    Scene,
+    SceneParticipant,
+    SceneSetting,
     Settings,
     SourceProvenanceReference,
     ThreadDraft,
@@ -77,6 +80,9 @@ _TEXT_FIELDS = {
     "query",
     "name",
     "reference",
+    "description",
+    "key",
+    "words",
 }
 _BOOL_FIELDS = {
     "given_by_application",
@@ -144,9 +150,42 @@ def _field_values(name: str) -> st.SearchStrategy[Any]:
             )
             | any_value()
         )
+    if name == "scene":
+        return _scenes() | any_value()
+    if name == "participants":
+        return st.lists(_participants(), max_size=2) | any_value()
+    if name == "custom_values":
+        return st.dictionaries(raw_texts(), raw_texts(), max_size=2) | any_value()
     if name == "external_refs":
         return st.lists(raw_texts(), max_size=2) | any_value()
     return st.integers(-2, 50) | any_value()
+
+
+def _participants() -> st.SearchStrategy[SceneParticipant]:
+    return st.builds(
+        SceneParticipant,
+        entity_id=st.none() | pooled_ids(),
+        name=memory_texts(huge=False),
+        description=st.none() | memory_texts(huge=False),
+    )
+
+
+def _scenes() -> st.SearchStrategy[Scene]:
+    """Valid scenes: any valid instant, participants, a setting, custom values."""
+    return st.builds(
+        Scene,
+        at=st.datetimes(  # valid_instants() also draws IANA zones' sub-minute local mean times
+            datetime(2, 1, 1),
+            datetime(9998, 12, 31),
+            timezones=st.integers(-14 * 60, 14 * 60).map(lambda m: timezone(timedelta(minutes=m))),
+        ),
+        participants=st.lists(_participants(), max_size=3),
+        setting=st.none()
+        | st.builds(SceneSetting, key=memory_texts(huge=False), words=st.none() | memory_texts(huge=False)),
+        custom_values=st.dictionaries(
+            memory_texts(huge=False), memory_texts(huge=False) | st.just(""), max_size=2
+        ),
+    )
 
 
 @st.composite
@@ -200,6 +239,9 @@ _SIMPLE = (
     PrepareOptions,
     CommitOptions,
     RememberOptions,
+    Scene,
+    SceneParticipant,
+    SceneSetting,
 )
 
 
@@ -298,6 +340,7 @@ _VALID = {
     "given_by_application": st.booleans(),
     "relation": st.sampled_from(list(Relation)),
     "derived_type": st.sampled_from(list(DerivedType)),
+    "scene": st.none() | _scenes(),
 }
 
 

@@ -128,7 +128,7 @@ async def test_plan_json_tags_predicates_and_reads_format_1(memory: CharacterMem
     )
     plan = await memory.prepare(RememberDrafts(derived=[_promise(me, ana, source, *roles)]))
     data = json.loads(plan.to_json())
-    assert data["format_version"] == 2
+    assert data["format_version"] == 3
     kinds = sorted(a["predicate"]["kind"] for o in data["objects"] for a in o.get("assertions", ()))
     assert kinds == ["actor", "counterpart", "known_as"]
     assert RememberWritePlan.from_json(plan.to_json()) == plan

@@ -19,7 +19,7 @@ from charmem.domain import _fields
 from charmem.domain._fields import id_set, optional_id
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import BeliefAssertion, DerivedType, Relation, ThreadStatus, _assertions
-from charmem.domain.scene import Scene
+from charmem.domain.scene import Scene, episode_time
 from charmem.errors import DraftValidationError
 
 __all__ = [
@@ -58,7 +58,13 @@ def _sequence(values: Any) -> tuple[Any, ...]:
 
 @attrs.frozen(kw_only=True)
 class EpisodeDraft:
-    """A remembered event to store. ``occurred_at`` defaults to the clock's now."""
+    """A remembered event to store. ``occurred_at`` defaults to the scene's ``at``, else the clock's now.
+
+    Raises:
+        DraftValidationError: ``occurred_at`` and ``scene.at`` are both given and differ in
+            instant or UTC offset (:func:`~charmem.domain.scene.episode_time`), here or in
+            ``attrs.evolve``.
+    """
 
     summary: str = attrs.field(default="", validator=_fields.plain)
     occurred_at: datetime | None = attrs.field(default=None, validator=_fields.aware)
@@ -71,6 +77,9 @@ class EpisodeDraft:
     scene: Scene | None = attrs.field(
         default=None, validator=attrs.validators.optional(_fields.instance_of(Scene))
     )
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "occurred_at", episode_time(self.occurred_at, self.scene))
 
 
 @attrs.frozen(kw_only=True)
@@ -158,8 +167,14 @@ class RememberInput:
     """The convenience path: one episode plus one observation of ``text``.
 
     ``RememberInput("text", occurred_at=...)``; attach interpretations with
-    :meth:`with_derived_memory`. The episode gets its own vector only when ``summary`` is given and
-    differs from ``text`` (no echo duplicates).
+    :meth:`with_derived_memory` and the occasion with :meth:`with_scene`. The episode gets its own
+    vector only when ``summary`` is given and differs from ``text`` (no echo duplicates).
+    ``occurred_at`` defaults to the scene's ``at``, else the clock's now.
+
+    Raises:
+        DraftValidationError: ``occurred_at`` and ``scene.at`` are both given and differ in
+            instant or UTC offset (:func:`~charmem.domain.scene.episode_time`), here, in
+            :meth:`with_scene` or in ``attrs.evolve``.
     """
 
     text: str = attrs.field(validator=_fields.text)
@@ -181,9 +196,20 @@ class RememberInput:
         default=None, validator=attrs.validators.optional(_fields.instance_of(Scene)), kw_only=True
     )
 
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "occurred_at", episode_time(self.occurred_at, self.scene))
+
     def with_scene(self, scene: Scene) -> RememberInput:
-        """Return a copy whose episode happens in ``scene`` (its ``at`` is the episode's time)."""
-        return attrs.evolve(self, scene=scene)
+        """Return a copy whose episode happens in ``scene`` (its ``at`` is the episode's time).
+
+        A time that came with the scene this input already has moves to the new scene's ``at``;
+        an ``occurred_at`` of its own must agree with it.
+
+        Raises:
+            DraftValidationError: this input's own ``occurred_at`` differs from ``scene.at``.
+        """
+        own = self.occurred_at if self.scene is None else None
+        return attrs.evolve(self, scene=scene, occurred_at=own)
 
     def with_derived_memory(self, draft: DerivedMemoryDraft) -> RememberInput:
         """Return a copy with ``draft`` attached (grounded on this input unless given/sourced)."""

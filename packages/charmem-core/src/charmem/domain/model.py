@@ -17,7 +17,7 @@ import attrs
 from charmem.domain import _fields
 from charmem.domain._fields import ChoiceEnum, as_float, id_set, optional_id
 from charmem.domain.ids import MemoryId, as_memory_id
-from charmem.domain.scene import Scene
+from charmem.domain.scene import Scene, episode_time
 from charmem.errors import DraftValidationError
 
 __all__ = [
@@ -183,6 +183,10 @@ class Episode:
         created_at: when it was recorded (record time).
         schema_version: the object schema version it was written with.
         scene: the occasion (its ``at`` is ``occurred_at``), or ``None``.
+
+    Raises:
+        DraftValidationError: ``scene.at`` differs from ``occurred_at`` in instant or UTC offset
+            (:func:`~charmem.domain.scene.episode_time`), e.g. in a hand-edited plan.
     """
 
     id: MemoryId = attrs.field(converter=as_memory_id)
@@ -199,6 +203,20 @@ class Episode:
     )
 
     object_type = ObjectType.EPISODE
+
+    def __attrs_post_init__(self) -> None:
+        episode_time(self.occurred_at, self.scene)
+
+    @property
+    def involved_entity_ids(self) -> tuple[MemoryId, ...]:
+        """The notions it involves: its participants and its scene's participants given by id.
+
+        Returns:
+            tuple[MemoryId, ...]: sorted, unique (one ``involves`` link each).
+        """
+        if self.scene is None:
+            return self.participant_entity_ids
+        return tuple(sorted({*self.participant_entity_ids, *self.scene.participant_entity_ids}))
 
 
 @attrs.frozen(kw_only=True)

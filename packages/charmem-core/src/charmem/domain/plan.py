@@ -33,8 +33,9 @@ __all__ = [
 ]
 
 #: Version of the JSON form of :class:`RememberWritePlan`: 2 tags each belief predicate with its
-#: ``"kind"`` (``known_as``, ``actor``, ``counterpart``); a version-1 plan (names only) still loads.
-PLAN_FORMAT_VERSION = 2
+#: ``"kind"`` (``known_as``, ``actor``, ``counterpart``); 3 lets an episode carry its ``"scene"``.
+#: Plans of versions 1 (names only, untagged) and 2 still load.
+PLAN_FORMAT_VERSION = 3
 
 
 @attrs.frozen(kw_only=True)
@@ -85,7 +86,7 @@ class IndexEntry:
 
 
 def _plan_from_version_1(data: dict[str, Any]) -> dict[str, Any]:
-    """A version-1 plan in the version-2 form: its (untagged, name-only) predicates tagged."""
+    """A version-1 plan in the current form: its (untagged, name-only) predicates tagged."""
     objects = data.get("objects")
     for obj in objects if isinstance(objects, list) else ():
         assertions = obj.get("assertions") if isinstance(obj, dict) else None
@@ -153,6 +154,9 @@ class RememberWritePlan:
         if version == 1:
             data = _plan_from_version_1(data)
             version = PLAN_FORMAT_VERSION
+        elif version == 2:  # the current form without scenes, which it cannot hold
+            data = {**data, "format_version": PLAN_FORMAT_VERSION}
+            version = PLAN_FORMAT_VERSION
         if version != PLAN_FORMAT_VERSION:
             raise DraftValidationError(
                 f"plan format_version {version!r} is not supported (expected "
@@ -164,7 +168,23 @@ class RememberWritePlan:
         except DraftValidationError:
             raise
         except Exception as exc:
+            invalid = _first_draft_error(exc)
+            if invalid is not None:  # an object of the plan refused itself: say why
+                raise DraftValidationError(
+                    f"plan JSON holds an invalid object: {invalid}", field=invalid.field
+                ) from exc
             raise DraftValidationError(f"plan JSON does not describe a plan: {exc}", field="plan") from exc
+
+
+def _first_draft_error(exc: BaseException) -> DraftValidationError | None:
+    """The first :class:`DraftValidationError` in ``exc`` or its groups (cattrs wraps them)."""
+    if isinstance(exc, DraftValidationError):
+        return exc
+    for inner in exc.exceptions if isinstance(exc, BaseExceptionGroup) else ():
+        found = _first_draft_error(inner)
+        if found is not None:
+            return found
+    return None
 
 
 class CandidateValidationStatus(ChoiceEnum):
@@ -183,11 +203,15 @@ class WarningKind(ChoiceEnum):
     recalled twice. ``RESOLVER_WITHOUT_SHARED_SUBJECT_OR_THREAD``: a ``resolves`` or
     ``fulfills_commitment`` link joins memories that name no common notion and no common thread
     (``ids``: the link, its resolver, its matter): perhaps the wrong matter.
+    ``REPEATED_SCENE_PARTICIPANT``: an episode's scene lists one participant twice (same notion
+    id, or same name or description once normalised; ``ids``: the episode): one person may
+    count twice.
     """
 
     ALREADY_STORED = "already_stored"
     DUPLICATE_OBSERVATION_ECHO = "duplicate_observation_echo"
     RESOLVER_WITHOUT_SHARED_SUBJECT_OR_THREAD = "resolver_without_shared_subject_or_thread"
+    REPEATED_SCENE_PARTICIPANT = "repeated_scene_participant"
 
 
 _WARNING_TEXT = {
@@ -196,6 +220,7 @@ _WARNING_TEXT = {
     WarningKind.RESOLVER_WITHOUT_SHARED_SUBJECT_OR_THREAD: (
         "the resolver and the matter it resolves share no notion and no thread"
     ),
+    WarningKind.REPEATED_SCENE_PARTICIPANT: "the episode's scene lists one participant twice",
 }
 
 

@@ -24,7 +24,7 @@ from charmem.domain._fields import items_of, optional_id
 from charmem.domain.ids import MemoryId
 from charmem.errors import DraftValidationError
 
-__all__ = ["Scene", "SceneParticipant", "SceneSetting"]
+__all__ = ["Scene", "SceneParticipant", "SceneSetting", "episode_time"]
 
 
 def _optional_text(_instance: object, attribute: attrs.Attribute[str | None], value: str | None) -> None:
@@ -148,3 +148,34 @@ class Scene:
     def participant_entity_ids(self) -> tuple[MemoryId, ...]:
         """The notion ids of participants given by id (sorted, unique)."""
         return tuple(sorted({p.entity_id for p in self.participants if p.entity_id is not None}))
+
+
+def episode_time(occurred_at: datetime | None, scene: Scene | None) -> datetime | None:
+    """An episode's time given its scene (rule: a scene's ``at`` is its episode's ``occurred_at``).
+
+    Without ``occurred_at`` the episode takes ``scene.at`` exactly (its UTC offset kept). When
+    both are given they must be the same instant with the same UTC offset: ``18:30+02:00`` and
+    ``16:30+00:00`` are one instant but not one local time, so they disagree.
+
+    Args:
+        occurred_at: the episode's own time, timezone-aware, or ``None`` (not given).
+        scene: the episode's scene, or ``None``.
+
+    Returns:
+        datetime | None: ``occurred_at`` when given, else ``scene.at``; ``None`` when neither is.
+
+    Raises:
+        DraftValidationError: both are given and differ in instant or in UTC offset.
+    """
+    if scene is None:
+        return occurred_at
+    if occurred_at is None:
+        return scene.at
+    if occurred_at == scene.at and occurred_at.utcoffset() == scene.at.utcoffset():
+        return occurred_at
+    raise DraftValidationError(
+        f"occurred_at {occurred_at.isoformat()} disagrees with scene.at {scene.at.isoformat()}: a "
+        "scene's at is its episode's time; give only one of them, or the same datetime with the "
+        "same UTC offset",
+        field="occurred_at",
+    )

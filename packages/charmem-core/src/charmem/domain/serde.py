@@ -1,7 +1,9 @@
 """The one cattrs converter for charmem's types (plans serialise to JSON).
 
 Datetimes are ISO 8601 strings with their offset preserved, ids canonical UUID strings, enums their
-values, and unions (stored objects, belief predicates) are tagged with ``"kind"``.
+values, and unions (stored objects, belief predicates) are tagged with ``"kind"``. An episode's
+``scene`` is written only when it has one, so an episode without a scene keeps the encoding it
+had before scenes existed (stored replays compare it, :func:`charmem.domain.rules.canonical_content`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.strategies import configure_tagged_union
 
 from charmem.domain.ids import MemoryId
@@ -26,6 +29,7 @@ from charmem.domain.model import (
     MemoryThread,
     Observation,
 )
+from charmem.domain.scene import Scene
 
 __all__ = ["KIND_TAGS", "converter", "structure_item", "tag_predicates", "unstructure_item"]
 
@@ -57,6 +61,25 @@ def tag_predicates(target: cattrs.Converter) -> None:
     )
 
 
+def _configure_scenes(target: cattrs.Converter) -> None:
+    """Scenes in ``target``: an episode omits ``"scene"`` when it has none.
+
+    ``custom_values`` reach :class:`~charmem.domain.scene.Scene` as given, so its validation
+    (``str`` keys and values) refuses a hand-edited ``5`` instead of reading it as ``"5"``; it
+    reads back as a read-only mapping. Configure it before the objects' tagged union.
+    """
+    target.register_structure_hook(
+        Scene, make_dict_structure_fn(Scene, target, custom_values=override(struct_hook=_as_given))
+    )
+    target.register_unstructure_hook(
+        Episode, make_dict_unstructure_fn(Episode, target, scene=override(omit_if_default=True))
+    )
+
+
+def _as_given(value: Any, _type: Any) -> Any:
+    return value
+
+
 def _converter(instant: Callable[[datetime], str]) -> cattrs.Converter:
     built = cattrs.Converter(forbid_extra_keys=True)
     built.register_unstructure_hook(MemoryId, str)
@@ -64,6 +87,7 @@ def _converter(instant: Callable[[datetime], str]) -> cattrs.Converter:
     built.register_unstructure_hook(datetime, instant)
     built.register_structure_hook(datetime, lambda value, _type: datetime.fromisoformat(value))
     tag_predicates(built)  # first: configuring the objects' union builds their nested hooks
+    _configure_scenes(built)
     configure_tagged_union(MemoryObject, built, tag_name="kind", tag_generator=KIND_TAGS.__getitem__)
     return built
 

@@ -14,8 +14,14 @@ from charmem.domain.model import (
     Relation,
 )
 from charmem.domain.plan import ValidationWarning, WarningKind
+from charmem.domain.rules import normalise_name
 
-__all__ = ["observation_echo", "resolver_without_common_ground", "subjects_and_threads"]
+__all__ = [
+    "observation_echo",
+    "repeated_scene_participant",
+    "resolver_without_common_ground",
+    "subjects_and_threads",
+]
 
 #: The relations by which one memory settles another (from the resolver to the matter).
 _RESOLVING = frozenset({Relation.RESOLVES, Relation.FULFILLS_COMMITMENT})
@@ -45,13 +51,14 @@ def observation_echo(observation: Observation, episode: MemoryObject | None) -> 
 def subjects_and_threads(obj: MemoryObject) -> tuple[frozenset[MemoryId], frozenset[MemoryId]]:
     """The notions a memory is about and the threads it belongs to.
 
-    A derived memory: its subjects and threads; an episode: its participants and threads; an
-    observation: its speaker and the notions it mentions; a notion: itself; a thread: itself.
+    A derived memory: its subjects and threads; an episode: its participants (its scene's
+    participants given by id included) and threads; an observation: its speaker and the notions
+    it mentions; a notion: itself; a thread: itself.
     """
     if isinstance(obj, DerivedMemory):
         return frozenset(obj.entity_ids), frozenset(obj.thread_ids)
     if isinstance(obj, Episode):
-        return frozenset(obj.participant_entity_ids), frozenset(obj.thread_ids)
+        return frozenset(obj.involved_entity_ids), frozenset(obj.thread_ids)
     if isinstance(obj, Observation):
         speaker = () if obj.speaker_entity_id is None else (obj.speaker_entity_id,)
         return frozenset((*obj.mentioned_entity_ids, *speaker)), frozenset()
@@ -82,3 +89,33 @@ def resolver_without_common_ground(
     return ValidationWarning(
         WarningKind.RESOLVER_WITHOUT_SHARED_SUBJECT_OR_THREAD, (link.id, link.from_id, link.to_id)
     )
+
+
+def repeated_scene_participant(episode: Episode) -> ValidationWarning | None:
+    """``REPEATED_SCENE_PARTICIPANT`` when an episode's scene lists one participant twice.
+
+    Two participants are the same when they share an ``entity_id``, a ``name`` or a
+    ``description``, names and descriptions compared under
+    :func:`~charmem.domain.rules.normalise_name` (NFKC, lower case, whitespace collapsed). Both
+    are stored as given; the warning (naming the episode) says one person may count twice.
+
+    Args:
+        episode: a candidate episode (with or without a scene).
+    """
+    if episode.scene is None:
+        return None
+    seen: set[tuple[str, object]] = set()
+    for participant in episode.scene.participants:
+        keys = {
+            ("entity_id", participant.entity_id),
+            ("name", None if participant.name is None else normalise_name(participant.name)),
+            (
+                "description",
+                None if participant.description is None else normalise_name(participant.description),
+            ),
+        }
+        keys = {key for key in keys if key[1] is not None}
+        if keys & seen:
+            return ValidationWarning(WarningKind.REPEATED_SCENE_PARTICIPANT, (episode.id,))
+        seen |= keys
+    return None

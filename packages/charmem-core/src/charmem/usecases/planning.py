@@ -165,7 +165,8 @@ def derive_links(
 ) -> tuple[MemoryLink, ...]:
     """The links commit derives from objects, with deterministic ids.
 
-    A derived link whose (from, relation, to) a caller link already states is not duplicated.
+    A derived link whose (from, relation, to) a caller link already states is not duplicated. An
+    episode involves each of its participants and its scene's participants given by id, once.
 
     Returns:
         tuple[MemoryLink, ...]: sorted by id; ``created_at`` is the source object's.
@@ -181,7 +182,7 @@ def derive_links(
     for obj in objects:
         at = obj.created_at
         if isinstance(obj, Episode):
-            for entity_id in obj.participant_entity_ids:
+            for entity_id in obj.involved_entity_ids:
                 add(obj.id, Relation.INVOLVES, entity_id, at)
             for thread_id in obj.thread_ids:
                 add(obj.id, Relation.PART_OF_THREAD, thread_id, at)

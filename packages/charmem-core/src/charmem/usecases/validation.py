@@ -35,7 +35,11 @@ from charmem.domain.rules import (
     time_order_breach,
 )
 from charmem.domain.serde import unstructure_item
-from charmem.domain.write_warnings import observation_echo, resolver_without_common_ground
+from charmem.domain.write_warnings import (
+    observation_echo,
+    repeated_scene_participant,
+    resolver_without_common_ground,
+)
 from charmem.errors import IdConflictError, LifecycleErrorKind, PlanValidationError, PurgedMemoryError
 from charmem.ports import GraphStore
 from charmem.usecases.planning import derive_links, index_entries
@@ -94,9 +98,10 @@ async def validate(
     Checks: ids unique across the plan and the store unless the content is equal; no candidate
     is a purged memory and no new candidate refers to one (tombstones, ``charmem.admin.purge``);
     every referenced id resolves to an object of the right type; derived memories are grounded or
-    given (given ones need a notion subject and no sources); assertions name a subject in
-    ``entity_ids``; supersession stays acyclic and a memory another memory already supersedes
-    gains no successor from this plan (:func:`check_supersession`); caller links are not
+    given (given ones need a notion subject and no sources); an episode's scene participants
+    given by id are notions; assertions name a subject in ``entity_ids``; supersession stays
+    acyclic and a memory another memory already supersedes gains no successor from this plan
+    (:func:`check_supersession`); caller links are not
     ``supersedes``, join two objects and fit the relation's endpoint types; the derived links
     match the objects; every candidate not already stored is in time order
     (:func:`time_order_reason`): not dated beyond the clock's skew after ``now``, and not before
@@ -245,6 +250,8 @@ class _PlanCheck:
             self.references(index, item)
             if isinstance(item, Observation):
                 self.warn(index, observation_echo(item, self.lookup(item.episode_id)))
+            elif isinstance(item, Episode):
+                self.warn(index, repeated_scene_participant(item))
         if index not in self.replayed:
             # A replay is stored already: it was in order when written (check reports it if not).
             created = {
@@ -285,6 +292,8 @@ class _PlanCheck:
         """Every id an object names resolves to an object of the right type."""
         if isinstance(item, Episode):
             self.require(index, item.participant_entity_ids, frozenset({_N}), "participant")
+            if item.scene is not None:
+                self.require(index, item.scene.participant_entity_ids, frozenset({_N}), "scene participant")
             self.require(index, item.thread_ids, frozenset({_T}), "thread")
         elif isinstance(item, Observation):
             self.require(index, [item.episode_id], frozenset({_E}), "episode")
@@ -426,7 +435,7 @@ def _conflict_detail(stored: MemoryObject | MemoryLink, new: MemoryObject | Memo
 def object_references(obj: MemoryObject) -> set[MemoryId]:
     """Every id a stored object names (sources, subjects, threads, episode, speaker, superseded)."""
     if isinstance(obj, Episode):
-        return {*obj.participant_entity_ids, *obj.thread_ids}
+        return {*obj.involved_entity_ids, *obj.thread_ids}
     if isinstance(obj, Observation):
         refs = {obj.episode_id, *obj.mentioned_entity_ids}
         if obj.speaker_entity_id is not None:
