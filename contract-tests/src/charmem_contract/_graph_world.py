@@ -21,6 +21,7 @@ from charmem.domain.model import (
     ThreadStatus,
 )
 from charmem.domain.retrieval import CurrencyStatus
+from charmem.domain.scene import Scene, SceneParticipant, SceneSetting
 from charmem.ports import GraphStore
 from charmem_contract import data
 from charmem_contract.data import SEOUL, at
@@ -32,7 +33,7 @@ C = CurrencyStatus.CURRENT
 
 
 def sample_world() -> tuple[GraphBatch, dict[str, Any]]:
-    """One object of every type with every optional field set, and links and a record."""
+    """One object of every type with every optional field set (an episode's scene too), links and a record."""
     person = data.entity(entity_type="person")
     place = data.entity(entity_type="place", created_at=at(1, SEOUL))
     garden = data.thread(title="garden", summary="the allotment", status=ThreadStatus.DORMANT)
@@ -43,6 +44,17 @@ def sample_world() -> tuple[GraphBatch, dict[str, Any]]:
         raw_ref="chat:42#7",
         salience=0.75,
         occurred_at=at(-60, SEOUL),
+        scene=Scene(
+            at=at(-60, SEOUL),
+            participants=[
+                SceneParticipant(entity_id=person.id),
+                SceneParticipant(name="Mina"),
+                SceneParticipant(description="a neighbour with a straw hat"),
+                SceneParticipant(entity_id=place.id, name="the allotment", description="muddy"),
+            ],
+            setting=SceneSetting(key="allotment", words="rows of tomatoes under netting"),
+            custom_values={"activity": "planting", "weather": ""},
+        ),
     )
     turn = data.observation(
         visit.id,

@@ -24,6 +24,7 @@ from charmem.domain.model import (
     Observation,
     Relation,
 )
+from charmem.domain.scene import Scene, SceneParticipant
 
 __all__ = [
     "HOSTILE_STRINGS",
@@ -37,6 +38,7 @@ __all__ = [
     "link",
     "observation",
     "record",
+    "scene",
     "thread",
 ]
 
@@ -106,6 +108,29 @@ def episode(**kwargs: Any) -> Episode:
     kwargs.setdefault("occurred_at", T0)
     kwargs.setdefault("created_at", T0)
     return Episode(**kwargs)
+
+
+def scene(
+    *,
+    entity_ids: Sequence[MemoryId] = (),
+    names: Sequence[str] = (),
+    descriptions: Sequence[str] = (),
+    **kwargs: Any,
+) -> Scene:
+    """A :class:`Scene` at :data:`T0`: a participant per entity id, then per name, then per description.
+
+    ``setting`` and ``custom_values`` are passed on as given (none by default).
+    """
+    kwargs.setdefault("at", T0)
+    kwargs.setdefault(
+        "participants",
+        [
+            *(SceneParticipant(entity_id=memory_id) for memory_id in entity_ids),
+            *(SceneParticipant(name=name) for name in names),
+            *(SceneParticipant(description=words) for words in descriptions),
+        ],
+    )
+    return Scene(**kwargs)
 
 
 def observation(episode_id: MemoryId, **kwargs: Any) -> Observation:

@@ -13,6 +13,7 @@ from charmem_contract import data
 from charmem_contract._base import ContractSuite
 from charmem_contract._graph_erasure import GraphErasureTests
 from charmem_contract._graph_reads import GraphReadTests
+from charmem_contract._graph_scenes import GraphSceneTests
 from charmem_contract._graph_world import ids_of, sample_world
 from charmem_contract._graph_writes import GraphWriteTests
 from charmem_contract._store_lifecycle import StoreLifecycleTests
@@ -25,6 +26,7 @@ class GraphStoreContract(
     GraphWriteTests,
     GraphReadTests,
     GraphErasureTests,
+    GraphSceneTests,
     StoreLifecycleTests[GraphStore],
     ContractSuite,
     suite=True,
@@ -70,7 +72,7 @@ class GraphStoreContract(
         ),
     }
     optional_capabilities: ClassVar[frozenset[str]] = frozenset(capabilities)
-    minimum_passing: ClassVar[int] = 22
+    minimum_passing: ClassVar[int] = 26
 
     supports_reopen: ClassVar[bool] = True
     supports_lock: ClassVar[bool] = True

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from charmem.domain.ids import MemoryId
+from charmem.domain.scene import Scene, SceneParticipant, SceneSetting
 from charmem_contract.data import HOSTILE_STRINGS
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "memory_texts",
     "pooled_ids",
     "raw_texts",
+    "scenes",
     "valid_instants",
 ]
 
@@ -216,6 +218,40 @@ def pooled_ids(size: int = 6) -> st.SearchStrategy[MemoryId]:
     return st.integers(min_value=0, max_value=size - 1).map(
         lambda n: MemoryId.deterministic("charmem-fuzz-pool", n)
     )
+
+
+@functools.cache
+def scenes() -> st.SearchStrategy[Scene]:
+    """Valid scenes that are hard to store: whole-minute offsets (any zone), up to four
+    participants of every kind (a pooled id, a name, a description, or all three; repeats
+    possible), a setting or none, up to three custom key/values (empty values included); text
+    from :func:`memory_texts` without the huge ones.
+    """
+    texts = memory_texts(huge=False)
+    maybe_texts = st.none() | texts
+    participants = st.one_of(
+        st.builds(SceneParticipant, entity_id=pooled_ids()),
+        st.builds(SceneParticipant, name=texts),
+        st.builds(SceneParticipant, description=texts),
+        st.builds(SceneParticipant, entity_id=pooled_ids(), name=texts, description=maybe_texts),
+    )
+    settings_ = (
+        st.none()
+        | st.builds(SceneSetting, key=texts, words=maybe_texts)
+        | st.builds(SceneSetting, words=texts)
+    )
+    whole_minutes = valid_instants().filter(lambda moment: _whole_minutes(moment.utcoffset()))
+    return st.builds(
+        Scene,
+        at=whole_minutes,
+        participants=st.lists(participants, max_size=4),
+        setting=settings_,
+        custom_values=st.dictionaries(texts, texts | st.just(""), max_size=3),
+    )
+
+
+def _whole_minutes(offset: timedelta | None) -> bool:
+    return offset is not None and offset % timedelta(minutes=1) == timedelta(0)
 
 
 @functools.cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -72,6 +73,43 @@ def test_a_malformed_observation_record_is_refused(changes: dict[str, Any]) -> N
 def test_a_malformed_link_record_is_refused(changes: dict[str, Any]) -> None:
     with pytest.raises(CorruptNodeError):
         decode_item(_node(link(MemoryId.new(), Relation.MENTIONS, MemoryId.new()), **changes))
+
+
+_SCENE: dict[str, Any] = {
+    "at": "2024-03-01T17:30:00+05:30",
+    "participants": [{"entity_id": None, "name": "Mina", "description": None}],
+    "setting": {"key": "kitchen", "words": None},
+    "custom_values": {"activity": "chess"},
+}
+
+
+@pytest.mark.parametrize(
+    "scene",
+    [
+        "a kitchen",  # not an object
+        {**_SCENE, "at": "2024-03-01T12:00:00"},  # naive
+        {**_SCENE, "at": "2024-03-01T12:00:30+00:00:30"},  # an offset of seconds
+        {**_SCENE, "participants": [{"entity_id": None, "name": None, "description": None}]},
+        {**_SCENE, "participants": [{"name": "Mina"}]},  # keys missing
+        {**_SCENE, "participants": "Mina"},
+        {**_SCENE, "setting": {"key": None, "words": None}},
+        {**_SCENE, "custom_values": {"activity": 3}},
+        {key: value for key, value in _SCENE.items() if key != "setting"},
+    ],
+)
+def test_a_malformed_scene_is_refused(scene: object) -> None:
+    with pytest.raises(CorruptNodeError):
+        decode_item(_node(episode(), scene=scene))
+
+
+def test_a_scene_decodes_and_an_absent_or_null_one_is_none() -> None:
+    ep = episode(occurred_at=datetime.fromisoformat(_SCENE["at"]))  # a scene's at is its episode's time
+    back = decode_item(_node(ep, scene=_SCENE))
+    assert back.scene is not None
+    assert back.scene.at.isoformat() == _SCENE["at"]
+    assert [p.name for p in back.scene.participants] == ["Mina"]
+    assert decode_item(_node(ep)) == ep
+    assert decode_item(_node(ep, scene=None)) == ep
 
 
 def _turn_row(

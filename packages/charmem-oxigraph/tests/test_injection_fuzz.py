@@ -29,6 +29,7 @@ import pytest
 from charmem import CharmemError, DraftValidationError, MemoryId
 from charmem.domain.graph import GraphBatch, LifecycleRecord
 from charmem.domain.model import DerivedType, MemoryLink, MemoryObject, Relation
+from charmem.domain.scene import Scene, SceneParticipant, SceneSetting
 from charmem.errors import BackendError
 from charmem_contract.strategies import MiB, fuzz_settings, memory_texts
 from hypothesis import example, given
@@ -39,7 +40,7 @@ from charmem_oxigraph import OxigraphGraphStore, SparqlServiceGraphStore
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph.testing import OxigraphServer, VirtuosoServer
 
-from oxigraph_builders import derived, entity, episode, known_as, link, observation, record, thread
+from oxigraph_builders import SEOUL, at, derived, entity, episode, known_as, link, observation, record, thread
 
 _collections = itertools.count()
 INJECTIONS = (
@@ -58,10 +59,26 @@ INJECTIONS = (
 
 
 def world(text: str) -> tuple[list[MemoryObject], list[MemoryLink], list[LifecycleRecord]]:
-    """One object of each type, links and records, with ``text`` in every text field."""
+    """One object of each type, links and records, with ``text`` in every text field (the scene's too)."""
     person, place = entity(entity_type=text), entity(entity_type="place")
     arc = thread(title=text, summary=text)
-    ep = episode(summary=text, participant_entity_ids=[person.id], thread_ids=[arc.id], raw_ref=text)
+    # A 1 MiB text goes into two scene fields only: the episode's record holds each copy, and a
+    # read over SPARQL JSON results takes one literal of at most 16 MiB (pyoxigraph's parser).
+    more = text if len(text) < 4096 else "plain words"
+    occasion = Scene(
+        at=at(-60, SEOUL),
+        participants=[SceneParticipant(entity_id=person.id, name=text), SceneParticipant(description=more)],
+        setting=SceneSetting(key=text, words=more),
+        custom_values={more: more},
+    )
+    ep = episode(
+        summary=text,
+        participant_entity_ids=[person.id],
+        thread_ids=[arc.id],
+        raw_ref=text,
+        occurred_at=occasion.at,
+        scene=occasion,
+    )
     obs = observation(
         ep.id, text=text, raw_ref=text, speaker_entity_id=person.id, mentioned_entity_ids=[place.id]
     )

@@ -4,7 +4,8 @@ Each stored item is one node holding its authored content as ONE canonical recor
 (``vocab:record``: JSON with sorted keys, datatype ``rdf:JSON``), plus only the triples that
 traversal, currency, typing and a caller's own SPARQL need: ``rdf:type``, the *indexed* fields
 (the reference edges the adapter's queries follow and the times used in filters) and, for a derived
-memory, its ``KnownAs`` assertion nodes (the name index reads them). Every literal is built with
+memory, its ``KnownAs`` assertion nodes (the name index reads them), for an episode, its scene's
+triples (:mod:`charmem_oxigraph._scene`). Every literal is built with
 pyoxigraph ``Literal`` values (which escape correctly), so memory text is always data. Reading
 decodes the record literal and rebuilds the domain value with its own constructor, so stored
 values pass the same validation as new ones. The decoder of the older layout, which
@@ -42,6 +43,7 @@ from charmem.domain.model import (
 from pyoxigraph import Literal, NamedNode
 
 from charmem_oxigraph import _vocab as v
+from charmem_oxigraph._scene import scene_from_json, scene_json, scene_lines
 
 __all__ = [
     "ASSERTION",
@@ -336,8 +338,9 @@ def record_json(item: StoredItem) -> str:
     Keys are the domain attribute names (the id is the node's IRI, so it is not repeated);
     instants are ISO 8601 with the offset as given, ids canonical UUID text, enums their values;
     a derived memory adds ``assertions`` in order: ``{"known_as": name, "subject": id}`` for a
-    name, ``{"role": "actor" | "counterpart", "subject": id}`` for an obligation party. Equal
-    content gives equal text.
+    name, ``{"role": "actor" | "counterpart", "subject": id}`` for an obligation party; an
+    episode with a scene adds ``scene`` (:func:`charmem_oxigraph._scene.scene_json`; no key
+    without one, so such records are unchanged). Equal content gives equal text.
     """
     data: dict[str, Any] = {}
     for attr, convert in _TO_RECORD[type(item)]:
@@ -345,6 +348,8 @@ def record_json(item: StoredItem) -> str:
         data[attr] = value if convert is None or value is None else convert(value)
     if isinstance(item, DerivedMemory):
         data["assertions"] = [_assertion_json(a) for a in item.assertions]
+    elif isinstance(item, Episode) and item.scene is not None:
+        data["scene"] = scene_json(item.scene)
     return _ENCODER.encode(data)
 
 
@@ -389,8 +394,9 @@ def encode_item(item: StoredItem, resolve: Resolver) -> list[str]:
 
     Returns:
         list[str]: lines ``<s> <p> o .``: ``rdf:type``, ``vocab:record`` (:func:`record_json`),
-        one per indexed field value, and for a derived memory its assertion nodes
-        (``vocab:assertion``, ``vocab:assertionSubject``, ``vocab:knownAs``).
+        one per indexed field value, for a derived memory its assertion nodes
+        (``vocab:assertion``, ``vocab:assertionSubject``, ``vocab:knownAs``), for an episode
+        with a scene its scene triples (:func:`charmem_oxigraph._scene.scene_lines`).
     """
     kind = v.KIND_OF_CLASS[type(item)]
     subject = _term(v.node_iri(kind, item.id)) + " "
@@ -413,6 +419,8 @@ def encode_item(item: StoredItem, resolve: Resolver) -> list[str]:
                 f"{node} {_ASSERTION_SUBJECT_TERM} {resolve(named, 'entity')} .",
                 f"{node} {_KNOWN_AS_TERM} {Literal(name)} .",
             ]
+    elif isinstance(item, Episode) and item.scene is not None:
+        lines += scene_lines(subject.rstrip(), item.id, item.scene, resolve)
     return lines
 
 
@@ -534,6 +542,8 @@ def decode_item(node: NodeTriples, memory_id: MemoryId | None = None) -> StoredI
             kwargs[attr] = value if (value := data[attr]) is None or convert is None else convert(value)
         if cls is DerivedMemory:
             kwargs["assertions"] = [_assertion_from_json(a) for a in data["assertions"]]
+        elif cls is Episode:
+            kwargs["scene"] = scene_from_json(data.get("scene"))
         item: StoredItem = cls(**kwargs)
     except CorruptNodeError:
         raise
@@ -567,7 +577,7 @@ def record_canonical(record: LifecycleRecord) -> tuple[str, ...]:
 
 
 def referenced_ids(item: StoredItem) -> set[MemoryId]:
-    """Every id ``item`` points at (its reference fields and assertion subjects)."""
+    """Every id ``item`` points at (its reference fields, assertion subjects, scene participants)."""
     found: set[MemoryId] = set()
     for field in FIELDS[type(item)]:
         value = getattr(item, field.attr)
@@ -577,4 +587,6 @@ def referenced_ids(item: StoredItem) -> set[MemoryId]:
             found.add(value)
     if isinstance(item, DerivedMemory):
         found.update(assertion.subject for assertion in item.assertions)
+    elif isinstance(item, Episode) and item.scene is not None:
+        found.update(item.scene.participant_entity_ids)
     return found

@@ -47,6 +47,8 @@ __all__ = [
     "prop",
     "relation_iri",
     "relation_of",
+    "scene_custom_iri",
+    "scene_participant_iri",
 ]
 
 #: The namespace of every class and property charmem writes.
@@ -100,6 +102,24 @@ PURGED_AT: Final = "purgedAt"
 #: Every relation's property IRI: the predicates of links' direct edges ``<from> <rel> <to>``.
 RELATION_IRIS: Final = tuple(VOCAB + relation.value for relation in Relation)
 
+#: Scene properties (local names). On an episode node: ``settingKey`` and ``settingWords`` (plain
+#: literals), ``sceneParticipant`` (one participant node each) and ``sceneCustom`` (one node per
+#: custom key/value). On a participant node: ``participantIndex`` (``xsd:integer``, its place in
+#: the scene), ``participantEntity`` (the notion's IRI), ``participantName`` and
+#: ``participantDescription`` (plain literals). On a custom node: ``customKey`` and ``customValue``.
+SETTING_KEY: Final = "settingKey"
+SETTING_WORDS: Final = "settingWords"
+SCENE_PARTICIPANT: Final = "sceneParticipant"
+PARTICIPANT_INDEX: Final = "participantIndex"
+PARTICIPANT_ENTITY: Final = "participantEntity"
+PARTICIPANT_NAME: Final = "participantName"
+PARTICIPANT_DESCRIPTION: Final = "participantDescription"
+SCENE_CUSTOM: Final = "sceneCustom"
+CUSTOM_KEY: Final = "customKey"
+CUSTOM_VALUE: Final = "customValue"
+#: The properties linking an episode to its scene's own nodes (an erasure removes those nodes).
+SCENE_NODES: Final = (SCENE_PARTICIPANT, SCENE_CUSTOM)
+
 #: The property (local name) of the layout version record ``<graph> vocab:layoutVersion n``.
 LAYOUT_VERSION: Final = "layoutVersion"
 
@@ -141,6 +161,16 @@ def node_iris_of(kinds: Iterable[str], memory_id: MemoryId) -> list[str]:
 def assertion_iri(derived_id: MemoryId, position: int) -> str:
     """``urn:charmem:derived:<uuid>/assertion/<n>``: the n-th assertion in canonical order."""
     return f"{node_iri('derived', derived_id)}/assertion/{position}"
+
+
+def scene_participant_iri(episode_id: MemoryId, index: int) -> str:
+    """``urn:charmem:episode:<uuid>/scene/participant/<n>``: the scene's n-th participant (from 0)."""
+    return f"{node_iri('episode', episode_id)}/scene/participant/{index}"
+
+
+def scene_custom_iri(episode_id: MemoryId, index: int) -> str:
+    """``urn:charmem:episode:<uuid>/scene/custom/<n>``: the scene's n-th custom key/value, in key order."""
+    return f"{node_iri('episode', episode_id)}/scene/custom/{index}"
 
 
 def collection_graph(collection: str) -> str:
