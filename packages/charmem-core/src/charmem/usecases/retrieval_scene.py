@@ -145,12 +145,21 @@ async def _participants(recall: Recall, stats: RetrievalStatsStore, notions: Seq
 
 
 async def _last_interaction(recall: Recall, notion: MemoryId, found: Sequence[Occasion]) -> LastInteraction:
-    """The newest occasion with ``notion`` that is not forgotten (suppressed), or never."""
+    """The newest occasion with ``notion`` that is not forgotten (suppressed), or never.
+
+    Its time is the stored episode's ``occurred_at`` (its own offset kept).
+    """
+    await recall.load([o.episode_id for o in found])
     currency = await recall.graph.currency([o.episode_id for o in found], as_of=recall.context.as_of)
     for occasion in found:
-        if currency.get(occasion.episode_id) is not CurrencyStatus.SUPPRESSED:
-            elapsed = recall.reference - occasion.occurred_at if recall.reference is not None else None
-            return LastInteraction(entity_id=notion, last_met_at=occasion.occurred_at, elapsed=elapsed)
+        episode = recall.objects.get(occasion.episode_id)
+        if (
+            isinstance(episode, Episode)
+            and currency.get(occasion.episode_id) is not CurrencyStatus.SUPPRESSED
+        ):
+            met = episode.occurred_at
+            elapsed = recall.reference - met if recall.reference is not None else None
+            return LastInteraction(entity_id=notion, last_met_at=met, elapsed=elapsed)
     return LastInteraction(entity_id=notion)
 
 
