@@ -193,6 +193,7 @@ SUITES = [
     "CharacterMemoryBlackBoxContract",
     "LifecycleContract",
     "RecallSignalsContract",
+    "SituatedRecallContract",
 ]
 
 

@@ -21,7 +21,8 @@ Suites: :class:`GraphStoreContract`, :class:`VectorIndexContract`,
 store suites share the store lifecycle tests: reopen, lock, closed handle) and
 :class:`CharacterMemoryContract` (the whole facade over any composition of adapters),
 :class:`CharacterMemoryBlackBoxContract` (the facade through its methods only),
-:class:`LifecycleContract`, :class:`RecallSignalsContract` and :class:`AdminToolsContract`
+:class:`LifecycleContract`, :class:`RecallSignalsContract`, :class:`SituatedRecallContract` and
+:class:`AdminToolsContract`
 (backup, restore and purge). See :mod:`charmem_contract.factories` for the fixture shape and the
 package README for the rules (capability flags, known failures, the guard).
 """
@@ -43,6 +44,7 @@ from charmem_contract.factories import Factory, StoreFactory, opening  # noqa: E
 from charmem_contract.graph import GraphStoreContract  # noqa: E402
 from charmem_contract.lifecycle import LifecycleContract  # noqa: E402
 from charmem_contract.recall import RecallSignalsContract  # noqa: E402
+from charmem_contract.situated import SituatedRecallContract  # noqa: E402
 from charmem_contract.stacks import FixedClock, MemoryFactory, memory_factory, reference_memory  # noqa: E402
 from charmem_contract.stats import RetrievalStatsStoreContract  # noqa: E402
 from charmem_contract.vectors import VectorIndexContract  # noqa: E402
@@ -60,6 +62,7 @@ __all__ = [
     "MemoryFactory",
     "RecallSignalsContract",
     "RetrievalStatsStoreContract",
+    "SituatedRecallContract",
     "StoreFactory",
     "VectorIndexContract",
     "__version__",

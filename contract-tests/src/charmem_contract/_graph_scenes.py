@@ -202,3 +202,59 @@ class GraphSceneTests:
         await graph_store.export_graph(out)
         left = [mark for mark in (*marks, *custom) if mark.encode() in out.getvalue()]
         assert not left, f"erased scenes left text behind in the export: {left}"
+
+    async def test_occasions_answer_as_their_definition(self, graph_store: GraphStore) -> None:
+        """A store that finds occasions itself (:class:`~charmem.ports.OccasionReader`) answers
+        every kind of condition as reading its episodes would, newest first, up to the limit.
+
+        Episodes in two offsets, some involving a notion (links as commit derives them), some in
+        a setting or with a custom value, one a year earlier on the same local day; queries by
+        participant, setting key, custom value, time bound, range, month and day, earlier year,
+        and combinations. A store without the capability is read through its definition.
+
+        If this fails: compare instants as ``xsd:dateTime`` (not as text), read month and day in
+        the episode's own offset, match the setting key and custom values exactly, follow the
+        ``involves`` links from the episode, and order by time descending then id.
+        """
+        from charmem.domain.model import Relation
+        from charmem.domain.occasions import OccasionQuery
+        from charmem.usecases.occasions import find_occasions, read_occasions
+
+        person = data.entity()
+        episodes, links = [], []
+        for n in range(8):
+            when = at(n * 600, INDIA if n % 2 else BRASILIA)
+            scene = Scene(
+                at=when,
+                participants=[SceneParticipant(entity_id=person.id)] if n % 3 == 0 else [],
+                setting=SceneSetting(key="kitchen" if n < 4 else "garden 'south'"),
+                custom_values={"activity": "chess"} if n in (2, 5) else {},
+            )
+            episode = data.episode(summary=f"occasion {n}", occurred_at=when, scene=scene)
+            episodes.append(episode)
+            if scene.participants:
+                links.append(data.link(episode.id, Relation.INVOLVES, person.id))
+        earlier = at(0, INDIA).replace(year=at(0, INDIA).year - 1)
+        episodes.append(data.episode(summary="a year before", occurred_at=earlier))
+        await graph_store.write_batch(GraphBatch(objects=[person, *episodes], links=links))
+        first = episodes[0].occurred_at
+        queries = [
+            OccasionQuery(limit=20),
+            OccasionQuery(limit=2),
+            OccasionQuery(limit=20, participant=person.id),
+            OccasionQuery(limit=20, setting_key="garden 'south'"),
+            OccasionQuery(limit=20, custom_value=("activity", "chess")),
+            OccasionQuery(limit=20, at_or_before=episodes[3].occurred_at),
+            OccasionQuery(limit=20, between=(episodes[2].occurred_at, episodes[5].occurred_at)),
+            OccasionQuery(limit=20, month_day=(earlier.month, earlier.day), before_year=first.year),
+            OccasionQuery(
+                limit=3, participant=person.id, setting_key="kitchen", at_or_before=episodes[7].occurred_at
+            ),
+        ]
+        for query in queries:
+            expected = await read_occasions(graph_store, query)
+            got = await find_occasions(graph_store, query)
+            assert [(o.episode_id, o.occurred_at) for o in got] == [
+                (o.episode_id, o.occurred_at) for o in expected
+            ], f"occasions differ from their definition for {query!r}"
+        assert len(await read_occasions(graph_store, queries[0])) == len(episodes)

@@ -25,6 +25,7 @@ from charmem.domain.graph import GraphErasure, LifecycleRecord, Tombstone
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.names import NameIndex
+from charmem.domain.occasions import Occasion, OccasionQuery
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.ports import EpisodeTurn
 from pyoxigraph import NamedNode
@@ -51,6 +52,7 @@ from charmem_oxigraph._iris import (
     unique,
 )
 from charmem_oxigraph._layout import CURRENT_LAYOUT, LayoutState, layout_state, version_line
+from charmem_oxigraph._occasions import occasions_from_rows, occasions_query
 
 __all__ = ["CENSUS_MIN_PROBES", "CachedGraphStore", "GraphReader", "Plan", "WritePlan"]
 
@@ -235,6 +237,10 @@ class GraphReader:
             cache.remember_episode_turns(generation, unknown, turns)
             found.update(turns)
         return {i: found[i] for i in wanted if i in found}
+
+    def occasions(self, query: OccasionQuery) -> Plan[list[Occasion]]:
+        """The episodes meeting ``query``, newest first (read each time: the cache keeps none)."""
+        return occasions_from_rows((yield occasions_query(self.graph, query)))
 
     def statement_count(self) -> Plan[int]:
         """The number of triples in the collection's named graph."""
@@ -462,6 +468,10 @@ class CachedGraphStore(abc.ABC):
         """
         wanted = unique(episode_ids)
         return await self._read("read episode turns", self._reader().episode_turns(wanted), len(wanted))
+
+    async def occasions(self, query: OccasionQuery) -> list[Occasion]:
+        """See :meth:`charmem.ports.OccasionReader.occasions`, in one query."""
+        return await self._read("read occasions", self._reader().occasions(query), query.limit)
 
     async def statement_count(self) -> int:
         """See :meth:`charmem.ports.GraphStore.statement_count` (the collection's named graph only)."""

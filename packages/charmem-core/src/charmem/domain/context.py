@@ -13,6 +13,7 @@ from charmem.domain import _fields
 from charmem.domain._fields import id_set
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import DerivedType, ObjectType, Relation
+from charmem.domain.scene import Scene
 from charmem.errors import DraftValidationError
 
 __all__ = [
@@ -161,8 +162,31 @@ def _optional_count(_instance: object, attribute: attrs.Attribute[int | None], v
         raise DraftValidationError(f"{attribute.name} must be a positive int or None", field=attribute.name)
 
 
-def _query(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
-    _fields.text(_instance, attribute, value)
+def _query(_instance: object, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    if value is not None:
+        _fields.text(_instance, attribute, value)
+
+
+def _range(value: Any) -> tuple[datetime, datetime] | None:
+    """``(start, end)`` of a supplied time range: two aware datetimes, start <= end."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, tuple | list) or len(value) != 2:
+        raise DraftValidationError(
+            f"time_range must be a (start, end) pair of datetimes or None, not {value!r}", field="time_range"
+        )
+    start, end = value
+    for side in (start, end):
+        if not isinstance(side, datetime) or side.utcoffset() is None:
+            raise DraftValidationError(
+                f"time_range needs two timezone-aware datetimes, not {side!r}", field="time_range"
+            )
+    if start > end:
+        raise DraftValidationError(
+            f"time_range starts after it ends ({start.isoformat()} > {end.isoformat()}); swap them",
+            field="time_range",
+        )
+    return (start, end)
 
 
 def _window(value: Any) -> tuple[datetime | None, datetime | None] | None:
@@ -204,7 +228,9 @@ class RetrievalContext:
     """What to recall: ``RetrievalContext(query="...", ...)``.
 
     Attributes:
-        query: the cue text (for example the user's message); must not be blank.
+        query: the cue text (for example the user's message), or ``None`` to recall from the
+            scene, activity or time range alone; must not be blank. At least one of ``query``,
+            ``scene``, ``activity`` and ``time_range`` is given (``DraftValidationError``).
         object_type_defaults: object types candidate recall searches (vector scope); default
             episode, observation, derived, thread; ``()`` searches every type with vectors.
             Entities have none (``DraftValidationError`` if named here).
@@ -242,9 +268,23 @@ class RetrievalContext:
             (:class:`~charmem.domain.scoring.ScoringPolicy`), and candidate recall over-fetches
             to find them (default on; an explicit ``occurred_between`` is a filter, this is a
             preference).
+        scene: the occasion the character is in (:class:`~charmem.domain.scene.Scene`): its
+            participants, setting and custom values bring memories to mind with no topic at all,
+            and its ``at`` is the reference time (not an ``as_of`` view: currency stays today's).
+        activity: what the character is doing: a thread id (its members come to mind) or an
+            open loop's id (its sources).
+        time_range: ``(start, end)``, aware datetimes: occasions inside it come to mind (a cue,
+            not a filter like ``occurred_between``).
+        trace: add per-item score components and cue kinds to the pack
+            (``PackItem.trace``); never changes selection, order or scores.
+
+    With a scene, an activity or a time range, nothing that happened after the reference time
+    (the scene's ``at``, else ``as_of``, else now) is recalled, judged by event time (an
+    episode's ``occurred_at``, an observation's ``observed_at``, another memory's
+    ``created_at``); packs of a query alone are unchanged.
     """
 
-    query: str = attrs.field(validator=_query)
+    query: str | None = attrs.field(default=None, validator=_query)
     object_type_defaults: tuple[ObjectType, ...] = attrs.field(
         default=_DEFAULT_SCOPE, converter=_recall_scope
     )
@@ -263,13 +303,33 @@ class RetrievalContext:
     )
     recency: timedelta | None = attrs.field(default=None, validator=_half_life)
     time_cues: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    scene: Scene | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_fields.instance_of(Scene))
+    )
+    activity: MemoryId | None = attrs.field(default=None, converter=_fields.optional_id)
+    time_range: tuple[datetime, datetime] | None = attrs.field(default=None, converter=_range)
+    trace: bool = attrs.field(default=False, validator=_fields.boolean)
+
+    def __attrs_post_init__(self) -> None:
+        if self.query is None and self.scene is None and self.activity is None and self.time_range is None:
+            raise DraftValidationError(
+                "a RetrievalContext needs something to recall from: a query, a scene, an activity "
+                "or a time_range",
+                field="query",
+            )
+
+    @property
+    def situated(self) -> bool:
+        """Whether a scene, an activity or a time range is given (recall stops at the reference time)."""
+        return self.scene is not None or self.activity is not None or self.time_range is not None
 
 
 def reference_time(context: RetrievalContext, now: datetime) -> datetime:
-    """The instant a retrieval measures ages from: ``as_of`` when given, else ``now``.
+    """The instant a retrieval is situated at and measures ages from.
 
-    Used by the ``recency`` preference and by ``PackItem.seconds_since_support``. A scene's time
-    will take precedence over both once retrieval reads scenes.
+    The scene's ``at``, else ``as_of``, else ``now``: the ``recency`` preference,
+    ``PackItem.seconds_since_support``, last interactions and the bound of a situated context
+    (nothing after it is recalled) all use it.
 
     Args:
         context: the retrieval context.
@@ -278,4 +338,6 @@ def reference_time(context: RetrievalContext, now: datetime) -> datetime:
     Returns:
         datetime: the reference time (timezone-aware).
     """
+    if context.scene is not None:
+        return context.scene.at
     return context.as_of or now

@@ -64,6 +64,10 @@ class NameIndex:
         """The assertions naming one of ``subjects`` (current or not), sorted."""
         return sorted(a for subject in set(subjects) for a in self.by_subject.get(subject, ()))
 
+    def named(self, name: str) -> list[NameAssertion]:
+        """The assertions of exactly ``name`` under :func:`~charmem.domain.rules.normalise_name`, sorted."""
+        return sorted(self.by_name.get(normalise_name(name), ()))
+
     def occurring_in(self, text: str) -> list[NameAssertion]:
         """The assertions whose name occurs in ``text``, sorted.
 

@@ -133,7 +133,7 @@ class ContinuityContextPack:
     """The structured answer of ``retrieve``: ranked items, sections, notions, links, omissions.
 
     Attributes:
-        query: the cue text.
+        query: the cue text (``None`` when recalled from a scene, activity or range alone).
         items: recalled memories, globally ranked by score with canonical ties (score, newer,
             object type, id), de-duplicated: one item per memory, and one per text (an item
             whose :func:`same_text_key` and status are those of a higher-ranked item is a
@@ -155,7 +155,7 @@ class ContinuityContextPack:
             (empty without a scene).
     """
 
-    query: str
+    query: str | None
     items: tuple[PackItem, ...] = ()
     sections: Mapping[str, tuple[MemoryId, ...]] = attrs.field(factory=dict)
     entities: tuple[PackEntity, ...] = ()

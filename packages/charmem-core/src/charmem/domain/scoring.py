@@ -9,17 +9,20 @@ fields of the :class:`~charmem.domain.retrieval.RetrievalContext`, not of the po
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 import attrs
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import ObjectType, Relation
+from charmem.domain.pack import AdmissionRoad
 
 __all__ = [
     "DEFAULT_SCORING",
     "SCORE_RESOLUTION",
     "ScoringPolicy",
+    "combined_road_score",
     "rank_key",
     "score_step",
 ]
@@ -67,6 +70,42 @@ class ScoringPolicy:
     #: Duration a named day extends on each side (time cues): absorbs the speaker's time zone.
     time_cue_day_margin: timedelta = timedelta(days=1)
 
+    #: Score of the first memory a scene road brings (a similarity road: times the cosine).
+    #: Who is here and what is being done matter most, then the place, an anniversary and a
+    #: supplied range, then similar-looking people and places; recency only fills in.
+    road_weights: tuple[tuple[AdmissionRoad, float], ...] = (
+        (AdmissionRoad.PARTICIPANT, 0.8),
+        (AdmissionRoad.ACTIVITY, 0.8),
+        (AdmissionRoad.PLACE, 0.6),
+        (AdmissionRoad.ANNIVERSARY, 0.6),
+        (AdmissionRoad.RANGE, 0.6),
+        (AdmissionRoad.PERSON_DESCRIPTION, 0.7),
+        (AdmissionRoad.SETTING_WORDS, 0.6),
+        (AdmissionRoad.RECENCY, 0.4),
+    )
+
+    #: Factor per rank within one road's list (newest first): the next occasion counts a bit less.
+    road_rank_decay: float = 0.9
+
+    #: Bonus per extra road that reached a memory (of its best road score): met twice, more relevant.
+    road_bonus: float = 0.25
+
+    #: Score of an unsettled obligation naming a participant: above what the roads bring.
+    obligation_score: float = 0.9
+
+    #: Occasions one road brings (count): a participant's, a setting's, a range's; hubs fewer.
+    road_occasions: int = 6
+
+    #: Recent occasions the recency road brings (count): where things stood lately.
+    recent_occasions: int = 3
+
+    #: Turns of an occasion recalled with it (count, in order): the occasion, not the whole session.
+    occasion_turns: int = 3
+
+    def road_weight(self, road: AdmissionRoad) -> float:
+        """The weight of ``road`` (:attr:`road_weights`; 0 for the topic, which is scored by recall)."""
+        return dict(self.road_weights).get(road, 0.0)
+
     def recency_factor(self, age_seconds: float, half_life_seconds: float) -> float:
         """Score factor of the ``recency`` preference: ``F + (1 - F) * 0.5 ** (age / half_life)``.
 
@@ -92,6 +131,19 @@ DEFAULT_SCORING = ScoringPolicy()
 #: compute in float32 and in float64 give one memory scores a few 1e-8 apart, and the pack's order
 #: must not depend on that.
 SCORE_RESOLUTION = 1e-6
+
+
+def combined_road_score(scores: Iterable[float], bonus: float) -> float:
+    """One memory's score from the best score of each road that reached it.
+
+    The best, plus ``bonus`` times the best for every further road: ``best * (1 + bonus * (n -
+    1))``. A memory reached by one road keeps that road's score, so a pack of one road (a query
+    alone) is scored as before roads existed.
+    """
+    ordered = sorted(scores, reverse=True)
+    if not ordered:
+        return 0.0
+    return ordered[0] * (1.0 + bonus * (len(ordered) - 1))
 
 
 def score_step(score: float) -> int:

@@ -10,7 +10,8 @@ blocking store calls run in a worker thread.
 * graph authority: :class:`GraphStore`, the union of the memory port :class:`MemoryGraphStore`
   (what remember, correct, forget, link and retrieve use) and the admin port
   :class:`AdminGraphStore` (enumeration, counts, backup, restore, erasure: operational tools
-  only); optional capabilities :class:`EpisodeTurnReader` and :class:`ObjectTypeHints`;
+  only); optional capabilities :class:`EpisodeTurnReader`, :class:`ObjectTypeHints` and
+  :class:`OccasionReader`;
 * candidate recall: :class:`VectorIndex`;
 * retrieval statistics: :class:`RetrievalStatsStore`;
 * providers shared by every collection: :class:`EmbeddingProvider`, :class:`TokenCounter`,
@@ -30,6 +31,7 @@ from charmem.ports._graph import (
     RacedWrites,
     WriterExclusion,
 )
+from charmem.ports._occasions import OccasionReader
 from charmem.ports._providers import Clock, EmbeddingProvider, TokenCounter
 from charmem.ports._stats import RetrievalStatsStore, StatsEntry, StatsSummary
 from charmem.ports._vectors import VectorHit, VectorIndex, VectorPoint, VectorQuery, VectorSearchResult
@@ -44,6 +46,7 @@ __all__ = [
     "GraphStore",
     "MemoryGraphStore",
     "ObjectTypeHints",
+    "OccasionReader",
     "RacedWrites",
     "RetrievalStatsStore",
     "StatsEntry",

@@ -77,15 +77,21 @@ from charmem.domain.context import reference_time
 from charmem.domain.currency import is_shown
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import Entity, Episode, MemoryLink, MemoryObject
-from charmem.domain.pack import NOT_IN_GRAPH, AdmissionRoad, event_time
-from charmem.domain.retrieval import ContinuityContextPack, CurrencyStatus, RetrievalContext
-from charmem.domain.scoring import DEFAULT_SCORING, ScoringPolicy
+from charmem.domain.pack import NOT_IN_GRAPH, AdmissionRoad, LastInteraction, SceneResolution, event_time
+from charmem.domain.retrieval import (
+    ContinuityContextPack,
+    CurrencyStatus,
+    RetrievalContext,
+    VectorRecallCompleteness,
+)
+from charmem.domain.scoring import DEFAULT_SCORING, ScoringPolicy, combined_road_score
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, TokenCounter, VectorIndex
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
 from charmem.usecases.embedding import embed_cue
 from charmem.usecases.retrieval_assembly import assemble, rank
 from charmem.usecases.retrieval_expansion import currency_hop, episode_turns, expand_roots, thread_continuity
 from charmem.usecases.retrieval_recall import admit_roots, recall_candidates, recall_notions, time_cue_periods
+from charmem.usecases.retrieval_scene import recall_situation
 
 __all__ = ["EXPANSION_DECAY", "episode_turns", "retrieve_pack"]
 
@@ -127,41 +133,55 @@ async def retrieve_pack(
         BackendError: a store or the embedding provider failed, or the query's embedding timed
             out (``EmbeddingTimeoutError``).
     """
-    recall = Recall(context, graph, policy, character_id=character_id)
-    query_vector = await embed_cue(embedder, context.query, timeout_s=embed_timeout_s)
-    periods = time_cue_periods(recall)
-    found = await recall_candidates(recall, vectors, query_vector, periods)
-    roots = admit_roots(recall, found.hits)
-    await recall_notions(recall, vectors, stats, query_vector, roots)
-    await expand_roots(recall, roots)
+    reference = reference_time(context, now)
+    recall = Recall(context, graph, policy, character_id=character_id, reference=reference)
+    periods: tuple[tuple[datetime, datetime], ...] = ()
+    completeness = VectorRecallCompleteness("not_requested")
+    considered = admitted = 0
+    if context.query is not None:
+        query_vector = await embed_cue(embedder, context.query, timeout_s=embed_timeout_s)
+        periods = time_cue_periods(recall)
+        found = await recall_candidates(recall, vectors, query_vector, periods)
+        roots = admit_roots(recall, found.hits)
+        await recall_notions(recall, vectors, stats, query_vector, roots)
+        await expand_roots(recall, roots)
+        completeness, considered, admitted = found.completeness, len(found.hits), len(roots)
+    if context.situated:
+        await recall_situation(
+            recall, vectors=vectors, embedder=embedder, stats=stats, timeout_s=embed_timeout_s
+        )
     await thread_continuity(recall)
     await currency_hop(recall)
-    reference = reference_time(context, now)
     ranked = rank(recall, reference=reference, periods=periods)
-    return await assemble(
+    pack = await assemble(
         recall,
         ranked,
-        found.completeness,
+        completeness,
         token_counter,
         reference=reference,
-        roots_considered=len(found.hits),
-        roots_admitted=len(roots),
+        roots_considered=considered,
+        roots_admitted=admitted,
+    )
+    if context.scene is None:
+        return pack
+    return attrs.evolve(
+        pack, last_interactions=recall.last_interactions, scene_resolutions=recall.scene_resolutions
     )
 
 
 @attrs.define
 class Candidate:
-    """A memory chosen as an item so far: its best score, what admitted it, its currency.
+    """A memory chosen as an item so far: its score, what admitted it, its currency.
 
-    ``roads`` are the admission roads that reached it: the topic (the query) for every memory
-    of a query-only retrieval.
+    ``roads`` holds the best score each :class:`~charmem.domain.pack.AdmissionRoad` gave it;
+    ``score`` combines them (:func:`~charmem.domain.scoring.combined_road_score`).
     """
 
     obj: MemoryObject
     score: float
     signals: set[str]
     status: CurrencyStatus = CurrencyStatus.CURRENT
-    roads: set[AdmissionRoad] = attrs.Factory(lambda: {AdmissionRoad.TOPIC})
+    roads: dict[AdmissionRoad, float] = attrs.field(factory=dict)
 
 
 class Recall:
@@ -178,12 +198,16 @@ class Recall:
         policy: ScoringPolicy = DEFAULT_SCORING,
         *,
         character_id: MemoryId | None = None,
+        reference: datetime | None = None,
     ) -> None:
         self.context = context
         self.graph = graph
         self.policy = policy
         self.character_id = character_id
         self.members: dict[MemoryId, set[MemoryId]] = defaultdict(set)
+        self.reference = reference
+        self.last_interactions: tuple[LastInteraction, ...] = ()
+        self.scene_resolutions: tuple[SceneResolution, ...] = ()
         self.objects: dict[MemoryId, MemoryObject] = {}
         self.currency: dict[MemoryId, CurrencyStatus] = {}
         self.chosen: dict[MemoryId, Candidate] = {}
@@ -218,12 +242,22 @@ class Recall:
         start, end = window
         return (start is None or when >= start) and (end is None or when <= end)
 
-    def offer(self, memory_id: MemoryId, score: float, signal: str) -> bool:
-        """Admit a loaded memory under the currency policy; returns whether it is an item."""
+    def after_reference(self, obj: MemoryObject) -> bool:
+        """Happened after the reference time of a situated context (never, for a query alone)."""
+        return self.context.situated and self.reference is not None and event_time(obj) > self.reference
+
+    def offer(
+        self, memory_id: MemoryId, score: float, signal: str, road: AdmissionRoad = AdmissionRoad.TOPIC
+    ) -> bool:
+        """Admit a loaded memory under the currency policy; returns whether it is an item.
+
+        A memory offered again keeps its best score per road, and its score combines its roads'.
+        """
         if memory_id in self.chosen:
             candidate = self.chosen[memory_id]
             candidate.signals.add(signal)
-            candidate.score = max(candidate.score, score)
+            candidate.roads[road] = max(candidate.roads.get(road, score), score)
+            candidate.score = combined_road_score(candidate.roads.values(), self.policy.road_bonus)
             return False
         obj = self.objects.get(memory_id)
         if obj is None:
@@ -234,6 +268,9 @@ class Recall:
             return False
         if not isinstance(obj, Entity) and not self.in_window(obj):
             self.telemetry["outside_time_window"] += 1
+            return False
+        if not isinstance(obj, Entity) and self.after_reference(obj):
+            self.telemetry["after_reference_time"] += 1
             return False
         if isinstance(obj, Entity):
             self.entity_ids.add(memory_id)
@@ -250,5 +287,5 @@ class Recall:
             self.omissions.setdefault(memory_id, status.value)
             return False
         self.omissions.pop(memory_id, None)
-        self.chosen[memory_id] = Candidate(obj, score, {signal}, status)
+        self.chosen[memory_id] = Candidate(obj, score, {signal}, status, {road: score})
         return True

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from charmem.domain.ids import ID_ORDER, MemoryId
-from charmem.domain.model import DerivedMemory, Entity, MemoryLink, MemoryObject, object_type_of
+from charmem.domain.model import DerivedMemory, Entity, MemoryLink, MemoryObject, known_names, object_type_of
 from charmem.domain.obligations import RESOLVING_RELATIONS, is_obligation, obligation_direction, settled_by
 from charmem.domain.pack import (
     AdmissionRoad,
@@ -57,7 +57,7 @@ def rank(
     half_life = recall.context.recency
     for candidate in recall.chosen.values():
         obj = candidate.obj
-        if isinstance(obj, DerivedMemory) and obj.assertions:
+        if isinstance(obj, DerivedMemory) and known_names(obj.assertions):
             candidate.score *= policy.name_belief_weight
         when = event_time(obj)
         if any(start <= when < end for start, end in periods):

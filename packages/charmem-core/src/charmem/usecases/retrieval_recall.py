@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import Entity, object_type_of
+from charmem.domain.names import NameAssertion
 from charmem.domain.pack import event_time
 from charmem.domain.retrieval import CurrencyStatus, RetrievalContext
 from charmem.domain.scoring import rank_key
@@ -32,7 +33,7 @@ from charmem.ports import (
 if TYPE_CHECKING:
     from charmem.usecases.retrieval import Recall
 
-__all__ = ["admit_roots", "recall_candidates", "recall_notions", "time_cue_periods"]
+__all__ = ["admit_roots", "current_subjects", "recall_candidates", "recall_notions", "time_cue_periods"]
 
 log = get_logger("charmem.retrieval")
 
@@ -41,7 +42,9 @@ def time_cue_periods(recall: Recall) -> tuple[tuple[datetime, datetime], ...]:
     """Time: the event-time periods absolute dates of the query name (none when cues are off)."""
     context = recall.context
     periods = (
-        time_cues(context.query, day_margin=recall.policy.time_cue_day_margin) if context.time_cues else ()
+        time_cues(context.query, day_margin=recall.policy.time_cue_day_margin)
+        if context.time_cues and context.query is not None
+        else ()
     )
     recall.telemetry["time_cue_periods"] = len(periods)
     return periods
@@ -156,24 +159,30 @@ async def _named_notions(graph: GraphStore, context: RetrievalContext) -> list[M
     :class:`~charmem.domain.names.NameIndex` answers in work that does not grow with the number
     of names; the belief asserting it must be current and recorded as of the context.
     """
-    index = await graph.name_index()
-    matching = [(belief, subject) for belief, subject, _name in index.occurring_in(context.query)]
-    if not matching:
+    if context.query is None:
         return []
-    beliefs = sorted({belief for belief, _subject in matching})
-    currency = await graph.currency(beliefs, as_of=context.as_of)
-    if context.as_of is not None:
+    index = await graph.name_index()
+    return sorted(await current_subjects(graph, index.occurring_in(context.query), context.as_of))
+
+
+async def current_subjects(
+    graph: GraphStore, assertions: Sequence[NameAssertion], as_of: datetime | None
+) -> set[MemoryId]:
+    """The subjects of the name ``assertions`` whose belief is current and recorded by ``as_of``."""
+    if not assertions:
+        return set()
+    beliefs = sorted({belief for belief, _subject, _name in assertions})
+    currency = await graph.currency(beliefs, as_of=as_of)
+    if as_of is not None:
         stored = await graph.get_objects(beliefs)
-        recorded = {i for i, o in stored.items() if o.created_at <= context.as_of}
+        recorded = {i for i, o in stored.items() if o.created_at <= as_of}
     else:
         recorded = set(beliefs)
-    return sorted(
-        {
-            subject
-            for belief, subject in matching
-            if belief in recorded and currency.get(belief) is CurrencyStatus.CURRENT
-        }
-    )
+    return {
+        subject
+        for belief, subject, _name in assertions
+        if belief in recorded and currency.get(belief) is CurrencyStatus.CURRENT
+    }
 
 
 async def _most_relevant(
