@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 from collections.abc import Callable
 from contextlib import redirect_stdout
 from datetime import datetime, timedelta
@@ -270,3 +271,33 @@ async def test_a_collection_of_another_character_answers_409_and_the_others_are_
         await CharacterMemory.open(
             settings, "ben-memory", embedding_provider=HashingEmbeddingProvider(), character_id=ana
         )
+
+
+async def test_charmem_serve_records_the_character_id_it_is_given(
+    tmp_path: Path, cli: Any, settings_of: Callable[[Path], Settings]
+) -> None:
+    root = tmp_path / "store"
+    ana = MemoryId.new()
+    with cli.process(root, "serve", "--store", str(root), "--port", "0", "--character-id", f"home={ana}") as (
+        process,
+        url,
+    ):
+        assert url.startswith("http://127.0.0.1:"), url
+        written = httpx.post(
+            f"{url}/v1/collections/home/remember", json={"text": "Ana keeps bees."}, timeout=60
+        )
+        assert written.status_code == 200, written.text
+        process.terminate()
+        assert process.wait(timeout=60) == 0
+    async with CharacterMemory.open(
+        settings_of(root), "home", embedding_provider=HashingEmbeddingProvider()
+    ) as memory:
+        assert memory.character_id == ana
+    refused = subprocess.run(
+        cli.command("mcp", "--store", str(root), "--character-id", "nope"),
+        env=cli.env(root),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2 and "--character-id 'nope': give ID or COLLECTION=ID" in refused.stderr
