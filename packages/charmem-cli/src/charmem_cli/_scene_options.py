@@ -28,7 +28,7 @@ __all__ = ["add_scene_options", "recall_context", "remember_input", "remembered"
 
 #: ``--participant`` prefixes and the ``SceneParticipant`` field each one fills.
 PARTICIPANT_PREFIXES: Final = {"id": "entity_id", "name": "name", "desc": "description"}
-_EXAMPLE: Final = "e.g. 2025-06-01T18:30:00+02:00"
+_EXAMPLE: Final = "e.g. 2024-06-01T18:30:00+00:00 or 2024-06-01T18:30:00Z"
 
 
 def add_scene_options(parser: argparse.ArgumentParser) -> None:
