@@ -167,6 +167,11 @@ async def test_the_remote_client_sends_a_scene_and_rebuilds_the_pack(
     assert AdmissionRoad.PARTICIPANT in next(i for i in pack.items if "baked" in i.text).admitted_by
     with SyncRemoteCharacterMemory(server.url, "home") as blocking:
         assert blocking.retrieve(RetrievalContext(scene=scene)) == pack
+        met_at = datetime.fromisoformat(MET)
+        plan = blocking.prepare(RememberInput("Ana brought jam.", occurred_at=met_at).with_scene(scene))
+        [episode] = [o for o in plan.objects if getattr(o, "scene", None) is not None]
+        assert episode.scene == scene  # type: ignore[attr-defined]  # the plan's JSON carries it
+        assert blocking.commit(plan).episode_ids
 
 
 async def test_the_mcp_tools_take_a_scene(server: RunningServer) -> None:

@@ -198,13 +198,18 @@ def _scene_answer(pack: Any) -> tuple[str, dict[str, Any]]:
         "last_interactions": converter.unstructure(pack.last_interactions),
         "scene_resolutions": converter.unstructure(pack.scene_resolutions),
     }
+    names = {entity.id: ", ".join(entity.names) for entity in pack.entities if entity.names}
+
+    def who(entity_id: Any) -> str:
+        return f"{names[entity_id]} ({entity_id})" if entity_id in names else str(entity_id)
+
     lines = []
     for met in pack.last_interactions:
         when = "never met" if met.last_met_at is None else f"last met {met.last_met_at.isoformat()}"
-        lines.append(f"- {met.entity_id}: {when}")
+        lines.append(f"- {who(met.entity_id)}: {when}")
     for resolution in pack.scene_resolutions:
-        ids = ", ".join(str(i) for i in resolution.entity_ids) or "no one known"
-        lines.append(f"- participant {resolution.participant_index}: {resolution.status.value} ({ids})")
+        found = ", ".join(who(i) for i in resolution.entity_ids) or "no one known"
+        lines.append(f"- participant {resolution.participant_index}: {resolution.status.value} ({found})")
     text = "\n\nThe people of the scene:\n" + "\n".join(lines) if lines else ""
     return text, structured
 
