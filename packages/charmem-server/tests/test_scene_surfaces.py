@@ -144,6 +144,15 @@ def test_the_openapi_document_describes_scenes_and_the_pack_answers(http: httpx.
     assert pack["last_interactions"]["items"] == {"$ref": "#/components/schemas/LastInteraction"}
     assert "admitted_by" in schemas["PackItem"]["properties"]
     assert "CharacterIdentityMismatchError" in retrieve["responses"]["409"]["description"]
+    import jsonschema  # the MCP SDK's dependency; OpenAPI 3.1 schemas are JSON Schema 2020-12
+
+    validator = jsonschema.Draft202012Validator({**request, "components": document["components"]})
+    assert validator.is_valid(
+        {"scene": {"at": LATER, "participants": [{"name": "Ana"}], "setting": {"key": "k"}}}
+    )
+    assert validator.is_valid({"time_range": [MET, LATER], "trace": True})
+    assert not validator.is_valid({"trace": True})  # no cue
+    assert not validator.is_valid({"scene": {"participants": []}})  # a scene needs its time
 
 
 async def test_the_remote_client_sends_a_scene_and_rebuilds_the_pack(
