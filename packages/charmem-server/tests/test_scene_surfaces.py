@@ -220,30 +220,40 @@ async def test_the_mcp_tools_take_a_scene(server: RunningServer) -> None:
 
 
 def test_the_cli_in_client_mode_sends_the_scene_and_prints_the_same(
-    server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    serve: Callable[..., RunningServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from charmem_cli.app import main
 
+    # the test server's embedder, token counter and lexical cue, for the run on its stores below
     monkeypatch.setenv("EMBEDDING_PROVIDER", "hashing")
+    monkeypatch.setenv("TOKEN_COUNTER", "whitespace")
+    monkeypatch.setenv("VECTOR_LEXICAL_CUE", "false")
     monkeypatch.delenv("CHARMEM_SERVER_URL", raising=False)
-    where = ["--server", server.url, "--store", str(tmp_path / "unused"), "--collection", "cli"]
+    root = tmp_path / "served"
+    running = serve(root=root)
+    remote = ["--server", running.url, "--store", str(tmp_path / "unused"), "--collection", "cli"]
     scene = ["--participant", "name:Ana", "--participant", "desc:a man with a deep voice"]
     scene += ["--setting-key", "kitchen", "--custom", "activity=baking"]
 
-    def run(*args: str) -> str:
+    def run(where: list[str], *args: str) -> str:
         out = io.StringIO()
         with redirect_stdout(out):
             assert main([*where, *args]) == 0
         return out.getvalue()
 
-    stored = json.loads(run("remember", "Ana and I baked bread.", *scene, "--at", MET))
+    stored = json.loads(run(remote, "remember", "Ana and I baked bread.", *scene, "--at", MET))
     assert len(stored["episode_ids"]) == 1 and stored["warnings"] == []
-    shown = run("recall", "--participant", "Ana", "--at", LATER)
+    recall = ["recall", "--participant", "Ana", "--at", LATER]
+    shown = run(remote, *recall)
     assert shown.startswith("Recall for the scene\n")
     assert "Ana and I baked bread." in shown and "participant 1: unknown" in shown
-    as_json = json.loads(run("recall", "--json", "--participant", "Ana", "--at", LATER))
+    as_json = json.loads(run(remote, *recall, "--json"))
     assert as_json["query"] is None and as_json["items"][0]["text"] == "Ana and I baked bread."
     assert not (tmp_path / "unused").exists(), "client mode opened stores in the client process"
+    running.stop()
+    local = ["--store", str(root), "--collection", "cli"]
+    assert run(local, *recall) == shown  # on the stores themselves: the same lines
+    assert json.loads(run(local, *recall, "--json")) == as_json
 
 
 def test_character_id_values_of_serve_and_mcp() -> None:
