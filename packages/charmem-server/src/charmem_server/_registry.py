@@ -5,6 +5,12 @@ does not exist yet is created by its first write; reads of it (retrieve, prepare
 answer from an empty, throw-away reference stack, so a mistyped name never leaves empty stores
 behind. With embedded stores the registry also holds a lock file under the store root, so a
 second server on the same stores refuses to start instead of failing on its first request.
+
+Character ids come from the server's configuration (``charmem serve --character-id
+COLLECTION=ID``): a collection named there opens with ``character_id=ID``, which records it on
+the collection's first open and refuses a collection recording another character. Such a
+collection is left closed (logged at start-up) and every request for it answers that
+:class:`~charmem.errors.CharacterIdentityMismatchError` (HTTP 409); the others are served.
 """
 
 from __future__ import annotations
