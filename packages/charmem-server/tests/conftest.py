@@ -119,6 +119,12 @@ def store_env(root: Path) -> dict[str, str]:
     }
 
 
+@pytest.fixture
+def settings_of() -> Callable[[Path], Settings]:
+    """``settings_of(root)``: the settings of the embedded stores under ``root`` (as a server's)."""
+    return lambda root: Settings.from_mapping(store_env(root))
+
+
 @attrs.define
 class RunningServer:
     """A uvicorn server on a thread of this process."""
@@ -136,11 +142,19 @@ class RunningServer:
 
 
 def start_server(
-    root: Path, config: ServerConfig | None = None, embedder: HashingEmbeddingProvider | None = None
+    root: Path,
+    config: ServerConfig | None = None,
+    embedder: HashingEmbeddingProvider | None = None,
+    character_ids: dict[str, Any] | None = None,
 ) -> RunningServer:
     """Serve the embedded stores under ``root`` on 127.0.0.1 and an ephemeral port."""
     settings = Settings.from_mapping(store_env(root))
-    registry = MemoryRegistry(settings, embedder=embedder or HashingEmbeddingProvider(), store_root=root)
+    registry = MemoryRegistry(
+        settings,
+        embedder=embedder or HashingEmbeddingProvider(),
+        store_root=root,
+        character_ids=character_ids,
+    )
     sock = socket.socket(socket.AF_INET)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
@@ -169,15 +183,17 @@ def start_server(
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Callable[..., RunningServer]]:
-    """``serve(config=None, root=None, embedder=None)``: start a server (stopped after the test)."""
+    """``serve(config=None, root=None, embedder=None, character_ids=None)``: start a server (stopped
+    after the test)."""
     started: list[RunningServer] = []
 
     def start(
         config: ServerConfig | None = None,
         root: Path | None = None,
         embedder: HashingEmbeddingProvider | None = None,
+        character_ids: dict[str, Any] | None = None,
     ) -> RunningServer:
-        running = start_server(root or tmp_path / f"store{len(started)}", config, embedder)
+        running = start_server(root or tmp_path / f"store{len(started)}", config, embedder, character_ids)
         started.append(running)
         return running
 

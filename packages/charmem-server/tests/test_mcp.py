@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+
+from charmem import CharacterMemory, MemoryId, Settings
+from charmem.testing import HashingEmbeddingProvider
 
 if TYPE_CHECKING:
     from conftest import RunningServer
@@ -50,6 +55,9 @@ async def _exercise(session: ClientSession) -> list[dict[str, Any]]:
     second_ids = second.structured_content["object_ids"]
     recalled = await call("recall", {"query": "When does Marta move to Lisbon?", "max_tokens": 200})
     items = recalled.structured_content["items"]
+    now = datetime.now(UTC).isoformat()
+    met = await call("recall", {"scene": {"at": now, "participants": [{"name": "Ana"}]}})  # no query
+    assert "a flat near the river" in _text(met) and "participant 0: unknown" in _text(met)
     observation = next(i["id"] for i in items if i["id"] in first_ids and i["object_type"] == "observation")
     assert "Marta moves to Lisbon in June" in _text(recalled) and observation in _text(recalled)
     corrected = await call(
@@ -76,9 +84,14 @@ async def _exercise(session: ClientSession) -> list[dict[str, Any]]:
     return transcript
 
 
-async def test_an_mcp_session_over_stdio_calls_every_tool(tmp_path: Path, cli: Any) -> None:
+async def test_an_mcp_session_over_stdio_calls_every_tool(
+    tmp_path: Path, cli: Any, settings_of: Callable[[Path], Settings]
+) -> None:
     root = tmp_path / "store"
-    command = cli.command("mcp", "--store", str(root), "--collection", "assistant")
+    character = MemoryId.new()
+    command = cli.command(
+        "mcp", "--store", str(root), "--collection", "assistant", "--character-id", str(character)
+    )
     params = StdioServerParameters(command=command[0], args=command[1:], env=cli.env(root))
     with (tmp_path / "mcp-stderr.log").open("w") as errlog:
         async with (
@@ -88,6 +101,10 @@ async def test_an_mcp_session_over_stdio_calls_every_tool(tmp_path: Path, cli: A
             transcript = await _exercise(session)
     print(json.dumps(transcript[:3], indent=2, ensure_ascii=False))  # the transcript, with -s
     assert (root / "vectors" / "assistant").is_dir(), "the tools wrote to another collection"
+    async with CharacterMemory.open(
+        settings_of(root), "assistant", embedding_provider=HashingEmbeddingProvider()
+    ) as memory:
+        assert memory.character_id == character  # --character-id was recorded on the first open
 
 
 async def test_an_mcp_session_over_streamable_http(server: RunningServer) -> None:

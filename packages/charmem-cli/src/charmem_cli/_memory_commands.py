@@ -16,6 +16,7 @@ from charmem import (
     CharacterMemory,
     CharmemError,
     ContinuityContextPack,
+    PackItem,
     RememberDrafts,
     RememberInput,
     RememberOutcome,
@@ -28,9 +29,9 @@ from charmem_cli._common import (
     TimedEmbedder,
     announce_model_load,
     embedding_provider,
-    parse_occurred_at,
     require_collection,
 )
+from charmem_cli._scene_options import remembered
 from charmem_cli.locomo import SessionDrafts, conversation_drafts, load_conversation
 
 __all__ = ["DEMO_QUESTIONS", "demo", "ingest_locomo", "print_pack", "recall", "remember"]
@@ -130,35 +131,77 @@ async def _commit_conversation(
 
 
 def print_pack(pack: ContinuityContextPack, out: Any = None) -> None:
-    """Print a pack readably: rank, id, type, time, score, text; then entities and omissions."""
+    """Print a pack readably: one line per item, then notions, the scene's people and omissions.
+
+    An item's line: rank, score, type, time, id, status, text and the roads that admitted it.
+    """
     out = out or sys.stdout
-    print(f"Recall for: {pack.query}", file=out)
+    print(f"Recall for: {pack.query}" if pack.query is not None else "Recall for the scene", file=out)
     if not pack.items:
         print("  (nothing recalled)", file=out)
     for rank, item in enumerate(pack.items, 1):
-        kind = item.derived_type.value if item.derived_type else item.object_type.value
-        status = "" if item.status.value == "current" else f" [{item.status.value}]"
-        text = " ".join(item.text.split())
-        if len(text) > 160:
-            text = text[:157] + "..."
-        print(
-            f"{rank:>3}. {item.score:6.3f}  {kind:<12} {item.occurred_at:%Y-%m-%d}  "
-            f"{str(item.id)[:8]}{status}  {text}",
-            file=out,
-        )
+        print(_item_line(rank, item), file=out)
     named = sorted(
         (e for e in pack.entities if e.names), key=lambda e: (e.names, e.id)
     )  # as render lists them
     names = [", ".join(e.names) for e in named]
     if names:
         print(f"  entities: {'; '.join(names)}", file=out)
+    print_scene_answers(pack, out)
     if pack.omissions:
         reasons = ", ".join(f"{str(o.id)[:8]}:{o.reason}" for o in pack.omissions[:8])
         print(f"  omitted: {reasons}", file=out)
 
 
-async def recall(settings: Settings, collection: str, query: str, limit: int, as_json: bool) -> None:
-    """``charmem recall``: print the pack for ``query`` (``pack.to_dict()`` as JSON with ``as_json``).
+def _item_line(rank: int, item: PackItem) -> str:
+    kind = item.derived_type.value if item.derived_type else item.object_type.value
+    status = "" if item.status.value == "current" else f" [{item.status.value}]"
+    text = " ".join(item.text.split())
+    if len(text) > 160:
+        text = text[:157] + "..."
+    roads = f"  ({', '.join(road.value for road in item.admitted_by)})" if item.admitted_by else ""
+    return (
+        f"{rank:>3}. {item.score:6.3f}  {kind:<12} {item.occurred_at:%Y-%m-%d}  "
+        f"{str(item.id)[:8]}{status}  {text}{roads}"
+    )
+
+
+def print_scene_answers(pack: ContinuityContextPack, out: Any) -> None:
+    """The pack's last meetings and how each scene participant resolved, one line each."""
+    names = {entity.id: ", ".join(entity.names) for entity in pack.entities if entity.names}
+
+    def who(entity_id: Any) -> str:
+        return f"{names[entity_id]} ({str(entity_id)[:8]})" if entity_id in names else str(entity_id)[:8]
+
+    for met in pack.last_interactions:
+        if met.last_met_at is None or met.elapsed is None:
+            print(f"  last met: {who(met.entity_id)} never", file=out)
+        else:
+            print(
+                f"  last met: {who(met.entity_id)} {met.last_met_at:%Y-%m-%d %H:%M} "
+                f"({_ago(met.elapsed.total_seconds())} before the scene)",
+                file=out,
+            )
+    for resolution in pack.scene_resolutions:
+        found = ", ".join(who(i) for i in resolution.entity_ids)
+        print(
+            f"  participant {resolution.participant_index + 1}: {resolution.status.value}"
+            + (f" -> {found}" if found else ""),
+            file=out,
+        )
+
+
+def _ago(seconds: float) -> str:
+    """``3 days``, ``5 hours``, ``12 minutes`` (the largest whole unit)."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{int(seconds)} seconds"
+
+
+async def recall(settings: Settings, collection: str, context: RetrievalContext, as_json: bool) -> None:
+    """``charmem recall``: print the pack for ``context`` (``pack.to_dict()`` as JSON with ``as_json``).
 
     Raises:
         ConfigurationError: no graph store there, or the collection holds nothing.
@@ -167,34 +210,20 @@ async def recall(settings: Settings, collection: str, query: str, limit: int, as
     provider = embedding_provider(settings)
     await announce_model_load(provider)
     async with CharacterMemory.open(settings, collection, embedding_provider=provider) as memory:
-        pack = await memory.retrieve(RetrievalContext(query=query, max_items=limit))
+        pack = await memory.retrieve(context)
     if as_json:
         print(json.dumps(pack.to_dict(), ensure_ascii=False, indent=2))
     else:
         print_pack(pack)
 
 
-async def remember(settings: Settings, collection: str, text: str, occurred_at: str | None) -> None:
-    """``charmem remember``: remember ``text`` as an episode; print the new ids as JSON.
-
-    Raises:
-        ConfigurationError: ``occurred_at`` is not an ISO 8601 instant with an offset.
-    """
-    when = parse_occurred_at(occurred_at) if occurred_at else None
+async def remember(settings: Settings, collection: str, item: RememberInput) -> None:
+    """``charmem remember``: remember ``item`` as an episode; print the new ids as JSON."""
     provider = embedding_provider(settings)
     await announce_model_load(provider)
     async with CharacterMemory.open(settings, collection, embedding_provider=provider) as memory:
-        outcome = await memory.remember(RememberInput(text, occurred_at=when))
-    print(
-        json.dumps(
-            {
-                "object_ids": [str(i) for i in outcome.object_ids],
-                "episode_ids": [str(i) for i in outcome.episode_ids],
-                "observation_ids": [str(i) for i in outcome.observation_ids],
-                "repair_markers": len(outcome.repair_markers),
-            }
-        )
-    )
+        outcome = await memory.remember(item)
+    print(json.dumps(remembered(outcome)))
 
 
 async def demo(settings: Settings, questions: Sequence[str]) -> None:

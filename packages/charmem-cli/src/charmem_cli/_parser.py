@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from charmem_cli._scene_options import add_scene_options
+
 __all__ = ["CLI_COMMANDS_GROUP", "DESCRIPTION", "build_parser"]
 
 DESCRIPTION: Final = "charmem: remember conversations and recall them as continuity context packs."
@@ -62,13 +64,15 @@ def _add_memory_commands(commands: Any) -> None:
         "--collection-per-file", action="store_true", help="one collection per conversation, named after it"
     )
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
-    recall = _command(commands, "recall", help="recall memories for a question")
-    recall.add_argument("query")
+    recall = _command(commands, "recall", help="recall memories for a question, a scene, or both")
+    recall.add_argument("query", nargs="?", help="the question (may be omitted when a scene is given)")
     recall.add_argument("--json", action="store_true", help="print pack.to_dict() as JSON")
     recall.add_argument("--limit", type=int, default=20, help="most items (default 20)")
-    remember = _command(commands, "remember", help="remember a text as an episode")
+    add_scene_options(recall)
+    remember = _command(commands, "remember", help="remember a text as an episode, in a scene if given")
     remember.add_argument("text")
-    remember.add_argument("--occurred-at", help="ISO 8601 time with offset (default: now)")
+    remember.add_argument("--occurred-at", help="ISO 8601 time with offset (default: --at, else now)")
+    add_scene_options(remember)
     demo = _command(commands, "demo", help="ingest the bundled sample conversation and recall")
     demo.add_argument("questions", nargs="*", help="questions to ask (default: three samples)")
 

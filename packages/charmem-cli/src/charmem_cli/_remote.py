@@ -15,7 +15,6 @@ import json
 import os
 from typing import Any, Final
 
-from charmem import RememberInput, RetrievalContext
 from charmem.errors import ConfigurationError
 
 __all__ = ["REMOTE_COMMANDS", "SERVER_URL_ENV", "run_remote"]
@@ -44,8 +43,8 @@ def run_remote(args: argparse.Namespace, url: str) -> int:
         ConfigurationError: the command needs the stores themselves, or the client is missing.
         CharmemError: the server's error, raised as its own class.
     """
-    from charmem_cli._common import parse_occurred_at
     from charmem_cli._memory_commands import print_pack
+    from charmem_cli._scene_options import recall_context, remember_input, remembered
 
     if args.command not in REMOTE_COMMANDS:
         raise ConfigurationError(
@@ -56,17 +55,14 @@ def run_remote(args: argparse.Namespace, url: str) -> int:
         )
     with _client(url, args.collection) as memory:
         if args.command == "recall":
-            pack = memory.retrieve(RetrievalContext(query=args.query, max_items=args.limit))
+            pack = memory.retrieve(recall_context(args))
             if args.json:
                 print(json.dumps(pack.to_dict(), ensure_ascii=False, indent=2))
             else:
                 print_pack(pack)
             return 0
         if args.command == "remember":
-            when = parse_occurred_at(args.occurred_at) if args.occurred_at else None
-            outcome = memory.remember(RememberInput(args.text, occurred_at=when))
-            ids = [str(i) for i in outcome.object_ids]
-            print(json.dumps({"object_ids": ids, "repair_markers": len(outcome.repair_markers)}))
+            print(json.dumps(remembered(memory.remember(remember_input(args)))))
             return 0
         result = memory.check(repair=args.repair)
         report = result["report"]

@@ -51,6 +51,7 @@ from charmem_cli._common import (
 )
 from charmem_cli._memory_commands import DEMO_QUESTIONS, demo, ingest_locomo, print_pack, recall, remember
 from charmem_cli._parser import CLI_COMMANDS_GROUP, build_parser
+from charmem_cli._scene_options import recall_context, remember_input
 from charmem_cli._version import __version__
 
 __all__ = [
@@ -137,12 +138,12 @@ def _ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _recall(args: argparse.Namespace, settings: Settings) -> int:
-    asyncio.run(recall(settings, args.collection, args.query, args.limit, args.json))
+    asyncio.run(recall(settings, args.collection, recall_context(args), args.json))
     return 0
 
 
 def _remember(args: argparse.Namespace, settings: Settings) -> int:
-    asyncio.run(remember(settings, args.collection, args.text, args.occurred_at))
+    asyncio.run(remember(settings, args.collection, remember_input(args)))
     return 0
 
 

@@ -19,8 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from charmem import Settings
-from charmem.errors import ConfigurationError
+from charmem import MemoryId, Settings
+from charmem.errors import CharmemError, ConfigurationError
+from charmem.settings import validate_collection_name
 
 __all__ = ["register"]
 
@@ -64,6 +65,14 @@ def register(commands: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--character-id",
+        action="append",
+        default=[],
+        metavar="[COLLECTION=]ID",
+        help="the character whose memory a collection is (repeatable; a bare ID is --collection's): "
+        "recorded on the collection's first open, a collection recording another is refused (409)",
+    )
     # also accepted after the command: `charmem mcp --store DIR --collection C -v`
     parser.add_argument("--store", default=argparse.SUPPRESS, help="directory holding every embedded store")
     parser.add_argument("--collection", default=argparse.SUPPRESS, help="collection name")
@@ -74,6 +83,34 @@ def _common(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="charmem's debug logs on stderr",
     )
+
+
+def character_ids(values: list[str], collection: str) -> dict[str, MemoryId]:
+    """``--character-id`` values as collection -> character id (a bare id is ``collection``'s).
+
+    Raises:
+        ConfigurationError: a value is not ``ID`` or ``COLLECTION=ID`` with a UUID, or names one
+            collection twice with two ids.
+    """
+    found: dict[str, MemoryId] = {}
+    for value in values:
+        name, _, text = value.rpartition("=")
+        name = name or collection
+        try:
+            validate_collection_name(name)
+            chosen = MemoryId(text.strip())
+        except CharmemError as exc:
+            raise ConfigurationError(
+                f"--character-id {value!r}: give ID or COLLECTION=ID with the character's notion id "
+                f"(a UUID), e.g. --character-id {collection}=0f6c7a9e-3b9e-4b5c-9d7e-1f2a3b4c5d6e ({exc})",
+                key="--character-id",
+            ) from None
+        if found.setdefault(name, chosen) != chosen:
+            raise ConfigurationError(
+                f"--character-id names collection {name!r} twice with two ids; give one",
+                key="--character-id",
+            )
+    return found
 
 
 class _AtLeast(logging.Filter):
@@ -146,16 +183,29 @@ def serve_command(args: argparse.Namespace, settings: Settings) -> int:
             "no token file: serving on loopback only, and every process of this machine may read "
             "and change every collection (give --tokens FILE to require tokens)"
         )
+    characters = character_ids(args.character_id, args.collection)
     try:
         asyncio.run(
-            _serve(settings, config, sock, Path(args.store) if getattr(args, "store", None) else None)
+            _serve(
+                settings,
+                config,
+                sock,
+                Path(args.store) if getattr(args, "store", None) else None,
+                characters,
+            )
         )
     finally:
         sock.close()
     return 0
 
 
-async def _serve(settings: Settings, config: Any, sock: socket.socket, store_root: Path | None) -> None:
+async def _serve(
+    settings: Settings,
+    config: Any,
+    sock: socket.socket,
+    store_root: Path | None,
+    characters: dict[str, MemoryId],
+) -> None:
     import uvicorn
 
     from charmem_server._app import create_app
@@ -170,7 +220,7 @@ async def _serve(settings: Settings, config: Any, sock: socket.socket, store_roo
                 yield
                 self._captured_signals.clear()
 
-    registry = MemoryRegistry(settings, store_root=store_root)
+    registry = MemoryRegistry(settings, store_root=store_root, character_ids=characters)
     await registry.start()  # a locked store fails here, before anything listens
     app = create_app(registry, config)
     _freeze_start_up()
@@ -219,15 +269,19 @@ def _url_host(host: str) -> str:
 def mcp_command(args: argparse.Namespace, settings: Settings) -> int:
     """Run ``charmem mcp``: the MCP tools of ``--collection`` over stdin/stdout."""
     _log_to_stderr(logging.WARNING, verbose=getattr(args, "verbose", False))
-    asyncio.run(_mcp(settings, args.collection, Path(args.store) if getattr(args, "store", None) else None))
+    characters = character_ids(args.character_id, args.collection)
+    store_root = Path(args.store) if getattr(args, "store", None) else None
+    asyncio.run(_mcp(settings, args.collection, store_root, characters))
     return 0
 
 
-async def _mcp(settings: Settings, collection: str, store_root: Path | None) -> None:
+async def _mcp(
+    settings: Settings, collection: str, store_root: Path | None, characters: dict[str, MemoryId]
+) -> None:
     from charmem_server._mcp import build_mcp_server
     from charmem_server._registry import MemoryRegistry
 
-    registry = MemoryRegistry(settings, store_root=store_root)
+    registry = MemoryRegistry(settings, store_root=store_root, character_ids=characters)
     await registry.start()
     _freeze_start_up()
     try:

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, ConfigDict, Field
 
 from charmem import (
     CharacterMemory,
@@ -29,10 +30,11 @@ from charmem import (
     RememberInput,
     ReplacementDerivedMemoryDraft,
     RetrievalContext,
+    Scene,
 )
 from charmem.errors import CharmemError, LifecycleValidationError
 from charmem_server._version import __version__
-from charmem_server._wire import converter
+from charmem_server._wire import converter, structure
 
 __all__ = ["TOOL_NAMES", "build_mcp_server", "streamable_http_asgi"]
 
@@ -63,16 +65,26 @@ preferences, and notable events. Do not store chit-chat, your own reasoning, or 
 did not want kept. One call per separate fact.
 
 occurred_at: when it happened, ISO 8601 with a UTC offset (2025-06-01T18:30:00+00:00); omit for now.
+scene: optional, the occasion it happened in: its time (at), who was there (participants: a
+known id, a name, or a description such as "a man with a deep voice"), where (setting: a key
+such as "kitchen" and/or words) and custom key/values. Give occurred_at equal to scene.at, or
+only the scene.
 Returns the ids of the stored memories: keep them if you may need to correct or forget this later."""
 
-_RECALL: Final = """Recall what you remember that is relevant to a question or topic. Call it
-before answering anything that may depend on earlier conversations: the user's people, plans,
-preferences, promises, past events, or "what did I tell you about ...". Phrase the query as the
-question itself or the names and topics involved.
+_RECALL: Final = """Recall what you remember that is relevant to a question or topic, or to the
+scene you are in. Call it before answering anything that may depend on earlier conversations: the
+user's people, plans, preferences, promises, past events, or "what did I tell you about ...".
+Phrase the query as the question itself or the names and topics involved.
 
+scene: optional, instead of or with the query, when someone arrives or a conversation starts: the
+time (at), who is there (participants: an id, a name, or a description), where (setting: key
+and/or words) and custom key/values. It brings to mind when you last met each person, what is
+owed between you, what happened last time in this place; nothing after scene.at is recalled.
+Give a query, a scene, or both.
 max_tokens: the most tokens of memory text to return (omit for all that was recalled).
 Returns the remembered items, most relevant first, each with its date and kind, then their ids
-and statuses (current, superseded, suppressed) for correct, forget and link."""
+and statuses (current, superseded, suppressed) for correct, forget and link; with a scene, also
+when you last met each participant and how each participant was recognised."""
 
 _CORRECT: Final = """Correct a memory that turned out to be wrong or out of date: the corrected
 text replaces it in recall, and the old memory is kept as history. Use it when the user says
@@ -97,6 +109,51 @@ relation: one of {", ".join(CALLER_RELATIONS)} ("resolves": from_id settles the 
 to_id; "fulfills_commitment": from_id keeps the promise to_id).
 rationale: optional, why they relate.
 Returns the id of the link."""
+
+
+class SceneParticipantArgument(BaseModel):
+    """Someone present: an id, a name, a description, or several."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    entity_id: str | None = Field(default=None, description="a notion id you were given (UUID)")
+    name: str | None = Field(default=None, description='a name as spoken ("Ana")')
+    description: str | None = Field(default=None, description='words about them ("a tall man with a cane")')
+
+
+class SceneSettingArgument(BaseModel):
+    """Where: a key and/or words."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str | None = Field(default=None, description='an exact key ("kitchen", a place id)')
+    words: str | None = Field(default=None, description='a description ("a noisy cafe by the sea")')
+
+
+class SceneArgument(BaseModel):
+    """An occasion: when, who, where, and custom key/values."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: str = Field(description="ISO 8601 with a UTC offset, e.g. 2025-06-01T18:30:00+02:00")
+    participants: list[SceneParticipantArgument] = Field(default_factory=list)
+    setting: SceneSettingArgument | None = None
+    custom_values: dict[str, str] = Field(default_factory=dict, description='e.g. {"activity": "chess"}')
+
+
+def _scene(argument: SceneArgument | None) -> Scene | None:
+    """The charmem :class:`Scene` of a tool argument, read as the HTTP API reads one.
+
+    Raises:
+        ToolError: a bad time, an empty participant or setting (the message says what to fix).
+    """
+    if argument is None:
+        return None
+    try:
+        return structure(argument.model_dump(exclude_none=True), Scene, field="scene")
+    except CharmemError as exc:
+        raise ToolError(f"scene: {exc}") from None
+
 
 GetMemory = Callable[[], Awaitable[CharacterMemory | None]]
 Reading = Callable[[], contextlib.AbstractAsyncContextManager[CharacterMemory]]
@@ -133,6 +190,28 @@ def _recall_text(pack: Any, max_tokens: int | None) -> tuple[str, list[dict[str,
         return "Nothing relevant is remembered.", []
     ids = "\n".join(f"{n}. {i['id']} ({i['object_type']}, {i['status']})" for n, i in enumerate(items, 1))
     return f"{rendered}\n\nIds of the items above, in the same order:\n{ids}", items
+
+
+def _scene_answer(pack: Any) -> tuple[str, dict[str, Any]]:
+    """Text and structured form of the pack's last interactions and scene resolutions."""
+    structured = {
+        "last_interactions": converter.unstructure(pack.last_interactions),
+        "scene_resolutions": converter.unstructure(pack.scene_resolutions),
+    }
+    names = {entity.id: ", ".join(entity.names) for entity in pack.entities if entity.names}
+
+    def who(entity_id: Any) -> str:
+        return f"{names[entity_id]} ({entity_id})" if entity_id in names else str(entity_id)
+
+    lines = []
+    for met in pack.last_interactions:
+        when = "never met" if met.last_met_at is None else f"last met {met.last_met_at.isoformat()}"
+        lines.append(f"- {who(met.entity_id)}: {when}")
+    for resolution in pack.scene_resolutions:
+        found = ", ".join(who(i) for i in resolution.entity_ids) or "no one known"
+        lines.append(f"- participant {resolution.participant_index}: {resolution.status.value} ({found})")
+    text = "\n\nThe people of the scene:\n" + "\n".join(lines) if lines else ""
+    return text, structured
 
 
 def build_mcp_server(get_memory: GetMemory, *, reading: Reading) -> MCPServer[Any]:
@@ -172,9 +251,16 @@ _Memory = Callable[[], Awaitable[CharacterMemory]]
 
 
 def _remember_tool(memory: _Memory) -> Callable[..., Awaitable[CallToolResult]]:
-    async def remember(text: str, occurred_at: str | None = None) -> CallToolResult:
+    async def remember(
+        text: str, occurred_at: str | None = None, scene: SceneArgument | None = None
+    ) -> CallToolResult:
+        chosen = _scene(scene)
+        when = _when(occurred_at) or (chosen.at if chosen is not None else None)
+        item = RememberInput(text, occurred_at=when)
         try:
-            outcome = await (await memory()).remember(RememberInput(text, occurred_at=_when(occurred_at)))
+            if chosen is not None:
+                item = item.with_scene(chosen)
+            outcome = await (await memory()).remember(item)
         except CharmemError as exc:
             raise _tool_error(exc) from None
         ids = [str(i) for i in outcome.object_ids]
@@ -185,14 +271,19 @@ def _remember_tool(memory: _Memory) -> Callable[..., Awaitable[CallToolResult]]:
 
 
 def _recall_tool(reading: Reading) -> Callable[..., Awaitable[CallToolResult]]:
-    async def recall(query: str, max_tokens: int | None = None) -> CallToolResult:
+    async def recall(
+        query: str | None = None, scene: SceneArgument | None = None, max_tokens: int | None = None
+    ) -> CallToolResult:
+        chosen = _scene(scene)
         try:
+            context = RetrievalContext(query=query or None, scene=chosen)
             async with reading() as source:
-                pack = await source.retrieve(RetrievalContext(query=query))
+                pack = await source.retrieve(context)
             text, items = _recall_text(pack, max_tokens)
         except CharmemError as exc:
             raise _tool_error(exc) from None
-        return _result(text, {"items": items, "omitted": len(pack.omissions)})
+        people, structured = _scene_answer(pack)
+        return _result(text + people, {"items": items, "omitted": len(pack.omissions), **structured})
 
     return recall
 

@@ -33,7 +33,6 @@ from charmem import (
 )
 from charmem.domain.plan import CandidateValidation
 from charmem.domain.retrieval import ContinuityContextPack
-from charmem.ports import TokenCounter
 from charmem_server._version import __version__
 
 __all__ = ["openapi_document"]
@@ -98,8 +97,8 @@ class _Schemas:
         return {}
 
     def _object(self, tp: type) -> dict[str, Any]:
-        try:  # the pack names its token counter's port only for type checkers
-            hints = typing.get_type_hints(tp, localns={"TokenCounter": TokenCounter})
+        try:
+            hints = typing.get_type_hints(tp, localns=_port_names())
         except Exception:  # noqa: BLE001 - a forward reference to an optional type
             hints = {}
         properties: dict[str, Any] = {}
@@ -118,6 +117,14 @@ class _Schemas:
         return schema
 
 
+@functools.cache
+def _port_names() -> dict[str, Any]:
+    """The port protocols by name, for fields typed with one under ``TYPE_CHECKING`` (the pack's)."""
+    import charmem.ports
+
+    return {name: getattr(charmem.ports, name) for name in charmem.ports.__all__}
+
+
 def _operation(
     summary: str, request: dict[str, Any] | None, response: dict[str, Any], scope: str
 ) -> dict[str, Any]:
@@ -128,7 +135,12 @@ def _operation(
     for status, why in (
         ("401", "no or unknown bearer token"),
         ("403", f"the token lacks the {scope} scope or the collection"),
-        ("409", "IdConflictError: an id is stored with other content; nothing was written"),
+        (
+            "409",
+            "IdConflictError: an id is stored with other content, nothing was written; or "
+            "CharacterIdentityMismatchError: the collection records another character than the "
+            "server's --character-id for it",
+        ),
         ("413", "the body is larger than the server's limit"),
         ("422", "a validation error (DraftValidationError, PlanValidationError, LifecycleValidationError)"),
         ("503", "BackendError: a store or the embedder failed"),
@@ -229,6 +241,9 @@ def _operation_table(ref: Callable[[Any], dict[str, Any]]) -> list[_Row]:
     }
     retrieve_body = {
         "allOf": [ref(RetrievalContext)],
+        "anyOf": [{"required": [cue]} for cue in ("query", "scene", "activity", "time_range")],
+        "description": "at least one of query, scene, activity and time_range (else 422); with a "
+        "scene, its at is the reference time and nothing after it is recalled",
         "properties": {
             "render_max_tokens": {
                 "type": "integer",

@@ -5,6 +5,12 @@ does not exist yet is created by its first write; reads of it (retrieve, prepare
 answer from an empty, throw-away reference stack, so a mistyped name never leaves empty stores
 behind. With embedded stores the registry also holds a lock file under the store root, so a
 second server on the same stores refuses to start instead of failing on its first request.
+
+Character ids come from the server's configuration (``charmem serve --character-id
+COLLECTION=ID``): a collection named there opens with ``character_id=ID``, which records it on
+the collection's first open and refuses a collection recording another character. Such a
+collection is left closed (logged at start-up) and every request for it answers that
+:class:`~charmem.errors.CharacterIdentityMismatchError` (HTTP 409); the others are served.
 """
 
 from __future__ import annotations
@@ -12,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Final
 
-from charmem import CharacterMemory, Settings, StoreLockedError
+from charmem import CharacterMemory, MemoryId, Settings, StoreLockedError
 from charmem.composition import load_adapter, load_factory, load_token_counter
+from charmem.errors import CharacterIdentityMismatchError
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider
 from charmem.settings import validate_collection_name
@@ -92,6 +99,11 @@ class MemoryRegistry:
         embedder: the embedding provider of every collection (default: built from settings).
         store_root: the directory of the embedded stores, locked while the server runs
             (default: the directory holding ``OXIGRAPH_PATH``).
+        character_ids: collection name -> the character id it is opened with (recorded on its
+            first open, checked on every later one); collections not named open without one.
+
+    Raises:
+        ConfigurationError: a name in ``character_ids`` is not a valid collection name.
     """
 
     def __init__(
@@ -100,8 +112,13 @@ class MemoryRegistry:
         *,
         embedder: EmbeddingProvider | None = None,
         store_root: Path | None = None,
+        character_ids: Mapping[str, MemoryId] | None = None,
     ) -> None:
         self.settings = settings
+        self.character_ids = {
+            validate_collection_name(name): MemoryId(str(value))
+            for name, value in (character_ids or {}).items()
+        }
         self._embedder = embedder
         self._memories: dict[str, CharacterMemory] = {}
         self._opening: dict[str, asyncio.Future[CharacterMemory]] = {}
@@ -141,10 +158,22 @@ class MemoryRegistry:
             self._token_counter = await asyncio.to_thread(load_token_counter, self.settings)
             await self._warm_up()
             for collection in await asyncio.to_thread(self._existing_collections):
-                await self.get(collection, create=True)
+                await self._open_at_start(collection)
         except BaseException:
             await self.close()
             raise
+
+    async def _open_at_start(self, collection: str) -> None:
+        """Open an existing collection; one of another character is logged and left closed."""
+        try:
+            await self.get(collection, create=True)
+        except CharacterIdentityMismatchError as exc:
+            log.error(
+                "collection_of_another_character",
+                collection=collection,
+                recorded=str(exc.recorded),
+                configured=str(exc.given),
+            )
 
     async def _warm_up(self) -> None:
         """Embed one query now, so the first request does not pay for loading a local model."""
@@ -180,6 +209,8 @@ class MemoryRegistry:
         Raises:
             ConfigurationError: the collection name is not allowed.
             StoreLockedError, BackendError: a store could not be opened.
+            CharacterIdentityMismatchError: the collection records another character than the
+                one configured for it (nothing opened; asked again on the next request).
             CharmemError: the server is shutting down.
         """
         validate_collection_name(collection)
@@ -203,9 +234,18 @@ class MemoryRegistry:
         return await asyncio.shield(pending)
 
     async def _open(self, collection: str) -> CharacterMemory:
-        memory = await CharacterMemory.open(self.settings, collection, embedding_provider=self.embedder)
+        memory = await CharacterMemory.open(
+            self.settings,
+            collection,
+            embedding_provider=self.embedder,
+            character_id=self.character_ids.get(collection),
+        )
         self._memories[collection] = memory
-        log.info("collection_opened", collection=collection)
+        log.info(
+            "collection_opened",
+            collection=collection,
+            character_id=None if memory.character_id is None else str(memory.character_id),
+        )
         return memory
 
     @contextlib.asynccontextmanager

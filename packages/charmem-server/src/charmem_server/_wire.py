@@ -21,7 +21,7 @@ import functools
 import importlib
 import typing
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -56,6 +56,7 @@ converter = _library_converter.copy()
 tag_predicates(converter)  # a copy loses the library's tagged unions
 converter.register_unstructure_hook(timedelta, lambda value: value.total_seconds())
 converter.register_structure_hook(timedelta, lambda value, _type: _seconds(value))
+converter.register_structure_hook(datetime, lambda value, _type: _instant(value))
 
 
 def _strict(kind: type, accepted: tuple[type, ...]) -> None:
@@ -73,6 +74,20 @@ _strict(str, (str,))
 _strict(int, (int,))
 _strict(float, (int, float))
 _strict(bool, (bool,))
+
+
+def _instant(value: Any) -> datetime:
+    """An ISO 8601 string (a naive one is refused by the type that holds it, naming the field)."""
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else _no_instant(value)
+    except ValueError:
+        return _no_instant(value)
+
+
+def _no_instant(value: Any) -> datetime:
+    raise DraftValidationError(
+        f"a time is an ISO 8601 string with its UTC offset (2025-06-01T18:30:00+02:00), not {value!r}"
+    )
 
 
 def _seconds(value: Any) -> timedelta:
@@ -133,7 +148,7 @@ def structure(data: Any, cls: type[T], *, field: str = "body") -> T:
     except Exception as exc:  # noqa: BLE001 - cattrs wraps everything; find the charmem error
         found = _first_charmem_error(exc)
         if found is not None:
-            raise found from None
+            raise _located(found, exc) from None
         raise DraftValidationError(
             f"the {field} does not describe a {cls.__name__}: {_describe(exc)}", field=field
         ) from None
@@ -144,6 +159,32 @@ def _first_charmem_error(exc: BaseException) -> CharmemError | None:
         return exc
     for inner in getattr(exc, "exceptions", ()):
         found = _first_charmem_error(inner)
+        if found is not None:
+            return found
+    return None
+
+
+def _located(found: CharmemError, raised: BaseException) -> CharmemError:
+    """``found`` with the JSON path it was raised at (``scene.participants[0]: ...``) when nested.
+
+    A type's own validators name only their field (``at``); inside a body the caller needs the
+    whole path. Only a :class:`DraftValidationError` is re-made; any other error stays as it is.
+    """
+    path = _path_to(found, raised, "")
+    if not path or type(found) is not DraftValidationError:
+        return found
+    where = path.lstrip(".")
+    return DraftValidationError(f"{where}: {found}", field=where)
+
+
+def _path_to(target: BaseException, error: BaseException, path: str) -> str | None:
+    """The cattrs path (``.scene.participants[0]``) from ``error`` down to ``target``."""
+    if error is target:
+        return path
+    inner = getattr(error, "exceptions", None) or ()
+    notes = getattr(error, "__notes__", None) or []
+    for child, note in zip(inner, [*notes, *[""] * len(inner)], strict=False):
+        found = _path_to(target, child, f"{path}{_note_path(note)}")
         if found is not None:
             return found
     return None
@@ -202,9 +243,10 @@ def encode(value: Any) -> dict[str, Any]:
 def encode_pack(pack: ContinuityContextPack) -> dict[str, Any]:
     """``pack.to_dict()`` and everything else the pack holds, so the client rebuilds it exactly.
 
-    Every key of ``to_dict()`` keeps its value; the cattrs form of each field replaces the
-    hand-written one only where it says more (a link's ``created_at``), and ``max_tokens`` is
-    added. The pack's ``format_version`` is ``to_dict()``'s.
+    Every key of ``to_dict()``, at every level, keeps its value; the cattrs form of a field
+    replaces the hand-written one only where it says more (a link's ``created_at``, an item's
+    fields ``to_dict()`` leaves out), and fields it lacks (``max_tokens``) are added. The pack's
+    ``format_version`` is ``to_dict()``'s.
     """
     data = pack.to_dict()
     for field in attrs.fields(type(pack)):
@@ -253,6 +295,7 @@ def _pack_fields() -> dict[str, Any]:
 
 _STATUS: Final[tuple[tuple[type[CharmemError], int], ...]] = (
     (charmem_errors.IdConflictError, 409),
+    (charmem_errors.CharacterIdentityMismatchError, 409),
     (charmem_errors.DraftValidationError, 422),
     (charmem_errors.PlanValidationError, 422),
     (charmem_errors.LifecycleValidationError, 422),
@@ -263,10 +306,11 @@ _STATUS: Final[tuple[tuple[type[CharmemError], int], ...]] = (
 
 
 def status_of(exc: CharmemError) -> int:
-    """The HTTP status of a charmem error: 409 id conflict, 422 validation, 503 store trouble.
+    """The HTTP status of a charmem error: 409 id conflict or another character, 422 validation.
 
     ``RemoteError`` keeps its own status; a configuration error (a bad collection name) is 400;
-    any other charmem error (a closed memory during shutdown, a mismatched embedder) is 503.
+    store trouble and any other charmem error (a closed memory during shutdown, a mismatched
+    embedder) is 503.
     """
     if isinstance(exc, RemoteError):
         return exc.status
