@@ -105,7 +105,7 @@ def test_a_time_range_alone_is_a_cue(http: httpx.Client) -> None:
         ({"scene": {"at": "tomorrow"}}, "ISO 8601"),
         ({"scene": {"at": LATER, "participants": [{}]}}, "scene.participants[0]: a SceneParticipant needs"),
         ({"scene": {"at": LATER, "setting": {}}}, "a SceneSetting needs a key or words"),
-        ({"scene": {"at": LATER, "custom_values": {"floor": 3}}}, "scene.custom_values"),
+        ({"scene": {"at": LATER, "custom_values": {"floor": 3}}}, "custom_values"),
         ({"scene": {"at": LATER, "participants": [{"nick": "A"}]}}, "unknown keys ['nick']"),
         ({"time_range": ["2025-06-01T00:00:00+00:00"]}, "time_range"),
     ],
@@ -176,8 +176,7 @@ async def test_the_remote_client_sends_a_scene_and_rebuilds_the_pack(
     assert AdmissionRoad.PARTICIPANT in next(i for i in pack.items if "baked" in i.text).admitted_by
     with SyncRemoteCharacterMemory(server.url, "home") as blocking:
         assert blocking.retrieve(RetrievalContext(scene=scene)) == pack
-        met_at = datetime.fromisoformat(MET)
-        plan = blocking.prepare(RememberInput("Ana brought jam.", occurred_at=met_at).with_scene(scene))
+        plan = blocking.prepare(RememberInput("Ana brought jam.").with_scene(scene))  # at: the scene's
         [episode] = [o for o in plan.objects if getattr(o, "scene", None) is not None]
         assert episode.scene == scene  # type: ignore[attr-defined]  # the plan's JSON carries it
         assert blocking.commit(plan).episode_ids

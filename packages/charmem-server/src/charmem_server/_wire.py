@@ -29,8 +29,8 @@ import cattrs
 
 from charmem import errors as charmem_errors
 from charmem.domain.retrieval import PACK_FORMAT_VERSION, ContinuityContextPack
+from charmem.domain.serde import configure_scenes, tag_predicates
 from charmem.domain.serde import converter as _library_converter
-from charmem.domain.serde import tag_predicates
 from charmem.errors import CharmemError, DraftValidationError
 
 __all__ = [
@@ -57,6 +57,7 @@ tag_predicates(converter)  # a copy loses the library's tagged unions
 converter.register_unstructure_hook(timedelta, lambda value: value.total_seconds())
 converter.register_structure_hook(timedelta, lambda value, _type: _seconds(value))
 converter.register_structure_hook(datetime, lambda value, _type: _instant(value))
+configure_scenes(converter)  # its time is read by the hook above
 
 
 def _strict(kind: type, accepted: tuple[type, ...]) -> None:

@@ -31,7 +31,14 @@ from charmem.domain.model import (
 )
 from charmem.domain.scene import Scene
 
-__all__ = ["KIND_TAGS", "converter", "structure_item", "tag_predicates", "unstructure_item"]
+__all__ = [
+    "KIND_TAGS",
+    "configure_scenes",
+    "converter",
+    "structure_item",
+    "tag_predicates",
+    "unstructure_item",
+]
 
 #: The tag written in the ``"kind"`` key for each stored type.
 KIND_TAGS: dict[type, str] = {
@@ -61,12 +68,14 @@ def tag_predicates(target: cattrs.Converter) -> None:
     )
 
 
-def _configure_scenes(target: cattrs.Converter) -> None:
+def configure_scenes(target: cattrs.Converter) -> None:
     """Scenes in ``target``: an episode omits ``"scene"`` when it has none.
 
     ``custom_values`` reach :class:`~charmem.domain.scene.Scene` as given, so its validation
     (``str`` keys and values) refuses a hand-edited ``5`` instead of reading it as ``"5"``; it
-    reads back as a read-only mapping. Configure it before the objects' tagged union.
+    reads back as a read-only mapping. Configure it before the objects' tagged union, and again
+    on a copy whose ``datetime`` hook differs (the scene's hooks are generated with the hooks of
+    the converter they are configured on).
     """
     target.register_structure_hook(
         Scene, make_dict_structure_fn(Scene, target, custom_values=override(struct_hook=_as_given))
@@ -87,7 +96,7 @@ def _converter(instant: Callable[[datetime], str]) -> cattrs.Converter:
     built.register_unstructure_hook(datetime, instant)
     built.register_structure_hook(datetime, lambda value, _type: datetime.fromisoformat(value))
     tag_predicates(built)  # first: configuring the objects' union builds their nested hooks
-    _configure_scenes(built)
+    configure_scenes(built)
     configure_tagged_union(MemoryObject, built, tag_name="kind", tag_generator=KIND_TAGS.__getitem__)
     return built
 
