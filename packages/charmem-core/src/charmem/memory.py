@@ -37,6 +37,7 @@ from charmem.domain.lifecycle import (
 from charmem.domain.plan import (
     CandidateValidation,
     CommitOptions,
+    IndexEntry,
     PrepareOptions,
     RememberOptions,
     RememberOutcome,
@@ -52,6 +53,7 @@ from charmem.ports import (
     RetrievalStatsStore,
     TokenCounter,
     VectorIndex,
+    VectorSurface,
 )
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S, Settings, validate_collection_name
 from charmem.tokens import WhitespaceTokenCounter
@@ -76,6 +78,11 @@ __all__ = [
 log = get_logger("charmem.memory")
 T = TypeVar("T")
 P = ParamSpec("P")
+
+
+def _text_key(entry: IndexEntry) -> str:
+    """An index entry's key in a text log: its id, ``<id>/<surface>`` for a scene surface."""
+    return str(entry.id) if entry.surface is VectorSurface.CONTENT else f"{entry.id}/{entry.surface.value}"
 
 
 class CharacterMemory:
@@ -314,7 +321,7 @@ class CharacterMemory:
                 now=self.clock.now(),
             )
         self._log_texts(
-            "memory_texts_committed", texts={str(entry.id): entry.text for entry in plan.index_entries}
+            "memory_texts_committed", texts={_text_key(entry): entry.text for entry in plan.index_entries}
         )
         return outcome
 
@@ -349,7 +356,7 @@ class CharacterMemory:
                 embed_timeout_s=self.embedding_timeout_s,
                 now=self.clock.now(),
             )
-        texts = {str(e.id): e.text for p in plans for e in p.index_entries}
+        texts = {_text_key(e): e.text for p in plans for e in p.index_entries}
         self._log_texts("memory_texts_committed", texts=texts)
         return outcomes
 
