@@ -25,7 +25,7 @@ from charmem.errors import (
     StoreLayoutError,
 )
 from charmem.ports import VectorPoint, VectorQuery, VectorSearchResult
-from charmem_qdrant import QdrantServiceVectorIndex, shared_collection_name
+from charmem_qdrant import SCHEMA_VERSION, QdrantServiceVectorIndex, shared_collection_name
 from charmem_qdrant._service_collection import collection_config, payload_indexes
 from charmem_qdrant._service_layout import TENANT_KEY
 from charmem_qdrant._service_points import ScopedPoints
@@ -232,7 +232,7 @@ async def test_the_tenant_marker_records_the_fingerprint_and_is_in_no_tenant(
             "format": "charmem-shard",
             "lexical_vector": "lexical",
             "model_id": MODEL,
-            "schema_version": 1,
+            "schema_version": SCHEMA_VERSION,
             "vector_size": SIZE,
         }
     }
@@ -266,7 +266,10 @@ def test_the_shared_collection_has_a_tenant_index_and_per_tenant_hnsw() -> None:
     alone = collection_config(marker, shared=False)
     assert alone["optimizers_config"] == models.OptimizersConfigDiff(indexing_threshold=0)
     assert "hnsw_config" not in alone
-    assert dict(payload_indexes(shared=False)) == {"object_type": models.PayloadSchemaType.KEYWORD}
+    assert dict(payload_indexes(shared=False)) == {
+        "object_type": models.PayloadSchemaType.KEYWORD,
+        "surface": models.PayloadSchemaType.KEYWORD,
+    }
 
 
 class _Recording:

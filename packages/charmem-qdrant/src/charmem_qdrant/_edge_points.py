@@ -16,13 +16,25 @@ from typing import Final
 import qdrant_edge as qe
 
 from charmem.errors import BackendError
-from charmem_qdrant._recall import PAYLOAD_ID, PAYLOAD_TYPE, Found, SearchPlan
+from charmem_qdrant._recall import PAYLOAD_ID, PAYLOAD_SURFACE, PAYLOAD_TYPE, Found, SearchPlan
 
-__all__ = ["SCORE", "found", "found_with_payload", "plan_filter", "typed"]
+__all__ = ["SCORE", "found", "found_with_payload", "plan_filter", "surface_condition", "typed"]
 
 
-def plan_filter(plan: SearchPlan) -> qe.Filter | None:
-    """Scope by object type and, with ``within``, to those point ids (``VectorQuery``)."""
+def surface_condition(surface: str | None) -> qe.FieldCondition | qe.IsEmptyCondition:
+    """The points of one surface: those without a ``surface`` payload (content, None) or with it."""
+    if surface is None:
+        return qe.IsEmptyCondition(PAYLOAD_SURFACE)
+    return qe.FieldCondition(PAYLOAD_SURFACE, match=qe.MatchValue(surface))
+
+
+def plan_filter(plan: SearchPlan, *, scene_points: bool) -> qe.Filter | None:
+    """Scope by object type, with ``within`` to those point ids, and to the plan's surface.
+
+    ``scene_points``: whether the shard holds any scene surface's point; without, a content
+    search needs no surface condition (every point is content), so its filter is that of a
+    shard before scene surfaces existed.
+    """
     must: list[
         qe.FieldCondition
         | qe.IsEmptyCondition
@@ -31,7 +43,7 @@ def plan_filter(plan: SearchPlan) -> qe.Filter | None:
         | qe.HasVectorCondition
         | qe.NestedCondition
         | qe.Filter
-    ] = []
+    ] = [surface_condition(plan.surface)] if scene_points or plan.surface is not None else []
     if plan.types:
         must.append(qe.FieldCondition(PAYLOAD_TYPE, match=qe.MatchAny(plan.types)))
     if plan.within is not None:

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from qdrant_client import AsyncQdrantClient, models
 
-from charmem_qdrant._recall import PAYLOAD_ID, PAYLOAD_TYPE, SCROLL_PAGE, Found, PointParts
+from charmem_qdrant._recall import (
+    PAYLOAD_ID,
+    PAYLOAD_SURFACE,
+    PAYLOAD_TYPE,
+    SCROLL_PAGE,
+    Found,
+    PointParts,
+)
 from charmem_qdrant._service_layout import ServiceScope
 
 if TYPE_CHECKING:
@@ -23,7 +30,7 @@ if TYPE_CHECKING:
 
     from charmem_qdrant._recall import SearchPlan
 
-__all__ = ["ScopedPoints", "sparse"]
+__all__ = ["ScopedPoints", "sparse", "surface_condition"]
 
 _SCORE: Final = operator.attrgetter("score")
 
@@ -31,6 +38,13 @@ _SCORE: Final = operator.attrgetter("score")
 def sparse(vector: qe.SparseVector) -> models.SparseVector:
     """A BM25 vector of ``qdrant_edge`` as qdrant-client sends it."""
     return models.SparseVector(indices=list(vector.indices), values=list(vector.values))
+
+
+def surface_condition(surface: str | None) -> models.Condition:
+    """The points of one surface: those without a ``surface`` payload (content, None) or with it."""
+    if surface is None:
+        return models.IsEmptyCondition(is_empty=models.PayloadField(key=PAYLOAD_SURFACE))
+    return models.FieldCondition(key=PAYLOAD_SURFACE, match=models.MatchValue(value=surface))
 
 
 class ScopedPoints:
@@ -59,15 +73,15 @@ class ScopedPoints:
         )
         return int(counted.count)
 
-    async def memory_ids(self) -> set[str]:
-        """The memory ids of every point of the collection (scrolled in pages of 1024)."""
+    async def memory_ids(self, surface: str | None = None) -> set[str]:
+        """The memory ids of the points of one surface (None: content), in pages of 1024."""
         ids: set[str] = set()
         offset: models.ExtendedPointId | None = None
-        with_payload = [PAYLOAD_ID] if self._scope.shared else False
+        with_payload = [PAYLOAD_ID] if self._scope.shared or surface is not None else False
         while True:
             records, offset = await self._client.scroll(
                 self._name,
-                scroll_filter=self._scope.filter(),
+                scroll_filter=self._scope.filter([surface_condition(surface)]),
                 limit=SCROLL_PAGE,
                 offset=offset,
                 with_payload=with_payload,
@@ -166,7 +180,7 @@ class ScopedPoints:
 
     async def ranked(self, plan: SearchPlan) -> tuple[int, list[list[Found]]]:
         """Count the candidates, then run the stage rounds: (scanned, ranked stages)."""
-        conditions: list[models.Condition] = []
+        conditions: list[models.Condition] = [surface_condition(plan.surface)]
         if plan.types:
             conditions.append(
                 models.FieldCondition(key=PAYLOAD_TYPE, match=models.MatchAny(any=plan.types))
