@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import ObjectType
@@ -23,7 +24,7 @@ def _ids(result: VectorSearchResult) -> list[MemoryId]:
 class VectorSurfaceTests:
     """Surfaces (mixed into ``VectorIndexContract``): one index, several texts per object."""
 
-    contract_vector_size: int
+    contract_vector_size: ClassVar[int]
 
     def _vec(self, *head: float) -> list[float]:
         """A vector of the contract size: ``head`` then zeros."""

@@ -37,13 +37,13 @@ from charmem.domain.lifecycle import (
 from charmem.domain.plan import (
     CandidateValidation,
     CommitOptions,
-    IndexEntry,
     PrepareOptions,
     RememberOptions,
     RememberOutcome,
     RememberWritePlan,
 )
 from charmem.domain.retrieval import ContinuityContextPack, RetrievalContext
+from charmem.domain.surfaces import entry_key
 from charmem.errors import ConfigurationError, DraftValidationError
 from charmem.log import get_logger
 from charmem.ports import (
@@ -53,7 +53,6 @@ from charmem.ports import (
     RetrievalStatsStore,
     TokenCounter,
     VectorIndex,
-    VectorSurface,
 )
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S, Settings, validate_collection_name
 from charmem.tokens import WhitespaceTokenCounter
@@ -78,11 +77,6 @@ __all__ = [
 log = get_logger("charmem.memory")
 T = TypeVar("T")
 P = ParamSpec("P")
-
-
-def _text_key(entry: IndexEntry) -> str:
-    """An index entry's key in a text log: its id, ``<id>/<surface>`` for a scene surface."""
-    return str(entry.id) if entry.surface is VectorSurface.CONTENT else f"{entry.id}/{entry.surface.value}"
 
 
 class CharacterMemory:
@@ -320,9 +314,8 @@ class CharacterMemory:
                 embed_timeout_s=self.embedding_timeout_s,
                 now=self.clock.now(),
             )
-        self._log_texts(
-            "memory_texts_committed", texts={_text_key(entry): entry.text for entry in plan.index_entries}
-        )
+        texts = {entry_key(e.id, e.surface): e.text for e in plan.index_entries}
+        self._log_texts("memory_texts_committed", texts=texts)
         return outcome
 
     @operation
@@ -356,7 +349,7 @@ class CharacterMemory:
                 embed_timeout_s=self.embedding_timeout_s,
                 now=self.clock.now(),
             )
-        texts = {_text_key(e): e.text for p in plans for e in p.index_entries}
+        texts = {entry_key(e.id, e.surface): e.text for p in plans for e in p.index_entries}
         self._log_texts("memory_texts_committed", texts=texts)
         return outcomes
 

@@ -25,10 +25,14 @@ from charmem_qdrant import _disk
 from charmem_qdrant._edge_build import HnswBuildReport, HnswBuilds, shard_to_optimize
 from charmem_qdrant._edge_points import (
     SCORE,
+    count_surface,
     found,
     found_with_payload,
+    ids_only,
     plan_filter,
+    scope_key,
     surface_condition,
+    surface_ids,
     typed,
 )
 from charmem_qdrant._fusion import DEFAULT_FUSION_WEIGHTS
@@ -39,8 +43,6 @@ from charmem_qdrant._hnsw import (
     shard_config,
 )
 from charmem_qdrant._recall import (
-    PAYLOAD_ID,
-    SCROLL_PAGE,
     Found,
     QdrantRecall,
     SearchPlan,
@@ -431,12 +433,10 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
     ) -> tuple[bool, int, list[tuple[Found, float]]]:
         """Run the stages under the index lock: (approximate, scanned, typed hits)."""
         type_filter = plan_filter(plan, scene_points=self._holds_scene_points(shard))
-        scope = None if plan.within is not None else (plan.surface or "", *plan.types)
+        scope = scope_key(plan)
         hnsw = self._hnsw if self._indexed > 0 else None  # a finished build changes it
         scanned = self._scanned(shard, type_filter, scope)
-        # a fused content search reads point ids only: a scene surface's are not memory ids
-        fused = plan.stages > 1
-        by_id = fused and plan.surface is None
+        by_id = ids_only(plan)
         ranker = plan.ranker(scanned, SCORE, found if by_id else found_with_payload)
         if ranker is None:
             return hnsw is not None, scanned, []
@@ -504,48 +504,20 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
                 self._lock.release()
         return await asyncio.to_thread(self._search_sync, query)
 
-    def _point_ids_sync(self, surface: VectorSurface) -> set[MemoryId]:
-        content = surface is VectorSurface.CONTENT
-        only = qe.Filter(must=[surface_condition(None if content else surface.value)])
-        with_payload: bool | list[str] = False if content else [PAYLOAD_ID]
-
-        def memory_id(record: qe.Record) -> MemoryId:
-            return MemoryId(str(record.id if content else (record.payload or {}).get(PAYLOAD_ID)))
-
-        def run(shard: qe.EdgeShard) -> set[MemoryId]:
-            ids: set[MemoryId] = set()
-            offset: qe.PointId | None = None
-            while True:
-                page = qe.ScrollRequest(
-                    offset=offset,
-                    limit=SCROLL_PAGE,
-                    filter=only,
-                    with_payload=with_payload,
-                    with_vector=False,
-                )
-                records, offset = shard.scroll(page)
-                ids.update(map(memory_id, records))
-                if offset is None:
-                    return ids
-
-        return self._run("list point ids", run)
-
     async def point_ids(self, surface: VectorSurface = VectorSurface.CONTENT) -> set[MemoryId]:
         """See ``VectorIndex.point_ids`` (scrolled in pages of 1024).
 
         Raises:
             BackendError: the index is closed, or Qdrant Edge failed (cause chained).
         """
-        return await asyncio.to_thread(self._point_ids_sync, VectorSurface(surface))
+        surface = VectorSurface(surface)
+        return await asyncio.to_thread(
+            self._run, "list point ids", lambda s: surface_ids(s, surface)
+        )
 
     def _count_sync(self) -> int:
         """Every point, of any surface (the HNSW builds' measure)."""
         return self._run("count points", lambda shard: shard.count(qe.CountRequest(exact=True)))
-
-    def _surface_count_sync(self, surface: VectorSurface) -> int:
-        value = None if surface is VectorSurface.CONTENT else surface.value
-        request = qe.CountRequest(exact=True, filter=qe.Filter(must=[surface_condition(value)]))
-        return self._run("count points", lambda shard: shard.count(request))
 
     async def count(self, surface: VectorSurface = VectorSurface.CONTENT) -> int:
         """See ``VectorIndex.count`` (an exact count).
@@ -553,7 +525,10 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
         Raises:
             BackendError: the index is closed, or Qdrant Edge failed (cause chained).
         """
-        return await asyncio.to_thread(self._surface_count_sync, VectorSurface(surface))
+        surface = VectorSurface(surface)
+        return await asyncio.to_thread(
+            self._run, "count points", lambda s: count_surface(s, surface)
+        )
 
     # ------------------------------------------------------------------ HNSW
 

@@ -305,6 +305,16 @@ class CheckReport:
             },
         }
 
+    def _vector_differences(self, limit: int) -> list[str]:
+        """The missing and orphan points, content first, then each scene surface's."""
+        lines = [f"  vector missing for {memory_id}" for memory_id in self.missing_vectors[:limit]]
+        lines += [f"  vector without a current object: {i}" for i in self.orphan_vectors[:limit]]
+        for surface in self.surfaces:
+            name = surface.surface.value
+            lines += [f"  {name} vector missing for {memory_id}" for memory_id in surface.missing[:limit]]
+            lines += [f"  {name} vector without a current object: {i}" for i in surface.orphans[:limit]]
+        return lines
+
     def describe(self, *, limit: int = 10) -> list[str]:
         """Human-readable lines: a verdict, then what differs (at most ``limit`` examples each)."""
         verdict = "consistent" if self.consistent else "INCONSISTENT"
@@ -315,19 +325,12 @@ class CheckReport:
             f"  graph: {self.objects} objects, {self.links} links, {len(self.graph_problems)} problem(s)",
             f"  vectors: {points} points for {self.expected_vectors} expected, "
             f"{len(self.missing_vectors)} missing, {len(self.orphan_vectors)} orphan(s)",
-            *(_surface_line(surface) for surface in self.surfaces if surface.expected or surface.points),
+            *_surface_lines(self.surfaces),
             f"  stats: {rows} rows, {len(self.stats_drift)} counter(s) drifted",
         ]
         for problem in self.graph_problems[:limit]:
             lines.append(f"  graph {problem.kind.value} {problem.id}: {problem.detail}")
-        for memory_id in self.missing_vectors[:limit]:
-            lines.append(f"  vector missing for {memory_id}")
-        for memory_id in self.orphan_vectors[:limit]:
-            lines.append(f"  vector without a current object: {memory_id}")
-        for surface in self.surfaces:
-            name = surface.surface.value
-            lines += [f"  {name} vector missing for {memory_id}" for memory_id in surface.missing[:limit]]
-            lines += [f"  {name} vector without a current object: {i}" for i in surface.orphans[:limit]]
+        lines += self._vector_differences(limit)
         for drift in self.stats_drift[:limit]:
             key = f"[{drift.key}]" if drift.key else ""
             lines.append(f"  stats {drift.counter}{key}: stored {drift.stored}, graph says {drift.expected}")
@@ -356,12 +359,15 @@ class CheckReport:
         return lines
 
 
-def _surface_line(surface: SurfaceVectors) -> str:
-    points = "missing" if surface.points is None else str(surface.points)
-    return (
-        f"  {surface.surface.value} vectors: {points} points for {surface.expected} expected, "
-        f"{len(surface.missing)} missing, {len(surface.orphans)} orphan(s)"
-    )
+def _surface_lines(surfaces: tuple[SurfaceVectors, ...]) -> list[str]:
+    """One summary line per scene surface that holds or expects points."""
+    return [
+        f"  {surface.surface.value} vectors: "
+        f"{'missing' if surface.points is None else surface.points} points for {surface.expected} "
+        f"expected, {len(surface.missing)} missing, {len(surface.orphans)} orphan(s)"
+        for surface in surfaces
+        if surface.expected or surface.points
+    ]
 
 
 @attrs.frozen(kw_only=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from charmem.domain._fields import ChoiceEnum
 from charmem.domain.model import Episode
 
-__all__ = ["PARTICIPANT_WORDS_SEPARATOR", "VectorSurface", "scene_surface_texts"]
+__all__ = ["PARTICIPANT_WORDS_SEPARATOR", "VectorSurface", "entry_key", "scene_surface_texts"]
 
 #: What joins the participants' names and descriptions into one person-words text.
 PARTICIPANT_WORDS_SEPARATOR = "\n"
@@ -61,3 +61,8 @@ def scene_surface_texts(episode: Episode) -> dict[VectorSurface, str]:
     if words:
         texts[VectorSurface.PERSON_WORDS] = PARTICIPANT_WORDS_SEPARATOR.join(words)
     return texts
+
+
+def entry_key(memory_id: object, surface: VectorSurface) -> str:
+    """How logs name one point: ``"<id>"`` for content, ``"<id>/<surface>"`` for a scene surface."""
+    return str(memory_id) if surface is VectorSurface.CONTENT else f"{memory_id}/{surface.value}"
