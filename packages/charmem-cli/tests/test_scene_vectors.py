@@ -86,8 +86,8 @@ async def stack(
         await memory.close()
 
 
-async def _remember_scene(memory: CharacterMemory) -> RememberWritePlan:
-    """Commit an episode with :data:`SCENE` (and an observation), its index entries planned from it.
+async def _scene_plan(memory: CharacterMemory) -> RememberWritePlan:
+    """A plan of an episode with :data:`SCENE` (and an observation), its index entries planned from it.
 
     The plan's episode is given its scene here, so this test does not depend on how a draft's
     scene reaches the episode.
@@ -103,7 +103,11 @@ async def _remember_scene(memory: CharacterMemory) -> RememberWritePlan:
     )
     plan = await memory.prepare(drafts)
     objects = tuple(attrs.evolve(o, scene=SCENE) if isinstance(o, Episode) else o for o in plan.objects)
-    plan = attrs.evolve(plan, objects=objects, index_entries=index_entries(objects))
+    return attrs.evolve(plan, objects=objects, index_entries=index_entries(objects))
+
+
+async def _remember_scene(memory: CharacterMemory) -> RememberWritePlan:
+    plan = await _scene_plan(memory)
     outcome = await memory.commit(plan)
     assert not outcome.repair_markers
     return plan
@@ -237,4 +241,16 @@ async def test_check_reports_and_repair_removes_a_stray_surface_point(
     assert any("setting_words vector without a current object" in line for line in report.describe())
     await repair(memory, report)
     assert await stores_of(memory).vectors.point_ids(SETTING) == set()
+    assert (await check(memory)).consistent
+
+
+async def test_commit_many_writes_the_surfaces_of_every_plan(stack: tuple[Settings, CharacterMemory]) -> None:
+    _settings, memory = stack
+    plans = [await _scene_plan(memory) for _ in range(3)]
+    outcomes = await memory.commit_many(plans)
+    assert not any(outcome.repair_markers for outcome in outcomes)
+    episodes = {plan.objects[0].id for plan in plans}
+    vectors = stores_of(memory).vectors
+    assert await vectors.point_ids(SETTING) == await vectors.point_ids(PERSON) == episodes
+    assert await vectors.count() == 6
     assert (await check(memory)).consistent
