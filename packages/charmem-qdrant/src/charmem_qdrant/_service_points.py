@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from qdrant_client import AsyncQdrantClient, models
 
+from charmem.ports import VectorSurface
 from charmem_qdrant._recall import (
     PAYLOAD_ID,
     PAYLOAD_SURFACE,
@@ -22,6 +23,7 @@ from charmem_qdrant._recall import (
     SCROLL_PAGE,
     Found,
     PointParts,
+    surface_point_id,
 )
 from charmem_qdrant._service_layout import ServiceScope
 
@@ -108,11 +110,15 @@ class ScopedPoints:
     async def page(
         self, offset: models.ExtendedPointId | None
     ) -> tuple[list[tuple[str, models.Record]], models.ExtendedPointId | None]:
-        """One page of whole points with their memory ids, and the next page's offset.
+        """One page of whole points with their layout-free ids, and the next page's offset.
+
+        A point's layout-free id is its memory id, or for a scene surface's point
+        ``uuid5(memory_id, surface)`` (:func:`~charmem_qdrant._recall.surface_point_id`): what
+        :meth:`copy` maps to the target scope's point id, so an object's surfaces stay apart.
 
         Returns:
-            ((memory id, record with vectors and payload) per point, the next offset or ``None``
-            after the last page).
+            ((layout-free id, record with vectors and payload) per point, the next offset or
+            ``None`` after the last page).
         """
         records, following = await self._client.scroll(
             self._name,
@@ -122,7 +128,12 @@ class ScopedPoints:
             with_payload=True,
             with_vectors=True,
         )
-        return [(self._scope.memory_id(r.id, r.payload), r) for r in records], following
+        return [(self._point_key(r), r) for r in records], following
+
+    def _point_key(self, record: models.Record) -> str:
+        memory_id = self._scope.memory_id(record.id, record.payload)
+        surface = (record.payload or {}).get(PAYLOAD_SURFACE)
+        return memory_id if surface is None else surface_point_id(memory_id, VectorSurface(surface))
 
     async def copy(self, points: Sequence[tuple[str, models.Record]]) -> int:
         """Write whole points read from another scope (:meth:`page`), then count them here.
@@ -132,14 +143,14 @@ class ScopedPoints:
         """
         prepared = [
             models.PointStruct(
-                id=self._scope.point_id(memory_id),
+                id=self._scope.point_id(key),
                 vector=record.vector or {},  # type: ignore[arg-type]
-                payload=self._scope.payload({**(record.payload or {}), PAYLOAD_ID: memory_id}),
+                payload=self._scope.payload({PAYLOAD_ID: key, **(record.payload or {})}),
             )
-            for memory_id, record in points
+            for key, record in points
         ]
         await self._write(prepared)
-        written = [memory_id for memory_id, _ in points]
+        written = [key for key, _ in points]
         return await self.count([models.HasIdCondition(has_id=self._scope.point_ids(written))])
 
     async def _write(self, prepared: list[models.PointStruct]) -> None:
