@@ -3,6 +3,7 @@
 Shelf keeps one JSON file per collection. This is the worked example of the
 charmem-contract-tests README, small on purpose: an exact cosine scan, the embedder fingerprint
 kept in the file, a lock file so one opener at a time, writes made durable by an atomic replace.
+A point is identified by its object's id and its surface (content, or a scene surface).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from charmem.errors import (
     EmbedderMismatchError,
     StoreLockedError,
 )
-from charmem.ports import VectorHit, VectorPoint, VectorQuery, VectorSearchResult
+from charmem.ports import VectorHit, VectorPoint, VectorQuery, VectorSearchResult, VectorSurface
 from charmem.settings import validate_collection_name
 
 
@@ -44,7 +45,7 @@ class ShelfVectorIndex:
         self._path = Path(root) / f"{collection}.json"
         self._lock = Path(root) / f"{collection}.lock"
         self._model_id, self._size = model_id, vector_size
-        self._points: dict[MemoryId, tuple[ObjectType, list[float]]] = {}
+        self._points: dict[tuple[MemoryId, VectorSurface], tuple[ObjectType, list[float]]] = {}
         self._path.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.close(os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -87,13 +88,15 @@ class ShelfVectorIndex:
             )
         if stored["model_id"] != self._model_id:
             raise EmbedderMismatchError(f"{self._path} was indexed by {stored['model_id']!r}; rebuild it")
-        self._points = {MemoryId(k): (ObjectType(t), v) for k, (t, v) in stored["points"].items()}
+        self._points = {
+            (MemoryId(k), VectorSurface(s)): (ObjectType(t), v) for k, s, t, v in stored["points"]
+        }
 
     def _save(self) -> None:
         document = {
             "model_id": self._model_id,
             "vector_size": self._size,
-            "points": {str(k): [t.value, v] for k, (t, v) in self._points.items()},
+            "points": [[str(k), s.value, t.value, v] for (k, s), (t, v) in self._points.items()],
         }
         temporary = self._path.with_suffix(".tmp")
         with temporary.open("w", encoding="utf-8") as out:
@@ -118,32 +121,37 @@ class ShelfVectorIndex:
         return [x / norm for x in values]
 
     async def upsert(self, points: Sequence[VectorPoint]) -> None:
-        """Insert or replace points; every point is checked before any is written."""
-        checked = [(p.id, ObjectType(p.object_type), self._check(p.vector)) for p in points]
-        for memory_id, kind, vector in checked:
-            self._points[memory_id] = (kind, vector)
+        """Insert or replace points (by id and surface); every point is checked before any is written."""
+        checked = [
+            ((p.id, VectorSurface(p.surface)), ObjectType(p.object_type), self._check(p.vector))
+            for p in points
+        ]
+        for key, kind, vector in checked:
+            self._points[key] = (kind, vector)
         await asyncio.to_thread(self._save)
 
     async def delete(self, ids: Sequence[MemoryId]) -> None:
-        """Remove points; absent ids are ignored."""
+        """Remove the points of ``ids`` on every surface; absent ids are ignored."""
         self._check([0.0] * self._size)
-        for memory_id in ids:
-            self._points.pop(memory_id, None)
+        gone = set(ids)
+        self._points = {key: value for key, value in self._points.items() if key[0] not in gone}
         await asyncio.to_thread(self._save)
 
     async def search(self, query: VectorQuery) -> VectorSearchResult:
         """Exact cosine scan: score descending (in steps of ``SCORE_RESOLUTION``), ties by id ascending.
 
-        Honours the type scope, ``within`` (only those ids) and ``min_score`` (a cosine floor),
-        all applied before the limit.
+        Searches ``query.surface`` only, and honours the type scope, ``within`` (only those ids)
+        and ``min_score`` (a cosine floor), all applied before the limit.
         """
         vector = self._check(query.vector)
         scope = set(query.object_types)
         within = None if query.within is None else set(query.within)
         in_scope = [
             VectorHit(memory_id, kind, sum(a * b for a, b in zip(vector, stored, strict=True)))
-            for memory_id, (kind, stored) in self._points.items()
-            if (not scope or kind in scope) and (within is None or memory_id in within)
+            for (memory_id, surface), (kind, stored) in self._points.items()
+            if surface is query.surface
+            and (not scope or kind in scope)
+            and (within is None or memory_id in within)
         ]
         floor = query.min_score
         hits = sorted(
@@ -156,13 +164,13 @@ class ShelfVectorIndex:
         )
         return VectorSearchResult(hits=kept, completeness=completeness)
 
-    async def point_ids(self) -> set[MemoryId]:
-        """Every point id."""
-        return set(self._points)
+    async def point_ids(self, surface: VectorSurface = VectorSurface.CONTENT) -> set[MemoryId]:
+        """The ids with a point on ``surface``."""
+        return {memory_id for memory_id, on in self._points if on is surface}
 
-    async def count(self) -> int:
-        """Number of points."""
-        return len(self._points)
+    async def count(self, surface: VectorSurface = VectorSurface.CONTENT) -> int:
+        """Number of points on ``surface``."""
+        return len(await self.point_ids(surface))
 
     async def close(self) -> None:
         """Release the lock (idempotent); writes are already durable."""

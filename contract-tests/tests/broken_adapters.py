@@ -21,8 +21,10 @@ from charmem.ports import (
     RetrievalStatsStore,
     StatsEntry,
     VectorIndex,
+    VectorPoint,
     VectorQuery,
     VectorSearchResult,
+    VectorSurface,
 )
 from charmem.stats import InMemoryRetrievalStatsStore
 from charmem.stats.memory import summarise
@@ -50,10 +52,17 @@ class InsertionOrderTiesIndex(ReferenceVectorIndex):
 
     async def search(self, query: VectorQuery) -> VectorSearchResult:
         result = await super().search(attrs.evolve(query, limit=10**6))
-        order = list(self._points)
+        order = list(self._points[query.surface])
         hits = sorted(result.hits, key=lambda hit: (-hit.score, order.index(hit.id)))[: query.limit]
         completeness = attrs.evolve(result.completeness, fetched=len(hits))
         return VectorSearchResult(hits=tuple(hits), completeness=completeness)
+
+
+class SurfaceBlindIndex(ReferenceVectorIndex):
+    """Stores every point as content: an episode's scene words replace and join its content."""
+
+    async def upsert(self, points: Sequence[VectorPoint]) -> None:
+        await super().upsert([attrs.evolve(point, surface=VectorSurface.CONTENT) for point in points])
 
 
 class HalfBatchGraphStore(ReferenceGraphStore):
@@ -115,6 +124,18 @@ class TestTiesInInsertionOrder(VectorIndexContract):
     @pytest.fixture
     async def vector_index_factory(self) -> AsyncIterator[StoreFactory[VectorIndex]]:
         async with opening(InsertionOrderTiesIndex) as factory:
+            yield factory
+
+
+class TestSurfaceBlind(VectorIndexContract):
+    supports_reopen = False
+    supports_lock = False
+    supports_lexical = False
+    supports_closed_errors = False
+
+    @pytest.fixture
+    async def vector_index_factory(self) -> AsyncIterator[StoreFactory[VectorIndex]]:
+        async with opening(SurfaceBlindIndex) as factory:
             yield factory
 
 

@@ -89,11 +89,24 @@ def test_an_index_returning_ties_in_insertion_order_fails_the_tie_tests(outcomes
         "test_ties_with_a_text_cue_do_not_depend_on_insertion_order",
         "test_limit_cuts_at_a_tie_boundary_by_id",
         "test_scores_closer_than_the_resolution_are_ties_cut_by_id",
+        "test_ties_on_a_surface_are_ordered_by_object_id",
     }
     message = failed["test_ties_are_ordered_by_id_whatever_the_insertion_order"]
     assert "ties must come back by id ascending" in message
     assert "inserted by descending ids" in message  # the report shows each insertion order
     assert "the tied run was cut by internal order" in failed["test_limit_cuts_at_a_tie_boundary_by_id"]
+
+
+def test_an_index_blind_to_surfaces_fails_the_surface_tests(outcomes: Outcomes) -> None:
+    failed = failures(outcomes, "TestSurfaceBlind")
+    assert set(failed) == {
+        "test_a_search_sees_its_own_surface_only",
+        "test_ties_on_a_surface_are_ordered_by_object_id",
+        "test_within_and_scanned_count_one_surface",
+        "test_upsert_replaces_one_surface_and_leaves_the_others",
+        "test_counts_and_point_ids_are_per_surface",
+        "test_delete_removes_every_surface_of_an_object",
+    }
 
 
 def test_a_graph_store_writing_half_a_batch_fails_atomicity(outcomes: Outcomes) -> None:

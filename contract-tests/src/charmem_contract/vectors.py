@@ -17,6 +17,7 @@ from charmem.ports import VectorIndex, VectorPoint, VectorQuery, VectorSearchRes
 from charmem_contract import data
 from charmem_contract._base import ContractSuite, requires
 from charmem_contract._store_lifecycle import StoreLifecycleTests
+from charmem_contract._vector_surfaces import VectorSurfaceTests
 from charmem_contract.factories import CONTRACT_COLLECTION, StoreFactory
 
 __all__ = ["VectorIndexContract"]
@@ -38,7 +39,7 @@ def _order(result: VectorSearchResult) -> list[MemoryId]:
     return [hit.id for hit in result.hits]
 
 
-class VectorIndexContract(StoreLifecycleTests[VectorIndex], ContractSuite, suite=True):
+class VectorIndexContract(VectorSurfaceTests, StoreLifecycleTests[VectorIndex], ContractSuite, suite=True):
     """Contract suite of :class:`charmem.ports.VectorIndex`.
 
     Subclass it as ``TestMyVectorIndex`` and override the one fixture ``vector_index_factory``: it
@@ -67,7 +68,7 @@ class VectorIndexContract(StoreLifecycleTests[VectorIndex], ContractSuite, suite
         "supports_closed_errors": "raises BackendError when used after close()",
     }
     optional_capabilities: ClassVar[frozenset[str]] = frozenset(capabilities)
-    minimum_passing: ClassVar[int] = 14
+    minimum_passing: ClassVar[int] = 20
 
     supports_reopen: ClassVar[bool] = True
     supports_lock: ClassVar[bool] = True
@@ -103,11 +104,6 @@ class VectorIndexContract(StoreLifecycleTests[VectorIndex], ContractSuite, suite
         return vector_index_factory
 
     # -- helpers ---------------------------------------------------------------------------
-
-    def _vec(self, *head: float) -> list[float]:
-        """A vector of the contract size: ``head`` then zeros."""
-        size = self.contract_vector_size
-        return [*head, *([0.0] * (size - len(head)))][:size]
 
     def _point(
         self, memory_id: MemoryId, *head: float, kind: ObjectType = OBS, text: str = ""

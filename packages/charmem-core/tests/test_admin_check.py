@@ -99,7 +99,7 @@ async def test_every_write_path_leaves_a_consistent_collection(memory: Character
     }
     data = report.to_dict()
     assert json.loads(json.dumps(data)) == data
-    assert data["format_version"] == 1
+    assert data["format_version"] == 2
     assert data["consistent"] is True
     assert data["repairable"] is True
     assert data["vectors"] == {
@@ -109,6 +109,10 @@ async def test_every_write_path_leaves_a_consistent_collection(memory: Character
         "points": 4,
         "missing": [],
         "orphans": [],
+        "surfaces": {
+            "setting_words": {"expected": 0, "points": 0, "missing": [], "orphans": []},
+            "person_words": {"expected": 0, "points": 0, "missing": [], "orphans": []},
+        },
     }
     assert data["graph"] == {"consistent": True, "problems": []}
     assert report.describe()[0] == "collection 'test': consistent"

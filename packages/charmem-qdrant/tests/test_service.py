@@ -37,6 +37,7 @@ from charmem.errors import (
 from charmem.ports import VectorIndex, VectorPoint, VectorQuery, VectorSearchResult
 from charmem_qdrant import (
     DEFAULT_FUSION_WEIGHTS,
+    SCHEMA_VERSION,
     EdgeVectorIndex,
     QdrantServiceVectorIndex,
     service_collection_name,
@@ -386,7 +387,7 @@ async def test_fingerprint_is_stored_in_the_collection_metadata() -> None:
             "format": "charmem-shard",
             "lexical_vector": "lexical",
             "model_id": MODEL,
-            "schema_version": 1,
+            "schema_version": SCHEMA_VERSION,
             "vector_size": SIZE,
         }
     }

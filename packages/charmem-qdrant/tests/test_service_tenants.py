@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
+import attrs
 import pytest
 from qdrant_client import AsyncQdrantClient, models
 
@@ -24,8 +25,8 @@ from charmem.errors import (
     EmbedderMismatchError,
     StoreLayoutError,
 )
-from charmem.ports import VectorPoint, VectorQuery, VectorSearchResult
-from charmem_qdrant import QdrantServiceVectorIndex, shared_collection_name
+from charmem.ports import VectorPoint, VectorQuery, VectorSearchResult, VectorSurface
+from charmem_qdrant import SCHEMA_VERSION, QdrantServiceVectorIndex, shared_collection_name
 from charmem_qdrant._service_collection import collection_config, payload_indexes
 from charmem_qdrant._service_layout import TENANT_KEY
 from charmem_qdrant._service_points import ScopedPoints
@@ -232,7 +233,7 @@ async def test_the_tenant_marker_records_the_fingerprint_and_is_in_no_tenant(
             "format": "charmem-shard",
             "lexical_vector": "lexical",
             "model_id": MODEL,
-            "schema_version": 1,
+            "schema_version": SCHEMA_VERSION,
             "vector_size": SIZE,
         }
     }
@@ -266,7 +267,10 @@ def test_the_shared_collection_has_a_tenant_index_and_per_tenant_hnsw() -> None:
     alone = collection_config(marker, shared=False)
     assert alone["optimizers_config"] == models.OptimizersConfigDiff(indexing_threshold=0)
     assert "hnsw_config" not in alone
-    assert dict(payload_indexes(shared=False)) == {"object_type": models.PayloadSchemaType.KEYWORD}
+    assert dict(payload_indexes(shared=False)) == {
+        "object_type": models.PayloadSchemaType.KEYWORD,
+        "surface": models.PayloadSchemaType.KEYWORD,
+    }
 
 
 class _Recording:
@@ -331,9 +335,12 @@ async def test_every_data_call_carries_the_tenant_filter() -> None:
 
 
 async def _per_collection_deployment(
-    client: AsyncQdrantClient,
+    client: AsyncQdrantClient, *, scenes: bool = False
 ) -> tuple[list[VectorPoint], list[VectorQuery], list[list[tuple[MemoryId, float]]]]:
-    """Collection "legacy" in the per-collection layout: its points, queries and answers."""
+    """Collection "legacy" in the per-collection layout: its points, queries and answers.
+
+    ``scenes``: the first episode also has its two scene surfaces' points.
+    """
     old = await open_index(client, "legacy", layout="per_collection", lexical=True)
     points = [
         point([1, 0, 0], text="green tea in the evening"),
@@ -341,11 +348,19 @@ async def _per_collection_deployment(
         point([0.6, 0.8, 0], ObjectType.DERIVED, text="my sister adopted Biscuit"),
         *(point([0.1 * i, 1, 0.5]) for i in range(1500)),  # more than one scroll page
     ]
+    if scenes:  # the first episode's scene surfaces: points of their own, kept apart by the move
+        points += [
+            attrs.evolve(point([0, 0, 1], text="a rainy harbour"), id=points[0].id, surface=surface)
+            for surface in (VectorSurface.SETTING_WORDS, VectorSurface.PERSON_WORDS)
+        ]
     await old.upsert(points)
     queries = [
         VectorQuery(vector=[1.0, 0.0, 0.0], limit=10),
         VectorQuery(vector=[1.0, 0.0, 0.0], limit=5, text="Biscuit"),
         VectorQuery(vector=[0.0, 1.0, 0.0], limit=30, object_types=(ObjectType.EPISODE,)),
+        VectorQuery(
+            vector=[0.0, 0.0, 1.0], limit=5, text="harbour", surface=VectorSurface.PERSON_WORDS
+        ),
     ]
     answers = [[(h.id, h.score) for h in (await old.search(q)).hits] for q in queries]
     await old.close()
@@ -355,7 +370,7 @@ async def _per_collection_deployment(
 async def test_a_per_collection_deployment_is_refused_then_migrated(
     client: AsyncQdrantClient,
 ) -> None:
-    points, queries, answers = await _per_collection_deployment(client)
+    points, queries, answers = await _per_collection_deployment(client, scenes=True)
     neighbour = await open_index(client, "neighbour")  # a tenant already in the shared collection
     await neighbour.upsert([point([1, 0, 0])])
     before = await tenant_points(client, "neighbour")
@@ -381,7 +396,10 @@ async def test_a_per_collection_deployment_is_refused_then_migrated(
 
     migrated = await open_index(client, "legacy", lexical=True)
     try:
-        assert await migrated.point_ids() == {p.id for p in points}
+        for surface in VectorSurface:
+            assert await migrated.point_ids(surface) == {
+                p.id for p in points if p.surface is surface
+            }
         for query, expected in zip(queries, answers, strict=True):
             got = [(h.id, h.score) for h in (await migrated.search(query)).hits]
             assert [i for i, _ in got] == [i for i, _ in expected]

@@ -215,10 +215,10 @@ async def _open_each_store(
     stats = await load_factory("stats", settings.retrieval_stats_store_mode).open(settings, collection)
     opened.append(stats)
     stats_lost = await stats_lost_beside_graph(settings, graph, stats)
-    if rebuild_vectors:
+    rebuild = rebuild_vectors or await ensure_vectors_match_graph(settings, collection, graph)
+    if rebuild:  # asked for, or a lost (nothing to drop) or outdated index
         dropped = await drop_vector_index(settings, collection)
         log.info("vector_index_dropped", collection=collection, dropped=dropped)
-    rebuild = rebuild_vectors or await ensure_vectors_match_graph(settings, collection, graph)
     vectors = await load_factory("vectors", settings.vector_store_mode).open(
         settings, collection, model_id=embedder.model_id, vector_size=embedder.vector_size
     )

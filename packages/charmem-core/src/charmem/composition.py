@@ -185,6 +185,17 @@ class ClassFactory(Generic[AdapterT]):
         del settings, collection
         return None
 
+    def outdated(self, settings: Settings, collection: str) -> bool:
+        """Whether the collection's vector index is of an older layout only the graph can rebuild.
+
+        Optional hook of a vector index factory: ``CharacterMemory.open`` then drops the index
+        and rebuilds it from the graph, with progress, as it does a lost one
+        (:func:`~charmem.usecases.maintenance.ensure_vectors_match_graph`). Blocking, like
+        :meth:`exists`. The default has a single layout: ``False``.
+        """
+        del settings, collection
+        return False
+
 
 class _RegisteredClass(ClassFactory[AdapterT]):
     """The factory of an entry point that names an adapter class (registration before factories).

@@ -43,6 +43,7 @@ from charmem.domain.plan import (
     RememberWritePlan,
 )
 from charmem.domain.retrieval import ContinuityContextPack, RetrievalContext
+from charmem.domain.surfaces import entry_key
 from charmem.errors import ConfigurationError, DraftValidationError
 from charmem.log import get_logger
 from charmem.ports import (
@@ -313,9 +314,8 @@ class CharacterMemory:
                 embed_timeout_s=self.embedding_timeout_s,
                 now=self.clock.now(),
             )
-        self._log_texts(
-            "memory_texts_committed", texts={str(entry.id): entry.text for entry in plan.index_entries}
-        )
+        texts = {entry_key(e.id, e.surface): e.text for e in plan.index_entries}
+        self._log_texts("memory_texts_committed", texts=texts)
         return outcome
 
     @operation
@@ -349,7 +349,7 @@ class CharacterMemory:
                 embed_timeout_s=self.embedding_timeout_s,
                 now=self.clock.now(),
             )
-        texts = {str(e.id): e.text for p in plans for e in p.index_entries}
+        texts = {entry_key(e.id, e.surface): e.text for p in plans for e in p.index_entries}
         self._log_texts("memory_texts_committed", texts=texts)
         return outcomes
 

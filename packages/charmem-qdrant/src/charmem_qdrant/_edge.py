@@ -19,11 +19,22 @@ import qdrant_edge as qe
 from charmem.domain.ids import MemoryId
 from charmem.errors import BackendError, CharmemError
 from charmem.log import get_logger
-from charmem.ports import VectorPoint, VectorQuery, VectorSearchResult
+from charmem.ports import VectorPoint, VectorQuery, VectorSearchResult, VectorSurface
 from charmem.settings import validate_collection_name
 from charmem_qdrant import _disk
 from charmem_qdrant._edge_build import HnswBuildReport, HnswBuilds, shard_to_optimize
-from charmem_qdrant._edge_points import SCORE, found, found_with_payload, plan_filter, typed
+from charmem_qdrant._edge_points import (
+    SCORE,
+    count_surface,
+    found,
+    found_with_payload,
+    ids_only,
+    plan_filter,
+    scope_key,
+    surface_condition,
+    surface_ids,
+    typed,
+)
 from charmem_qdrant._fusion import DEFAULT_FUSION_WEIGHTS
 from charmem_qdrant._hnsw import (
     HnswSettings,
@@ -32,10 +43,10 @@ from charmem_qdrant._hnsw import (
     shard_config,
 )
 from charmem_qdrant._recall import (
-    SCROLL_PAGE,
     Found,
     QdrantRecall,
     SearchPlan,
+    point_ids_of,
 )
 from charmem_qdrant._shard import (
     backend_error,
@@ -44,6 +55,7 @@ from charmem_qdrant._shard import (
     load_shard,
     open_shard,
     prepare_shard,
+    shard_outdated,
     shard_path,
 )
 
@@ -53,6 +65,9 @@ if TYPE_CHECKING:
 __all__ = ["EdgeVectorIndex", "HnswBuildReport"]
 
 _T = TypeVar("_T")
+
+#: The key of the cached count of scene surfaces' points (a search scope is never this tuple).
+_SCENE_POINTS = ("scene surfaces",)
 
 _log = get_logger("charmem_qdrant")
 
@@ -224,6 +239,22 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
         _, path = shard_path(settings.vector_store_path, collection)
         return holds_shard_data(path)
 
+    @classmethod
+    def outdated_from_settings(cls, settings: Settings, collection: str) -> bool:
+        """Whether the shard of ``collection`` is of an older schema version (rebuild it).
+
+        ``CharacterMemory.open`` asks this (the ``embedded`` factory's ``outdated``) and then
+        drops and rebuilds the shard from the graph, logged and reported through
+        ``rebuild_progress`` like a lost shard's rebuild.
+
+        Raises:
+            ConfigurationError: bad collection name, a path escaping the root, or a marker this
+                version does not read.
+            StoreCorruptedError: the marker is damaged.
+        """
+        _, path = shard_path(settings.vector_store_path, collection)
+        return shard_outdated(path)
+
     @property
     def path(self) -> Path:
         """The shard directory (``<root>/<collection>``, resolved)."""
@@ -346,7 +377,7 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
         await asyncio.to_thread(self._upsert_sync, list(points))
 
     def _delete_sync(self, ids: Sequence[MemoryId]) -> None:
-        point_ids: list[qe.PointId] = [str(MemoryId(i)) for i in ids]
+        point_ids: list[qe.PointId] = list(point_ids_of(ids))
         if not point_ids:
             return
         needed = _disk.SHARD_DISK_SPACE.to_write(0, self._vector_size)
@@ -357,7 +388,7 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
         _log.debug("vector_points_deleted", collection=self._collection, count=len(point_ids))
 
     async def delete(self, ids: Sequence[MemoryId]) -> None:
-        """See ``VectorIndex.delete``: durable on return; absent ids are ignored.
+        """See ``VectorIndex.delete``: every surface's point id, durable on return.
 
         Raises:
             BackendError: the index is closed, or Qdrant Edge failed (cause chained).
@@ -380,6 +411,16 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
                 self._counts[scope] = scanned
         return scanned
 
+    def _holds_scene_points(self, shard: qe.EdgeShard) -> bool:
+        """Whether any point is a scene surface's (cached until the next write)."""
+        held = self._counts.get(_SCENE_POINTS)
+        if held is None:
+            scene = qe.Filter(must_not=[surface_condition(None)])
+            held = self._counts[_SCENE_POINTS] = shard.count(
+                qe.CountRequest(exact=True, filter=scene)
+            )
+        return held > 0
+
     def _covers_all(self, shard: qe.EdgeShard, scanned: int) -> bool:
         """Whether ``scanned`` is every point of the shard (cached until the next write)."""
         total = self._counts.get(())
@@ -391,12 +432,12 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
         self, shard: qe.EdgeShard, plan: SearchPlan
     ) -> tuple[bool, int, list[tuple[Found, float]]]:
         """Run the stages under the index lock: (approximate, scanned, typed hits)."""
-        type_filter = plan_filter(plan)
-        scope = None if plan.within is not None else tuple(plan.types)
+        type_filter = plan_filter(plan, scene_points=self._holds_scene_points(shard))
+        scope = scope_key(plan)
         hnsw = self._hnsw if self._indexed > 0 else None  # a finished build changes it
         scanned = self._scanned(shard, type_filter, scope)
-        fused = plan.stages > 1
-        ranker = plan.ranker(scanned, SCORE, found if fused else found_with_payload)
+        by_id = ids_only(plan)
+        ranker = plan.ranker(scanned, SCORE, found if by_id else found_with_payload)
         if ranker is None:
             return hnsw is not None, scanned, []
         scan_filter = type_filter
@@ -415,14 +456,14 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
                         filter=scan_filter,
                         params=dense if stage == 0 else None,  # they concern dense only
                         score_threshold=plan.threshold(stage),
-                        with_payload=not fused,
+                        with_payload=not by_id,
                     )
                     for stage, n in ranker.pending
                 ]
             )
             ranker.accept(shard.query_batch(batch))
         scored = self._scored(ranker.ranked(), plan)
-        return hnsw is not None, scanned, typed(shard, scored) if fused else scored
+        return hnsw is not None, scanned, typed(shard, scored) if by_id else scored
 
     def _search_held(self, query: VectorQuery) -> VectorSearchResult:
         """Search, the caller holding the index lock."""
@@ -463,39 +504,31 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
                 self._lock.release()
         return await asyncio.to_thread(self._search_sync, query)
 
-    def _point_ids_sync(self) -> set[MemoryId]:
-        def run(shard: qe.EdgeShard) -> set[MemoryId]:
-            ids: set[MemoryId] = set()
-            offset: qe.PointId | None = None
-            while True:
-                page = qe.ScrollRequest(
-                    offset=offset, limit=SCROLL_PAGE, with_payload=False, with_vector=False
-                )
-                records, offset = shard.scroll(page)
-                ids.update(MemoryId(str(record.id)) for record in records)
-                if offset is None:
-                    return ids
-
-        return self._run("list point ids", run)
-
-    async def point_ids(self) -> set[MemoryId]:
+    async def point_ids(self, surface: VectorSurface = VectorSurface.CONTENT) -> set[MemoryId]:
         """See ``VectorIndex.point_ids`` (scrolled in pages of 1024).
 
         Raises:
             BackendError: the index is closed, or Qdrant Edge failed (cause chained).
         """
-        return await asyncio.to_thread(self._point_ids_sync)
+        surface = VectorSurface(surface)
+        return await asyncio.to_thread(
+            self._run, "list point ids", lambda s: surface_ids(s, surface)
+        )
 
     def _count_sync(self) -> int:
+        """Every point, of any surface (the HNSW builds' measure)."""
         return self._run("count points", lambda shard: shard.count(qe.CountRequest(exact=True)))
 
-    async def count(self) -> int:
+    async def count(self, surface: VectorSurface = VectorSurface.CONTENT) -> int:
         """See ``VectorIndex.count`` (an exact count).
 
         Raises:
             BackendError: the index is closed, or Qdrant Edge failed (cause chained).
         """
-        return await asyncio.to_thread(self._count_sync)
+        surface = VectorSurface(surface)
+        return await asyncio.to_thread(
+            self._run, "count points", lambda s: count_surface(s, surface)
+        )
 
     # ------------------------------------------------------------------ HNSW
 

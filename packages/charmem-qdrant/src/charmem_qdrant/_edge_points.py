@@ -15,14 +15,46 @@ from typing import Final
 
 import qdrant_edge as qe
 
+from charmem.domain.ids import MemoryId
 from charmem.errors import BackendError
-from charmem_qdrant._recall import PAYLOAD_ID, PAYLOAD_TYPE, Found, SearchPlan
+from charmem.ports import VectorSurface
+from charmem_qdrant._recall import (
+    PAYLOAD_ID,
+    PAYLOAD_SURFACE,
+    PAYLOAD_TYPE,
+    SCROLL_PAGE,
+    Found,
+    SearchPlan,
+)
 
-__all__ = ["SCORE", "found", "found_with_payload", "plan_filter", "typed"]
+__all__ = [
+    "SCORE",
+    "count_surface",
+    "found",
+    "found_with_payload",
+    "ids_only",
+    "plan_filter",
+    "scope_key",
+    "surface_condition",
+    "surface_ids",
+    "typed",
+]
 
 
-def plan_filter(plan: SearchPlan) -> qe.Filter | None:
-    """Scope by object type and, with ``within``, to those point ids (``VectorQuery``)."""
+def surface_condition(surface: str | None) -> qe.FieldCondition | qe.IsEmptyCondition:
+    """The points of one surface: those without a ``surface`` payload (content, None) or with it."""
+    if surface is None:
+        return qe.IsEmptyCondition(PAYLOAD_SURFACE)
+    return qe.FieldCondition(PAYLOAD_SURFACE, match=qe.MatchValue(surface))
+
+
+def plan_filter(plan: SearchPlan, *, scene_points: bool) -> qe.Filter | None:
+    """Scope by object type, with ``within`` to those point ids, and to the plan's surface.
+
+    ``scene_points``: whether the shard holds any scene surface's point; without, a content
+    search needs no surface condition (every point is content), so its filter is that of a
+    shard before scene surfaces existed.
+    """
     must: list[
         qe.FieldCondition
         | qe.IsEmptyCondition
@@ -31,12 +63,57 @@ def plan_filter(plan: SearchPlan) -> qe.Filter | None:
         | qe.HasVectorCondition
         | qe.NestedCondition
         | qe.Filter
-    ] = []
+    ] = [surface_condition(plan.surface)] if scene_points or plan.surface is not None else []
     if plan.types:
         must.append(qe.FieldCondition(PAYLOAD_TYPE, match=qe.MatchAny(plan.types)))
     if plan.within is not None:
         must.append(qe.HasIdCondition(set(plan.within)))
     return qe.Filter(must=must) if must else None
+
+
+def scope_key(plan: SearchPlan) -> tuple[str, ...] | None:
+    """The key of the plan's cached candidate count: surface and types (None with ``within``)."""
+    return None if plan.within is not None else (plan.surface or "", *plan.types)
+
+
+def ids_only(plan: SearchPlan) -> bool:
+    """Whether the stages may read point ids only: a fused search of content.
+
+    A content point's id is its memory id; a scene surface's is not, so its stages read the
+    ``memory_id`` payload.
+    """
+    return plan.stages > 1 and plan.surface is None
+
+
+def surface_ids(shard: qe.EdgeShard, surface: VectorSurface) -> set[MemoryId]:
+    """The memory ids of the shard's points on ``surface`` (scrolled in pages of 1024)."""
+    content = surface is VectorSurface.CONTENT
+    only = qe.Filter(must=[surface_condition(None if content else surface.value)])
+    with_payload: bool | list[str] = False if content else [PAYLOAD_ID]
+    ids: set[MemoryId] = set()
+    offset: qe.PointId | None = None
+    while True:
+        page = qe.ScrollRequest(
+            offset=offset,
+            limit=SCROLL_PAGE,
+            filter=only,
+            with_payload=with_payload,
+            with_vector=False,
+        )
+        records, offset = shard.scroll(page)
+        ids.update(
+            MemoryId(str(r.id if content else (r.payload or {}).get(PAYLOAD_ID))) for r in records
+        )
+        if offset is None:
+            return ids
+
+
+def count_surface(shard: qe.EdgeShard, surface: VectorSurface) -> int:
+    """The exact number of the shard's points on ``surface``."""
+    value = None if surface is VectorSurface.CONTENT else surface.value
+    return shard.count(
+        qe.CountRequest(exact=True, filter=qe.Filter(must=[surface_condition(value)]))
+    )
 
 
 #: A scored point's stage score (an ``operator`` getter: the stage sorts call it in C).

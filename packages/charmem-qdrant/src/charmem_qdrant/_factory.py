@@ -29,6 +29,10 @@ class _EmbeddedFactory(ClassFactory[EdgeVectorIndex]):
         """:meth:`EdgeVectorIndex.exists_from_settings`."""
         return EdgeVectorIndex.exists_from_settings(settings, collection)
 
+    def outdated(self, settings: Settings, collection: str) -> bool:
+        """:meth:`EdgeVectorIndex.outdated_from_settings`: a shard of an older schema version."""
+        return EdgeVectorIndex.outdated_from_settings(settings, collection)
+
     async def drop(self, settings: Settings, collection: str) -> bool:
         """:meth:`EdgeVectorIndex.drop_from_settings`, in a worker thread."""
         return await asyncio.to_thread(EdgeVectorIndex.drop_from_settings, settings, collection)

@@ -9,7 +9,7 @@ The marker is a small JSON file, ``charmem-shard.json``, at the top of every sha
       "format": "charmem-shard",
       "lexical_vector": "lexical",
       "model_id": "all-MiniLM-L6-v2",
-      "schema_version": 1,
+      "schema_version": 2,
       "vector_size": 384
     }
 
@@ -38,8 +38,11 @@ __all__ = ["MARKER_FILE_NAME", "SCHEMA_VERSION", "ShardMarker", "write_atomic"]
 #: File name of the marker inside each shard directory.
 MARKER_FILE_NAME = "charmem-shard.json"
 
-#: Version of the shard layout (vector names, payload keys, marker fields) this package writes.
-SCHEMA_VERSION = 1
+#: Version of the shard layout (vector names, payload keys, marker fields) this package writes:
+#: 2 adds the points of an episode's scene surfaces (a ``surface`` payload, indexed). An Edge
+#: shard of version 1 holding points is rebuilt from the graph on open; a service collection
+#: of version 1 is read as it is (its points are content points).
+SCHEMA_VERSION = 2
 
 _FORMAT = "charmem-shard"
 

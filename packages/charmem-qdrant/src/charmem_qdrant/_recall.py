@@ -4,10 +4,14 @@ The embedded index (:mod:`charmem_qdrant._edge`, a Qdrant Edge shard) and the se
 (:mod:`charmem_qdrant._service`, a Qdrant server over gRPC) store the same points and answer a
 search the same way; they differ only in how they reach Qdrant. What they share lives here:
 
-* **Points**: id = the MemoryId UUID; a dense cosine vector ``"dense"`` (``vector_size``
+* **Points**: id = the MemoryId UUID for a content point, ``uuid5(memory_id, surface)`` for a
+  scene surface's (:func:`surface_point_id`); a dense cosine vector ``"dense"`` (``vector_size``
   floats), a BM25 sparse vector ``"lexical"`` of the point's text (``Bm25.embed_document``,
   computed locally, so both transports hold identical vectors) when the text has BM25 terms, and
-  the payload ``{"object_type": ..., "memory_id": ...}`` (:meth:`QdrantRecall._point_parts`).
+  the payload ``{"object_type": ..., "memory_id": ...}``, plus ``"surface"`` on a scene surface's
+  point (:meth:`QdrantRecall._point_parts`). A search keeps to its surface by a payload
+  condition (:func:`surface_condition`): a content search matches the points without
+  ``"surface"``.
 * **Search plan**: the checked query vector, the BM25 query of the cue text when the lexical cue
   is on, and how many points each stage contributes (:class:`SearchPlan`).
 * **Staged search**: each stage ranked canonically (score descending, id ascending, fetching more
@@ -34,7 +38,7 @@ from charmem.domain.ids import MemoryId
 from charmem.domain.model import ObjectType
 from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness
 from charmem.errors import BackendError, ConfigurationError, DimensionMismatchError
-from charmem.ports import VectorHit, VectorPoint, VectorQuery, VectorSearchResult
+from charmem.ports import VectorHit, VectorPoint, VectorQuery, VectorSearchResult, VectorSurface
 from charmem_qdrant._fusion import (
     DEFAULT_FUSION_WEIGHTS,
     RRF_K,
@@ -57,6 +61,7 @@ __all__ = [
     "LEXICAL_VECTOR",
     "LEXICAL_WEIGHT_KEY",
     "PAYLOAD_ID",
+    "PAYLOAD_SURFACE",
     "PAYLOAD_TYPE",
     "SCROLL_PAGE",
     "Found",
@@ -65,7 +70,9 @@ __all__ = [
     "SearchPlan",
     "checked_vector",
     "checked_weights",
+    "point_ids_of",
     "positive_setting",
+    "surface_point_id",
     "type_values",
     "weights_from_settings",
 ]
@@ -84,6 +91,9 @@ LEXICAL_WEIGHT_KEY: Final = "VECTOR_LEXICAL_WEIGHT"
 PAYLOAD_TYPE: Final = "object_type"
 #: Payload key of a point's id, the same UUID string as the point id.
 PAYLOAD_ID: Final = "memory_id"
+#: Payload key of a scene surface's point: the surface (``"setting_words"``,
+#: ``"person_words"``); content points have none, so their payload is that of schema 1.
+PAYLOAD_SURFACE: Final = "surface"
 #: Points per page when listing every point id (count).
 SCROLL_PAGE: Final = 1024
 
@@ -189,6 +199,23 @@ def checked_vector(
     return values
 
 
+def surface_point_id(memory_id: str, surface: VectorSurface) -> str:
+    """The point id of one surface of an object: the memory id, or ``uuid5(memory_id, surface)``.
+
+    Deterministic, so a replayed upsert replaces the point and a delete finds it without a read.
+    """
+    if surface is VectorSurface.CONTENT:
+        return memory_id
+    return str(uuid.uuid5(uuid.UUID(memory_id), surface.value))
+
+
+def point_ids_of(memory_ids: Sequence[MemoryId]) -> list[str]:
+    """The point ids of every surface of ``memory_ids`` (what a delete removes), in id order."""
+    return [
+        surface_point_id(str(MemoryId(i)), surface) for i in memory_ids for surface in VectorSurface
+    ]
+
+
 def type_values(object_types: Sequence[ObjectType]) -> list[str]:
     """The ``object_type`` payload values a type filter matches, sorted (none: no filter)."""
     return sorted({ObjectType(t).value for t in object_types})
@@ -219,7 +246,8 @@ class SearchPlan(NamedTuple):
         limit: the hits wanted (count).
         min_score: the cosine floor of the dense stage, or None.
         types: the ``object_type`` payload values to match, sorted (none: every type).
-        within: the point ids to search among, or None (every point).
+        within: the point ids (of ``surface``) to search among, or None (every point).
+        surface: the ``surface`` payload value to match, or None for content (no such payload).
     """
 
     vector: list[float]
@@ -228,6 +256,7 @@ class SearchPlan(NamedTuple):
     min_score: float | None
     types: list[str]
     within: list[str] | None
+    surface: str | None = None
 
     @property
     def queries(self) -> list[tuple[str, Any]]:
@@ -374,9 +403,12 @@ class QdrantRecall:
             if point.text and point.text.strip():
                 embedded = self._bm25.embed_document(point.text)
                 sparse = embedded if embedded.indices else None
-            point_id = str(point.id)
-            payload = {PAYLOAD_TYPE: ObjectType(point.object_type).value, PAYLOAD_ID: point_id}
-            parts.append(PointParts(point_id, vector, sparse, payload))
+            memory_id = str(point.id)
+            surface = VectorSurface(point.surface)
+            payload = {PAYLOAD_TYPE: ObjectType(point.object_type).value, PAYLOAD_ID: memory_id}
+            if surface is not VectorSurface.CONTENT:
+                payload[PAYLOAD_SURFACE] = surface.value
+            parts.append(PointParts(surface_point_id(memory_id, surface), vector, sparse, payload))
         return parts
 
     def _plan(self, query: VectorQuery) -> SearchPlan:
@@ -392,8 +424,12 @@ class QdrantRecall:
             embedded = self._bm25.embed_query(query.text)
             sparse = embedded if embedded.indices else None
         types = type_values(query.object_types)
-        within = None if query.within is None else [str(MemoryId(i)) for i in query.within]
-        return SearchPlan(vector, sparse, query.limit, query.min_score, types, within)
+        surface = VectorSurface(query.surface)
+        within = None
+        if query.within is not None:
+            within = [surface_point_id(str(MemoryId(i)), surface) for i in query.within]
+        value = None if surface is VectorSurface.CONTENT else surface.value
+        return SearchPlan(vector, sparse, query.limit, query.min_score, types, within, value)
 
     def _scored(self, ranked: list[list[Found]], plan: SearchPlan) -> list[tuple[Found, float]]:
         """The hits of the ranked stages with their scores: one stage as it is, two fused.

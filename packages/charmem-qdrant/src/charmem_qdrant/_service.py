@@ -19,10 +19,10 @@ from charmem.admin import VectorLayoutMigration
 from charmem.domain.ids import MemoryId
 from charmem.errors import BackendError, ConfigurationError
 from charmem.log import get_logger
-from charmem.ports import VectorPoint, VectorQuery, VectorSearchResult
+from charmem.ports import VectorPoint, VectorQuery, VectorSearchResult, VectorSurface
 from charmem.settings import validate_collection_name
 from charmem_qdrant._fusion import DEFAULT_FUSION_WEIGHTS
-from charmem_qdrant._recall import QdrantRecall
+from charmem_qdrant._recall import QdrantRecall, point_ids_of
 from charmem_qdrant._service_client import (
     DEFAULT_TIMEOUT,
     TIMEOUT_KEY,
@@ -44,7 +44,7 @@ from charmem_qdrant._service_layout import (
 )
 from charmem_qdrant._service_migrate import migrate_to_shared
 from charmem_qdrant._service_open import Server, drop_collection, open_scope
-from charmem_qdrant._service_points import ScopedPoints, sparse
+from charmem_qdrant._service_points import ScopedPoints, sparse, surface_condition
 
 if TYPE_CHECKING:
     from charmem.settings import Settings
@@ -518,17 +518,17 @@ class QdrantServiceVectorIndex(QdrantRecall):
         _log.debug("vector_points_upserted", collection=self._collection, count=len(parts))
 
     async def delete(self, ids: Sequence[MemoryId]) -> None:
-        """See ``VectorIndex.delete``: applied before it returns; absent ids are ignored.
+        """See ``VectorIndex.delete``: every surface's point, applied before it returns.
 
         Raises:
             BackendError: the index is closed, or the server failed.
         """
         scoped = self._points("delete points")
-        memory_ids = [str(MemoryId(i)) for i in ids]
-        if not memory_ids:
+        point_ids = point_ids_of(ids)  # every surface's (the scope maps them to its tenant's)
+        if not point_ids:
             return
-        await self._call("delete points", lambda: scoped.delete(memory_ids))
-        _log.debug("vector_points_deleted", collection=self._collection, count=len(memory_ids))
+        await self._call("delete points", lambda: scoped.delete(point_ids))
+        _log.debug("vector_points_deleted", collection=self._collection, count=len(ids))
 
     # ------------------------------------------------------------------ reads
 
@@ -554,24 +554,26 @@ class QdrantServiceVectorIndex(QdrantRecall):
         scored = self._scored(ranked, plan)
         return self._result(scored, scanned, where=where, approximate=False)
 
-    async def point_ids(self) -> set[MemoryId]:
+    async def point_ids(self, surface: VectorSurface = VectorSurface.CONTENT) -> set[MemoryId]:
         """See ``VectorIndex.point_ids`` (scrolled in pages of 1024).
 
         Raises:
             BackendError: the index is closed, or the server failed.
         """
         scoped = self._points("list point ids")
-        found = await self._call("list point ids", scoped.memory_ids)
+        value = _surface_value(surface)
+        found = await self._call("list point ids", lambda: scoped.memory_ids(value))
         return {MemoryId(memory_id) for memory_id in found}
 
-    async def count(self) -> int:
-        """Number of the collection's points (an exact count; shared: its tenant's).
+    async def count(self, surface: VectorSurface = VectorSurface.CONTENT) -> int:
+        """Number of the collection's points on ``surface`` (an exact count; shared: its tenant's).
 
         Raises:
             BackendError: the index is closed, or the server failed.
         """
         scoped = self._points("count points")
-        return await self._call("count points", scoped.count)
+        condition = surface_condition(_surface_value(surface))
+        return await self._call("count points", lambda: scoped.count([condition]))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -590,3 +592,9 @@ class QdrantServiceVectorIndex(QdrantRecall):
             raise BackendError(
                 f"could not close the Qdrant client of {self._endpoint}: {self._scrub(str(exc))}"
             ) from exc
+
+
+def _surface_value(surface: VectorSurface) -> str | None:
+    """The ``surface`` payload value of a surface's points (None: content, which has none)."""
+    surface = VectorSurface(surface)
+    return None if surface is VectorSurface.CONTENT else surface.value

@@ -21,7 +21,7 @@ from qdrant_client import AsyncQdrantClient, models
 
 from charmem.errors import ConfigurationError
 from charmem_qdrant._marker import ShardMarker
-from charmem_qdrant._recall import DENSE_VECTOR, LEXICAL_VECTOR, PAYLOAD_TYPE
+from charmem_qdrant._recall import DENSE_VECTOR, LEXICAL_VECTOR, PAYLOAD_SURFACE, PAYLOAD_TYPE
 from charmem_qdrant._service_client import CONNECTION_KEY
 from charmem_qdrant._service_layout import TENANT_KEY
 
@@ -67,8 +67,14 @@ def collection_config(fingerprint: ShardMarker, *, shared: bool) -> dict[str, An
 
 
 def payload_indexes(*, shared: bool) -> list[tuple[str, models.PayloadSchemaType | Any]]:
-    """The payload indexes of a collection: ``object_type``, and shared the tenant key."""
-    indexes: list[tuple[str, Any]] = [(PAYLOAD_TYPE, models.PayloadSchemaType.KEYWORD)]
+    """The payload indexes of a collection: ``object_type``, ``surface``, and shared the tenant key.
+
+    An opening creates those a collection lacks (one of schema version 1 lacks ``surface``).
+    """
+    indexes: list[tuple[str, Any]] = [
+        (PAYLOAD_TYPE, models.PayloadSchemaType.KEYWORD),
+        (PAYLOAD_SURFACE, models.PayloadSchemaType.KEYWORD),
+    ]
     if shared:
         tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
         indexes.append((TENANT_KEY, tenant))

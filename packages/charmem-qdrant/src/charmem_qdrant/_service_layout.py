@@ -166,9 +166,9 @@ class ServiceScope:
         return {**payload, TENANT_KEY: self.collection}
 
     def memory_id(self, point_id: object, payload: Mapping[str, object] | None) -> str:
-        """The memory id of a stored point: its id, or shared, its ``memory_id`` payload."""
+        """A point's memory id: its ``memory_id`` payload (per collection, its id if unread)."""
         if not self.shared:
-            return str(point_id)
+            return str((payload or {}).get(PAYLOAD_ID) or point_id)
         return str((payload or {}).get(PAYLOAD_ID) or "")  # none: an invalid id, refused
 
     @property

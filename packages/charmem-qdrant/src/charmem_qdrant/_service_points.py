@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 from qdrant_client import AsyncQdrantClient, models
 
-from charmem_qdrant._recall import PAYLOAD_ID, PAYLOAD_TYPE, SCROLL_PAGE, Found, PointParts
+from charmem.ports import VectorSurface
+from charmem_qdrant._recall import (
+    PAYLOAD_ID,
+    PAYLOAD_SURFACE,
+    PAYLOAD_TYPE,
+    SCROLL_PAGE,
+    Found,
+    PointParts,
+    surface_point_id,
+)
 from charmem_qdrant._service_layout import ServiceScope
 
 if TYPE_CHECKING:
@@ -23,7 +32,7 @@ if TYPE_CHECKING:
 
     from charmem_qdrant._recall import SearchPlan
 
-__all__ = ["ScopedPoints", "sparse"]
+__all__ = ["ScopedPoints", "sparse", "surface_condition"]
 
 _SCORE: Final = operator.attrgetter("score")
 
@@ -31,6 +40,13 @@ _SCORE: Final = operator.attrgetter("score")
 def sparse(vector: qe.SparseVector) -> models.SparseVector:
     """A BM25 vector of ``qdrant_edge`` as qdrant-client sends it."""
     return models.SparseVector(indices=list(vector.indices), values=list(vector.values))
+
+
+def surface_condition(surface: str | None) -> models.Condition:
+    """The points of one surface: those without a ``surface`` payload (content, None) or with it."""
+    if surface is None:
+        return models.IsEmptyCondition(is_empty=models.PayloadField(key=PAYLOAD_SURFACE))
+    return models.FieldCondition(key=PAYLOAD_SURFACE, match=models.MatchValue(value=surface))
 
 
 class ScopedPoints:
@@ -59,15 +75,15 @@ class ScopedPoints:
         )
         return int(counted.count)
 
-    async def memory_ids(self) -> set[str]:
-        """The memory ids of every point of the collection (scrolled in pages of 1024)."""
+    async def memory_ids(self, surface: str | None = None) -> set[str]:
+        """The memory ids of the points of one surface (None: content), in pages of 1024."""
         ids: set[str] = set()
         offset: models.ExtendedPointId | None = None
-        with_payload = [PAYLOAD_ID] if self._scope.shared else False
+        with_payload = [PAYLOAD_ID] if self._scope.shared or surface is not None else False
         while True:
             records, offset = await self._client.scroll(
                 self._name,
-                scroll_filter=self._scope.filter(),
+                scroll_filter=self._scope.filter([surface_condition(surface)]),
                 limit=SCROLL_PAGE,
                 offset=offset,
                 with_payload=with_payload,
@@ -94,11 +110,15 @@ class ScopedPoints:
     async def page(
         self, offset: models.ExtendedPointId | None
     ) -> tuple[list[tuple[str, models.Record]], models.ExtendedPointId | None]:
-        """One page of whole points with their memory ids, and the next page's offset.
+        """One page of whole points with their layout-free ids, and the next page's offset.
+
+        A point's layout-free id is its memory id, or for a scene surface's point
+        ``uuid5(memory_id, surface)`` (:func:`~charmem_qdrant._recall.surface_point_id`): what
+        :meth:`copy` maps to the target scope's point id, so an object's surfaces stay apart.
 
         Returns:
-            ((memory id, record with vectors and payload) per point, the next offset or ``None``
-            after the last page).
+            ((layout-free id, record with vectors and payload) per point, the next offset or
+            ``None`` after the last page).
         """
         records, following = await self._client.scroll(
             self._name,
@@ -108,7 +128,12 @@ class ScopedPoints:
             with_payload=True,
             with_vectors=True,
         )
-        return [(self._scope.memory_id(r.id, r.payload), r) for r in records], following
+        return [(self._point_key(r), r) for r in records], following
+
+    def _point_key(self, record: models.Record) -> str:
+        memory_id = self._scope.memory_id(record.id, record.payload)
+        surface = (record.payload or {}).get(PAYLOAD_SURFACE)
+        return memory_id if surface is None else surface_point_id(memory_id, VectorSurface(surface))
 
     async def copy(self, points: Sequence[tuple[str, models.Record]]) -> int:
         """Write whole points read from another scope (:meth:`page`), then count them here.
@@ -118,14 +143,14 @@ class ScopedPoints:
         """
         prepared = [
             models.PointStruct(
-                id=self._scope.point_id(memory_id),
+                id=self._scope.point_id(key),
                 vector=record.vector or {},  # type: ignore[arg-type]
-                payload=self._scope.payload({**(record.payload or {}), PAYLOAD_ID: memory_id}),
+                payload=self._scope.payload({PAYLOAD_ID: key, **(record.payload or {})}),
             )
-            for memory_id, record in points
+            for key, record in points
         ]
         await self._write(prepared)
-        written = [memory_id for memory_id, _ in points]
+        written = [key for key, _ in points]
         return await self.count([models.HasIdCondition(has_id=self._scope.point_ids(written))])
 
     async def _write(self, prepared: list[models.PointStruct]) -> None:
@@ -166,7 +191,7 @@ class ScopedPoints:
 
     async def ranked(self, plan: SearchPlan) -> tuple[int, list[list[Found]]]:
         """Count the candidates, then run the stage rounds: (scanned, ranked stages)."""
-        conditions: list[models.Condition] = []
+        conditions: list[models.Condition] = [surface_condition(plan.surface)]
         if plan.types:
             conditions.append(
                 models.FieldCondition(key=PAYLOAD_TYPE, match=models.MatchAny(any=plan.types))

@@ -22,12 +22,18 @@ import filelock
 import qdrant_edge as qe
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
-from charmem.errors import BackendError, ConfigurationError, StoreCorruptedError, StoreLockedError
+from charmem.errors import (
+    BackendError,
+    ConfigurationError,
+    StoreCorruptedError,
+    StoreLayoutError,
+    StoreLockedError,
+)
 from charmem.log import get_logger
 from charmem.settings import validate_collection_name
 from charmem_qdrant import _disk
-from charmem_qdrant._marker import MARKER_FILE_NAME, ShardMarker
-from charmem_qdrant._recall import PAYLOAD_TYPE
+from charmem_qdrant._marker import MARKER_FILE_NAME, SCHEMA_VERSION, ShardMarker
+from charmem_qdrant._recall import PAYLOAD_SURFACE, PAYLOAD_TYPE
 
 __all__ = [
     "ShardHeldError",
@@ -43,6 +49,7 @@ __all__ = [
     "prepare_shard",
     "recover_swap",
     "remove_stale_builds",
+    "shard_outdated",
     "shard_path",
     "swap_sentinel",
 ]
@@ -374,12 +381,58 @@ def prepare_shard(shard: qe.EdgeShard, path: Path, fingerprint: ShardMarker) -> 
                 key="VECTOR_STORE_PATH",
             )
         fingerprint.write(marker_path)
-    if PAYLOAD_TYPE not in shard.info().payload_schema:
-        shard.update(
-            qe.UpdateOperation.create_field_index(PAYLOAD_TYPE, qe.PayloadSchemaType.Keyword)
-        )
+    if marker is not None and marker.schema_version < SCHEMA_VERSION:
+        _upgrade_empty(shard, marker, fingerprint, path)
+    indexed = shard.info().payload_schema
+    missing = [key for key in (PAYLOAD_TYPE, PAYLOAD_SURFACE) if key not in indexed]
+    for key in missing:
+        shard.update(qe.UpdateOperation.create_field_index(key, qe.PayloadSchemaType.Keyword))
+    if missing:
         shard.flush()
     return shard.count(qe.CountRequest(exact=True))
+
+
+def shard_outdated(path: Path) -> bool:
+    """Whether the shard at ``path`` has a marker of an older schema version than this package's.
+
+    Raises:
+        StoreCorruptedError, ConfigurationError: as :meth:`ShardMarker.read`.
+    """
+    marker = ShardMarker.read(path / MARKER_FILE_NAME)
+    return marker is not None and marker.schema_version < SCHEMA_VERSION
+
+
+def _upgrade_empty(
+    shard: qe.EdgeShard, marker: ShardMarker, fingerprint: ShardMarker, path: Path
+) -> None:
+    """Record the current schema in an empty shard of an older one; refuse one holding points.
+
+    Its points lack what the current schema writes (the scene surfaces), which only the graph
+    can give back: ``CharacterMemory.open`` drops and rebuilds such a shard before opening it
+    (``outdated`` of the ``embedded`` factory), so only a direct opener meets the refusal.
+
+    Raises:
+        StoreLayoutError: the shard holds points.
+    """
+    points = shard.count(qe.CountRequest(exact=True))
+    if points:
+        raise StoreLayoutError(
+            f"the vector shard {path} has schema version {marker.schema_version} and {points} "
+            f"points; this charmem-qdrant writes version {SCHEMA_VERSION} (scene surfaces). "
+            "Rebuild it from the graph: open the collection with CharacterMemory.open (it "
+            "rebuilds an outdated shard, VECTOR_REBUILD_ON_OPEN), or "
+            "`charmem rebuild-vectors --drop`",
+            store=str(path),
+            found=marker.schema_version,
+            expected=SCHEMA_VERSION,
+        )
+    fingerprint.write(path / MARKER_FILE_NAME)
+    _log.info(
+        "vector_shard_upgraded",
+        path=str(path),
+        found=marker.schema_version,
+        expected=SCHEMA_VERSION,
+    )
 
 
 def _check_marker(marker: ShardMarker, fingerprint: ShardMarker, path: Path) -> None:

@@ -32,6 +32,7 @@ from charmem.admin._check import (
     GraphProblemKind,
     RepairOutcome,
     StatsDrift,
+    SurfaceVectors,
     check,
     check_settings,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "PurgeReport",
     "RepairOutcome",
     "StatsDrift",
+    "SurfaceVectors",
     "VectorLayoutMigration",
     "check",
     "check_settings",

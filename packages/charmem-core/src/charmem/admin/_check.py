@@ -32,6 +32,7 @@ from charmem.admin._report import (
     GraphProblemKind,
     RepairOutcome,
     StatsDrift,
+    SurfaceVectors,
 )
 from charmem.admin._rule_breaches import (
     episode_forget_problems,
@@ -54,6 +55,7 @@ from charmem.ports import (
     StatsSummary,
     VectorIndex,
     VectorQuery,
+    VectorSurface,
 )
 from charmem.settings import Settings, validate_collection_name
 from charmem.stats.memory import InMemoryRetrievalStatsStore
@@ -67,6 +69,7 @@ __all__ = [
     "GraphProblemKind",
     "RepairOutcome",
     "StatsDrift",
+    "SurfaceVectors",
     "check",
     "check_settings",
     "check_stores",
@@ -187,11 +190,12 @@ async def check(
     Read-only. Reads every object, link and lifecycle record of the collection (in batches of
     512), their currency, every point id of the vector index and the statistics counters.
 
-    * Vectors: the points :func:`~charmem.usecases.maintenance.current_index_entries` expects
-      (what a rebuild writes) that are missing; points with no current object of an indexable type
-      behind them (superseded, suppressed, unknown ids, notions). An episode a commit indexed
-      before a later observation echoed its summary is backed by a current object and not
-      reported.
+    * Vectors, each surface on its own (content, then the scene surfaces in
+      ``report.surfaces``): the points :func:`~charmem.usecases.maintenance.current_index_entries`
+      expects (what a rebuild writes) that are missing; points with no current object of an
+      indexable type behind them (superseded, suppressed, unknown ids, notions). An episode a
+      commit indexed before a later observation echoed its summary is backed by a current object
+      and not reported.
     * Statistics: the counters per object type (all and current) and relation, the row count and
       the degree of every object, against rows built from the graph as
       :func:`~charmem.usecases.commit.rebuild_stats` builds them.
@@ -246,18 +250,20 @@ async def check_stores(
         BackendError: a store failed.
     """
     graph_read = await _read_graph(graph)
-    vector_points, missing_vectors, orphan_vectors = await _compare_vectors(graph_read, vectors)
+    compared = {s: await _compare_vectors(graph_read, vectors, s) for s in VectorSurface}
+    content = compared.pop(VectorSurface.CONTENT)
     stats_rows, drift = await _compare_stats(graph_read, stats)
     problems = graph_read.problems
     report = CheckReport(
         collection=graph_read.collection,
         objects=len(graph_read.object_ids),
         links=len(graph_read.link_ids),
-        expected_vectors=len(graph_read.expected_points),
-        vector_points=vector_points,
+        expected_vectors=content.expected,
+        vector_points=content.points,
         stats_rows=stats_rows,
-        missing_vectors=tuple(missing_vectors),
-        orphan_vectors=tuple(orphan_vectors),
+        missing_vectors=content.missing,
+        orphan_vectors=content.orphans,
+        surfaces=tuple(compared.values()),
         stats_drift=tuple(drift),
         graph_problems=tuple(sorted(problems, key=lambda p: (p.kind.value, p.id))),
     )
@@ -266,8 +272,8 @@ async def check_stores(
         collection=graph_read.collection,
         consistent=report.consistent,
         objects=report.objects,
-        missing_vectors=len(missing_vectors),
-        orphan_vectors=len(orphan_vectors),
+        missing_vectors=len(content.missing) + sum(len(s.missing) for s in compared.values()),
+        orphan_vectors=len(content.orphans) + sum(len(s.orphans) for s in compared.values()),
         stats_drift=len(drift),
         graph_problems=len(problems),
     )
@@ -285,7 +291,8 @@ class _GraphRead:
         objects: the readable objects by id.
         links: the readable links by id.
         currency: the currency of every readable object.
-        expected_points: the ids a vector rebuild would index (:func:`current_index_entries`).
+        expected_points: the ids a vector rebuild would index on each surface
+            (:func:`current_index_entries`).
         problems: unreadable items, partial-batch signs and rule breaches, in the order found.
     """
 
@@ -295,7 +302,7 @@ class _GraphRead:
     objects: Mapping[MemoryId, MemoryObject]
     links: Mapping[MemoryId, MemoryLink]
     currency: Mapping[MemoryId, CurrencyStatus]
-    expected_points: frozenset[MemoryId]
+    expected_points: Mapping[VectorSurface, frozenset[MemoryId]]
     problems: tuple[GraphProblem, ...]
 
 
@@ -332,15 +339,15 @@ async def _read_graph(graph: GraphStore) -> _GraphRead:
         objects=objects,
         links=links,
         currency=currency,
-        expected_points=frozenset(entry.id for entry in entries),
+        expected_points={s: frozenset(e.id for e in entries if e.surface is s) for s in VectorSurface},
         problems=tuple(problems),
     )
 
 
 async def _compare_vectors(
-    graph_read: _GraphRead, vectors: VectorIndex | None
-) -> tuple[int | None, list[MemoryId], list[MemoryId]]:
-    """The vector index's point count (``None``: missing), the missing points and the orphans.
+    graph_read: _GraphRead, vectors: VectorIndex | None, surface: VectorSurface
+) -> SurfaceVectors:
+    """One surface's point count (``None``: missing index), missing points and orphans.
 
     A point is an orphan when no current object of an indexable type is behind it; points of
     objects that do not decode are neither (their problem is reported on the graph).
@@ -349,19 +356,24 @@ async def _compare_vectors(
         points: set[MemoryId] = set()
         vector_points: int | None = None
     else:
-        points = await vectors.point_ids()
+        points = await vectors.point_ids(surface)
         vector_points = len(points)
         if points:
-            await _probe_search(vectors, graph_read.collection)
+            await _probe_search(vectors, graph_read.collection, surface)
     backed = {
         memory_id
         for memory_id, obj in graph_read.objects.items()
         if obj.object_type in INDEXED_TYPES and graph_read.currency.get(memory_id) is CurrencyStatus.CURRENT
     }
     unreadable = set(graph_read.object_ids) - graph_read.objects.keys()
-    missing_vectors = sorted(graph_read.expected_points - points)
-    orphan_vectors = sorted(points - backed - unreadable)
-    return vector_points, missing_vectors, orphan_vectors
+    expected = graph_read.expected_points[surface]
+    return SurfaceVectors(
+        surface=surface,
+        expected=len(expected),
+        points=vector_points,
+        missing=tuple(sorted(expected - points)),
+        orphans=tuple(sorted(points - backed - unreadable)),
+    )
 
 
 async def _compare_stats(
@@ -401,7 +413,7 @@ async def _compare_stats(
     return stats_rows, drift
 
 
-async def _probe_search(vectors: VectorIndex, collection: str) -> None:
+async def _probe_search(vectors: VectorIndex, collection: str, surface: VectorSurface) -> None:
     """Search the index once (dense and lexical cues, every point scanned): it must answer.
 
     Counting points reads none of their vectors; a damaged vector or payload file shows only
@@ -413,7 +425,7 @@ async def _probe_search(vectors: VectorIndex, collection: str) -> None:
     """
     probe = [1.0] + [0.0] * (vectors.vector_size - 1)
     try:
-        await vectors.search(VectorQuery(vector=probe, limit=1, text="check"))
+        await vectors.search(VectorQuery(vector=probe, limit=1, text="check", surface=surface))
     except BackendError as exc:
         raise StoreCorruptedError(
             f"the vector index of collection {collection!r} holds points but cannot be searched "

@@ -12,6 +12,7 @@ import attrs
 
 from charmem.domain._fields import ChoiceEnum, id_set
 from charmem.domain.ids import MemoryId
+from charmem.domain.surfaces import VectorSurface
 from charmem.usecases.maintenance import VectorRebuildReport
 
 __all__ = [
@@ -22,10 +23,12 @@ __all__ = [
     "GraphProblemKind",
     "RepairOutcome",
     "StatsDrift",
+    "SurfaceVectors",
 ]
 
-#: Version of :meth:`CheckReport.to_dict`'s layout.
-CHECK_FORMAT_VERSION: Final = 1
+#: Version of :meth:`CheckReport.to_dict`'s layout: 2 adds ``vectors.surfaces`` (the scene
+#: surfaces' points).
+CHECK_FORMAT_VERSION: Final = 2
 
 
 class GraphProblemKind(ChoiceEnum):
@@ -145,6 +148,40 @@ class StatsDrift:
 
 
 @attrs.frozen(kw_only=True)
+class SurfaceVectors:
+    """The points of one scene surface (setting words, person words) against the graph's.
+
+    Attributes:
+        surface: the surface (a report's ``surfaces`` never hold ``CONTENT``: its own vector
+            fields count that one).
+        expected: points a rebuild writes on it (current episodes whose scene has its words).
+        points: points the index holds on it; ``None`` when the vector index is missing.
+        missing: expected ids without a point on it, sorted.
+        orphans: ids with a point on it but no current indexable object behind them, sorted.
+    """
+
+    surface: VectorSurface = attrs.field(converter=VectorSurface)
+    expected: int
+    points: int | None
+    missing: tuple[MemoryId, ...] = ()
+    orphans: tuple[MemoryId, ...] = ()
+
+    @property
+    def consistent(self) -> bool:
+        """Nothing missing and no orphan on this surface."""
+        return not self.missing and not self.orphans
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types: ``expected``, ``points``, ``missing``, ``orphans``."""
+        return {
+            "expected": self.expected,
+            "points": self.points,
+            "missing": [str(i) for i in self.missing],
+            "orphans": [str(i) for i in self.orphans],
+        }
+
+
+@attrs.frozen(kw_only=True)
 class CheckReport:
     """What :func:`check` found in one collection.
 
@@ -152,12 +189,16 @@ class CheckReport:
         collection: the collection checked.
         objects: stored objects (count, readable or not).
         links: stored links (count).
-        expected_vectors: points the vector index should hold (current episodes with their own
-            summary, observations, derived memories and threads).
-        vector_points: points it holds; ``None`` when the vector index is missing (a lost shard).
+        expected_vectors: content points the vector index should hold (current episodes with
+            their own summary, observations, derived memories and threads).
+        vector_points: content points it holds; ``None`` when the vector index is missing (a
+            lost shard).
         stats_rows: rows the stats store holds; ``None`` when the stats store is missing.
-        missing_vectors: current indexable objects without a point, sorted.
-        orphan_vectors: points without a current indexable graph object behind them, sorted.
+        missing_vectors: current indexable objects without a content point, sorted.
+        orphan_vectors: content points without a current indexable graph object behind them,
+            sorted.
+        surfaces: the scene surfaces' points (:class:`SurfaceVectors`: setting words, then
+            person words), compared the same way.
         stats_drift: the statistics counters that differ from the graph's.
         graph_problems: signs of partial graph batches and stored rule breaches (never
             expected; see :class:`GraphProblemKind`).
@@ -171,6 +212,7 @@ class CheckReport:
     stats_rows: int | None
     missing_vectors: tuple[MemoryId, ...] = ()
     orphan_vectors: tuple[MemoryId, ...] = ()
+    surfaces: tuple[SurfaceVectors, ...] = ()
     stats_drift: tuple[StatsDrift, ...] = ()
     graph_problems: tuple[GraphProblem, ...] = ()
 
@@ -186,11 +228,15 @@ class CheckReport:
 
     @property
     def vectors_consistent(self) -> bool:
-        """Candidate recall holds exactly the current indexable objects.
+        """Candidate recall holds exactly the current indexable objects, on every surface.
 
         A missing index counts as consistent when nothing should be indexed.
         """
-        return not self.missing_vectors and not self.orphan_vectors
+        return (
+            not self.missing_vectors
+            and not self.orphan_vectors
+            and all(surface.consistent for surface in self.surfaces)
+        )
 
     @property
     def stats_consistent(self) -> bool:
@@ -245,6 +291,7 @@ class CheckReport:
                 "points": self.vector_points,
                 "missing": [str(i) for i in self.missing_vectors],
                 "orphans": [str(i) for i in self.orphan_vectors],
+                "surfaces": {surface.surface.value: surface.to_dict() for surface in self.surfaces},
             },
             "stats": {
                 "consistent": self.stats_consistent,
@@ -258,6 +305,16 @@ class CheckReport:
             },
         }
 
+    def _vector_differences(self, limit: int) -> list[str]:
+        """The missing and orphan points, content first, then each scene surface's."""
+        lines = [f"  vector missing for {memory_id}" for memory_id in self.missing_vectors[:limit]]
+        lines += [f"  vector without a current object: {i}" for i in self.orphan_vectors[:limit]]
+        for surface in self.surfaces:
+            name = surface.surface.value
+            lines += [f"  {name} vector missing for {memory_id}" for memory_id in surface.missing[:limit]]
+            lines += [f"  {name} vector without a current object: {i}" for i in surface.orphans[:limit]]
+        return lines
+
     def describe(self, *, limit: int = 10) -> list[str]:
         """Human-readable lines: a verdict, then what differs (at most ``limit`` examples each)."""
         verdict = "consistent" if self.consistent else "INCONSISTENT"
@@ -268,14 +325,12 @@ class CheckReport:
             f"  graph: {self.objects} objects, {self.links} links, {len(self.graph_problems)} problem(s)",
             f"  vectors: {points} points for {self.expected_vectors} expected, "
             f"{len(self.missing_vectors)} missing, {len(self.orphan_vectors)} orphan(s)",
+            *_surface_lines(self.surfaces),
             f"  stats: {rows} rows, {len(self.stats_drift)} counter(s) drifted",
         ]
         for problem in self.graph_problems[:limit]:
             lines.append(f"  graph {problem.kind.value} {problem.id}: {problem.detail}")
-        for memory_id in self.missing_vectors[:limit]:
-            lines.append(f"  vector missing for {memory_id}")
-        for memory_id in self.orphan_vectors[:limit]:
-            lines.append(f"  vector without a current object: {memory_id}")
+        lines += self._vector_differences(limit)
         for drift in self.stats_drift[:limit]:
             key = f"[{drift.key}]" if drift.key else ""
             lines.append(f"  stats {drift.counter}{key}: stored {drift.stored}, graph says {drift.expected}")
@@ -302,6 +357,17 @@ class CheckReport:
         elif not self.consistent:
             lines.append("  repairable: `charmem check --repair` rebuilds vectors and stats from the graph")
         return lines
+
+
+def _surface_lines(surfaces: tuple[SurfaceVectors, ...]) -> list[str]:
+    """One summary line per scene surface that holds or expects points."""
+    return [
+        f"  {surface.surface.value} vectors: "
+        f"{'missing' if surface.points is None else surface.points} points for {surface.expected} "
+        f"expected, {len(surface.missing)} missing, {len(surface.orphans)} orphan(s)"
+        for surface in surfaces
+        if surface.expected or surface.points
+    ]
 
 
 @attrs.frozen(kw_only=True)

@@ -14,6 +14,7 @@ from charmem.domain import _fields
 from charmem.domain._fields import ChoiceEnum, as_tuple
 from charmem.domain.ids import MemoryId, as_memory_id
 from charmem.domain.model import MemoryLink, MemoryObject, ObjectType
+from charmem.domain.surfaces import VectorSurface
 from charmem.errors import DraftValidationError
 
 __all__ = [
@@ -78,11 +79,16 @@ class RememberOptions:
 
 @attrs.frozen(kw_only=True)
 class IndexEntry:
-    """One object the plan puts into candidate recall, with the text that is embedded."""
+    """One point the plan puts into candidate recall: an object's surface and the text embedded.
+
+    ``surface`` is :attr:`~charmem.domain.surfaces.VectorSurface.CONTENT` unless the entry is one
+    of an episode's scene surfaces (a plan written without it loads as content).
+    """
 
     id: MemoryId = attrs.field(converter=as_memory_id)
     object_type: ObjectType = attrs.field(converter=ObjectType)
     text: str
+    surface: VectorSurface = attrs.field(default=VectorSurface.CONTENT, converter=VectorSurface)
 
 
 def _plan_from_version_1(data: dict[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,14 @@ from charmem.ports._graph import (
 from charmem.ports._occasions import OccasionReader
 from charmem.ports._providers import Clock, EmbeddingProvider, TokenCounter
 from charmem.ports._stats import RetrievalStatsStore, StatsEntry, StatsSummary
-from charmem.ports._vectors import VectorHit, VectorIndex, VectorPoint, VectorQuery, VectorSearchResult
+from charmem.ports._vectors import (
+    VectorHit,
+    VectorIndex,
+    VectorPoint,
+    VectorQuery,
+    VectorSearchResult,
+    VectorSurface,
+)
 
 __all__ = [
     "AdminGraphStore",
@@ -57,5 +64,6 @@ __all__ = [
     "VectorPoint",
     "VectorQuery",
     "VectorSearchResult",
+    "VectorSurface",
     "WriterExclusion",
 ]

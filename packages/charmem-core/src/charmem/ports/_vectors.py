@@ -10,18 +10,24 @@ import attrs
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import ObjectType
 from charmem.domain.retrieval import VectorRecallCompleteness
+from charmem.domain.surfaces import VectorSurface
 
-__all__ = ["VectorHit", "VectorIndex", "VectorPoint", "VectorQuery", "VectorSearchResult"]
+__all__ = ["VectorHit", "VectorIndex", "VectorPoint", "VectorQuery", "VectorSearchResult", "VectorSurface"]
 
 
 @attrs.frozen(kw_only=True)
 class VectorPoint:
-    """One candidate-recall entry: an object's id, type, vector and the text it embeds."""
+    """One candidate-recall entry: an object's id, type, surface, vector and the text it embeds.
+
+    A point is identified by ``(id, surface)``: an episode with a scene may hold a content point
+    and a point per scene surface (:class:`~charmem.domain.surfaces.VectorSurface`).
+    """
 
     id: MemoryId
     object_type: ObjectType
     vector: Sequence[float]
     text: str = ""
+    surface: VectorSurface = VectorSurface.CONTENT
 
 
 @attrs.frozen(kw_only=True)
@@ -38,6 +44,8 @@ class VectorQuery:
         min_score: a floor on the dense similarity (cosine): a point less similar than this to
             ``vector`` is not a dense candidate; a lexical cue may still propose it when its text
             shares a term with ``text``. ``None``: no floor.
+        surface: the surface searched; points of every other surface are never candidates,
+            for the dense and the lexical cue alike (default: content).
     """
 
     vector: Sequence[float]
@@ -46,11 +54,15 @@ class VectorQuery:
     text: str | None = None
     within: tuple[MemoryId, ...] | None = None
     min_score: float | None = None
+    surface: VectorSurface = VectorSurface.CONTENT
 
 
 @attrs.frozen
 class VectorHit:
-    """One candidate: id, object type and similarity score (cosine, higher is closer)."""
+    """One candidate: the object's id, its type and the similarity score (cosine, higher is closer).
+
+    The id is the object's, whichever surface was searched.
+    """
 
     id: MemoryId
     object_type: ObjectType
@@ -75,7 +87,15 @@ class VectorIndex(Protocol):
         * Bound at open to an embedder fingerprint (``model_id``, ``vector_size``): another size
           raises :class:`~charmem.errors.DimensionMismatchError`, another model of the same size
           :class:`~charmem.errors.EmbedderMismatchError`.
-        * ``upsert`` replaces a point with the same id; ``delete`` of an absent id is a no-op.
+        * A point is identified by ``(id, surface)``
+          (:class:`~charmem.domain.surfaces.VectorSurface`): ``upsert`` replaces the point with
+          the same id and surface, and leaves the object's other surfaces as they are;
+          ``delete`` removes every surface of the ids; an absent id is a no-op.
+        * Surfaces are kept apart: ``search`` considers the points of ``query.surface`` only (its
+          dense and lexical cues, its ``scanned`` count), so a content search never meets a
+          scene surface's text.
+        * ``point_ids(surface)`` and ``count(surface)`` list and count one surface (content by
+          default: the objects with a content point); consistency checks ask for each surface.
         * ``search`` orders by score descending, ties by id ascending, and reports completeness;
           scores of one :func:`~charmem.domain.retrieval.score_step` (float noise below
           ``SCORE_RESOLUTION``) are ties, so a cut at ``limit`` keeps the same candidates whether
@@ -99,19 +119,19 @@ class VectorIndex(Protocol):
         ...
 
     async def delete(self, ids: Sequence[MemoryId]) -> None:
-        """Remove points; absent ids are ignored."""
+        """Remove the points of ``ids``, every surface; absent ids are ignored."""
         ...
 
     async def search(self, query: VectorQuery) -> VectorSearchResult:
-        """Nearest points to ``query.vector`` among ``query.object_types``."""
+        """Nearest points of ``query.surface`` to ``query.vector`` among ``query.object_types``."""
         ...
 
-    async def point_ids(self) -> set[MemoryId]:
-        """Every point id in the collection (for consistency checks and tests)."""
+    async def point_ids(self, surface: VectorSurface = VectorSurface.CONTENT) -> set[MemoryId]:
+        """The ids of the objects with a point on ``surface`` (for consistency checks and tests)."""
         ...
 
-    async def count(self) -> int:
-        """Number of points in the collection."""
+    async def count(self, surface: VectorSurface = VectorSurface.CONTENT) -> int:
+        """Number of points on ``surface`` in the collection."""
         ...
 
     async def close(self) -> None:

@@ -9,7 +9,7 @@ from charmem.domain.ids import MemoryId
 from charmem.domain.model import ObjectType
 from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness, score_step
 from charmem.errors import BackendError, DimensionMismatchError
-from charmem.ports import VectorHit, VectorPoint, VectorQuery, VectorSearchResult
+from charmem.ports import VectorHit, VectorPoint, VectorQuery, VectorSearchResult, VectorSurface
 from charmem.settings import Settings, validate_collection_name
 
 __all__ = ["ReferenceVectorIndex"]
@@ -38,7 +38,10 @@ class ReferenceVectorIndex:
         self.collection = validate_collection_name(collection)
         self._model_id = model_id
         self._size = vector_size
-        self._points: dict[MemoryId, tuple[ObjectType, tuple[float, ...]]] = {}
+        # one dict per surface: a point is identified by (id, surface)
+        self._points: dict[VectorSurface, dict[MemoryId, tuple[ObjectType, tuple[float, ...]]]] = {
+            surface: {} for surface in VectorSurface
+        }
 
     @classmethod
     def from_settings(
@@ -60,14 +63,17 @@ class ReferenceVectorIndex:
 
     async def upsert(self, points: Sequence[VectorPoint]) -> None:
         """Insert or replace points (all validated before any is stored)."""
-        staged = [(p.id, p.object_type, _normalised(p.vector, self._size)) for p in points]
-        for memory_id, object_type, vector in staged:
-            self._points[memory_id] = (object_type, vector)
+        staged = [
+            (p.id, p.object_type, VectorSurface(p.surface), _normalised(p.vector, self._size)) for p in points
+        ]
+        for memory_id, object_type, surface, vector in staged:
+            self._points[surface][memory_id] = (object_type, vector)
 
     async def delete(self, ids: Sequence[MemoryId]) -> None:
-        """Remove points; absent ids are ignored."""
+        """Remove the points of ``ids`` on every surface; absent ids are ignored."""
         for memory_id in ids:
-            self._points.pop(memory_id, None)
+            for points in self._points.values():
+                points.pop(memory_id, None)
 
     async def search(self, query: VectorQuery) -> VectorSearchResult:
         """Exact cosine; score (in steps of ``SCORE_RESOLUTION``) desc, id asc."""
@@ -76,7 +82,7 @@ class ReferenceVectorIndex:
         within = None if query.within is None else set(query.within)
         scored = [
             VectorHit(memory_id, object_type, sum(a * b for a, b in zip(vector, stored, strict=True)))
-            for memory_id, (object_type, stored) in self._points.items()
+            for memory_id, (object_type, stored) in self._points[query.surface].items()
             if (not scope or object_type in scope) and (within is None or memory_id in within)
         ]
         in_scope = len(scored)
@@ -91,13 +97,13 @@ class ReferenceVectorIndex:
             ),
         )
 
-    async def point_ids(self) -> set[MemoryId]:
-        """Every point id."""
-        return set(self._points)
+    async def point_ids(self, surface: VectorSurface = VectorSurface.CONTENT) -> set[MemoryId]:
+        """The ids with a point on ``surface``."""
+        return set(self._points[surface])
 
-    async def count(self) -> int:
-        """Number of points."""
-        return len(self._points)
+    async def count(self, surface: VectorSurface = VectorSurface.CONTENT) -> int:
+        """Number of points on ``surface``."""
+        return len(self._points[surface])
 
     async def close(self) -> None:
         """Nothing to release."""

@@ -59,6 +59,13 @@ class VectorWork:
     markers: tuple[RepairMarkerType, ...] = ()
 
 
+def _point(entry: IndexEntry, text: str, vector: Sequence[float]) -> VectorPoint:
+    """The point of an index entry (its surface kept), embedding ``text`` as ``vector``."""
+    return VectorPoint(
+        id=entry.id, object_type=entry.object_type, vector=vector, text=text, surface=entry.surface
+    )
+
+
 @attrs.frozen
 class _Pending:
     """One text waiting to be embedded, with the position of the plan it belongs to."""
@@ -72,9 +79,9 @@ def _markers_by_plan(
     operation: VectorOperation, items: Sequence[tuple[int, MemoryId]], exc: BaseException
 ) -> dict[int, RepairMarkerType]:
     """One marker per plan for a failed call over ``items`` ((plan position, id) pairs)."""
-    ids: dict[int, list[MemoryId]] = {}
-    for plan, memory_id in items:
-        ids.setdefault(plan, []).append(memory_id)
+    ids: dict[int, dict[MemoryId, None]] = {}
+    for plan, memory_id in items:  # an episode's surfaces share its id: named once
+        ids.setdefault(plan, {})[memory_id] = None
     cause = excerpt(f"{type(exc).__name__}: {exc}")
     log.warning(f"vector_{operation.value}_failed", ids=len(items), error=type(exc).__name__)
     return {plan: RepairMarker.VectorMaintenance(operation, tuple(i), cause) for plan, i in ids.items()}
@@ -168,8 +175,7 @@ class VectorPipeline:
                 )
                 continue
             self._points += [
-                (p.plan, VectorPoint(id=p.entry.id, object_type=p.entry.object_type, vector=row, text=p.text))
-                for p, row in zip(chunk, rows, strict=True)
+                (p.plan, _point(p.entry, p.text, row)) for p, row in zip(chunk, rows, strict=True)
             ]
             if len(self._points) >= self._upsert_points:
                 await self._upsert()
@@ -220,10 +226,7 @@ async def embed_and_upsert_chunks(
     async def points_of(chunk: Sequence[IndexEntry]) -> list[VectorPoint]:
         texts = await embedding_texts(chunk, graph)
         rows = await embed_texts(embedder, texts, timeout_s=embed_timeout_s)
-        return [
-            VectorPoint(id=entry.id, object_type=entry.object_type, vector=row, text=text)
-            for entry, text, row in zip(chunk, texts, rows, strict=True)
-        ]
+        return [_point(entry, text, row) for entry, text, row in zip(chunk, texts, rows, strict=True)]
 
     total = sum(map(len, chunks))
     if on_progress is not None:

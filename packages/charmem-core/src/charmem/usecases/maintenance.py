@@ -39,6 +39,7 @@ from charmem.ports import (
     StatsEntry,
     VectorIndex,
     VectorPoint,
+    VectorSurface,
 )
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S, Settings, validate_collection_name
 from charmem.usecases.embedding import embed_texts, provider_batch_size
@@ -121,7 +122,8 @@ def link_stats_row(link: MemoryLink) -> StatsEntry:
 
 def _upsert_failed(failed: Sequence[IndexEntry | VectorPoint], exc: BaseException) -> RepairMarkerType:
     log.warning("vector_upsert_failed", ids=len(failed), error=type(exc).__name__)
-    return RepairMarker.VectorMaintenance(VectorOperation.UPSERT, tuple(e.id for e in failed), _cause(exc))
+    ids = tuple(dict.fromkeys(e.id for e in failed))  # an episode's surfaces share its id
+    return RepairMarker.VectorMaintenance(VectorOperation.UPSERT, ids, _cause(exc))
 
 
 async def vector_work(
@@ -155,7 +157,9 @@ async def vector_work(
     except Exception as exc:  # noqa: BLE001 - reported as a repair marker, like currency
         log.warning("vector_text_lookup_failed", ids=len(upserts), error=type(exc).__name__)
         marker = RepairMarker.VectorMaintenance(
-            VectorOperation.UPSERT, tuple(e.id for e in upserts), _cause(exc, "speaker name lookup failed: ")
+            VectorOperation.UPSERT,
+            tuple(dict.fromkeys(e.id for e in upserts)),
+            _cause(exc, "speaker name lookup failed: "),
         )
         return VectorWork(deletes=deletes, markers=(marker,))
     return VectorWork(upserts=tuple(upserts), texts=tuple(texts), deletes=deletes)
@@ -235,7 +239,7 @@ async def _upsert_entries(
                 markers.append(_upsert_failed(chunk, exc))
                 continue
             points += [
-                VectorPoint(id=e.id, object_type=e.object_type, vector=row, text=text)
+                VectorPoint(id=e.id, object_type=e.object_type, vector=row, text=text, surface=e.surface)
                 for e, text, row in zip(chunk, chunk_texts, rows, strict=True)
             ]
         if not points:
@@ -343,7 +347,8 @@ def current_index_entries(
     Observations, derived memories and threads that ``currency`` says are current get an entry
     (:func:`~charmem.usecases.planning.index_entries`); a current episode gets one only when its
     summary differs from the text of every stored observation of it (the echo rule of commit,
-    checked against all observations, superseded or not); notions never do.
+    checked against all observations, superseded or not), and one per scene surface; notions
+    never do.
 
     Args:
         objects: every stored object of the collection (of any type; notions are skipped).
@@ -372,9 +377,10 @@ def current_index_entries(
     entries += [
         entry
         for entry in index_entries(episodes)
-        if entry.text.strip() not in observation_texts.get(entry.id, set())
+        if entry.surface is not VectorSurface.CONTENT
+        or entry.text.strip() not in observation_texts.get(entry.id, set())
     ]
-    entries.sort(key=lambda entry: entry.id)
+    entries.sort(key=lambda entry: entry.id)  # stable: an episode's content entry stays first
     return entries, not_current
 
 
@@ -435,7 +441,10 @@ async def rebuild_vector_index(
     chunks = [entries[start : start + size] for start in range(0, len(entries), size)]
     await embed_and_upsert_chunks(chunks, graph, vectors, embedder, on_progress, embed_timeout_s)
     indexed = {entry.id for entry in entries}
-    stale = sorted(await vectors.point_ids() - indexed)
+    stored: set[MemoryId] = set()
+    for surface in VectorSurface:
+        stored |= await vectors.point_ids(surface)
+    stale = sorted(stored - indexed)
     if stale:
         await finish_write(vectors.delete(stale))
     report = VectorRebuildReport(
@@ -506,32 +515,46 @@ async def refuse_vectors_without_graph(settings: Settings, collection: str) -> N
     )
 
 
-async def ensure_vectors_match_graph(settings: Settings, collection: str, graph: GraphStore) -> bool:
-    """Whether the collection's vector index must be rebuilt on open (a lost shard).
+async def _store_outdated(mode: str, settings: Settings, collection: str) -> bool:
+    """The vector factory's optional ``outdated`` answer (False when it has none), from a thread."""
+    outdated = getattr(load_factory("vectors", mode), "outdated", None)
+    return outdated is not None and bool(await asyncio.to_thread(outdated, settings, collection))
 
-    Only a missing index (the adapter factory's ``exists`` says so) beside a graph that holds
-    statements counts; adapters that cannot tell (``None``) are never rebuilt on open.
+
+async def ensure_vectors_match_graph(settings: Settings, collection: str, graph: GraphStore) -> bool:
+    """Whether the collection's vector index must be dropped and rebuilt on open.
+
+    A missing index (the adapter factory's ``exists`` says so; a lost shard) or one of an older
+    layout (the factory's optional ``outdated(settings, collection)`` says so: an Edge shard of
+    an older schema version) beside a graph that holds statements counts; adapters that cannot
+    tell (``None``) are never rebuilt on open.
 
     Returns:
-        bool: True when the index is missing and ``VECTOR_REBUILD_ON_OPEN`` is true.
+        bool: True when the index is missing or outdated and ``VECTOR_REBUILD_ON_OPEN`` is true.
 
     Raises:
-        StoreCorruptedError: the index is missing and ``VECTOR_REBUILD_ON_OPEN`` is false.
+        StoreCorruptedError: the index is missing or outdated and ``VECTOR_REBUILD_ON_OPEN`` is
+            false.
     """
-    if await _store_exists("vectors", settings.vector_store_mode, settings, collection) is not False:
+    mode = settings.vector_store_mode
+    exists = await _store_exists("vectors", mode, settings, collection)
+    outdated = exists is not False and await _store_outdated(mode, settings, collection)
+    if exists is not False and not outdated:
         return False
     statements = await graph.statement_count()
     if not statements:
         return False
+    state = "an outdated vector index (an older layout)" if outdated else "no vector index"
     if not settings.vector_rebuild_on_open:
         raise StoreCorruptedError(
-            f"collection {collection!r} has no vector index under {settings.vector_store_path} "
-            f"while its graph holds {statements} statements, so recall would find nothing; "
-            "rebuild it from the graph with `charmem rebuild-vectors` or "
+            f"collection {collection!r} has {state} under {settings.vector_store_path} "
+            f"while its graph holds {statements} statements, so recall would miss memories; "
+            "rebuild it from the graph with `charmem rebuild-vectors --drop` or "
             "CharacterMemory.open(..., rebuild_vectors=True) (or set VECTOR_REBUILD_ON_OPEN=true)",
             path=str(settings.vector_store_path),
         )
-    log.warning("vector_index_missing", collection=collection, statements=statements, action="rebuild")
+    event = "vector_index_outdated" if outdated else "vector_index_missing"
+    log.warning(event, collection=collection, statements=statements, action="rebuild")
     return True
 
 

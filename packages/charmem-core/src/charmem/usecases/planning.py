@@ -32,6 +32,7 @@ from charmem.domain.model import (
 )
 from charmem.domain.plan import IndexEntry, RememberWritePlan
 from charmem.domain.rules import derived_link_id
+from charmem.domain.surfaces import scene_surface_texts
 
 __all__ = ["build_plan", "derive_links", "index_entries", "input_to_drafts"]
 
@@ -219,7 +220,9 @@ def index_entries(objects: Iterable[MemoryObject]) -> tuple[IndexEntry, ...]:
 
     Observations, derived memories and threads always; an episode only when its summary is not
     empty and differs from every observation text of the plan (no echo duplicates); notions never
-    (they have no vector surface).
+    (they have no vector surface). An episode with a scene also gets an entry per scene surface
+    (:func:`~charmem.domain.surfaces.scene_surface_texts`), after its content entry, whether or
+    not its summary got one.
     """
     objects = list(objects)
     observation_texts: dict[MemoryId, set[str]] = {}
@@ -232,6 +235,10 @@ def index_entries(objects: Iterable[MemoryObject]) -> tuple[IndexEntry, ...]:
             summary = obj.summary.strip()
             if summary and summary not in observation_texts.get(obj.id, set()):
                 entries.append(IndexEntry(id=obj.id, object_type=ObjectType.EPISODE, text=obj.summary))
+            entries += [
+                IndexEntry(id=obj.id, object_type=ObjectType.EPISODE, text=text, surface=surface)
+                for surface, text in scene_surface_texts(obj).items()
+            ]
         elif isinstance(obj, Observation):
             entries.append(IndexEntry(id=obj.id, object_type=ObjectType.OBSERVATION, text=obj.text))
         elif isinstance(obj, DerivedMemory):
