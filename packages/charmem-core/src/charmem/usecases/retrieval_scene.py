@@ -29,8 +29,17 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from charmem.domain.ids import MemoryId
-from charmem.domain.model import DerivedMemory, DerivedType, Entity, Episode, MemoryThread, Relation
+from charmem.domain.model import (
+    DerivedMemory,
+    Entity,
+    Episode,
+    MemoryLink,
+    MemoryThread,
+    ObjectType,
+    Relation,
+)
 from charmem.domain.names import NameIndex
+from charmem.domain.obligations import RESOLVING_RELATIONS, is_obligation, settled_by
 from charmem.domain.occasions import Occasion, OccasionQuery, local_month_day
 from charmem.domain.pack import (
     AdmissionRoad,
@@ -41,7 +50,9 @@ from charmem.domain.pack import (
 )
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.scene import SceneParticipant
-from charmem.ports import EmbeddingProvider, RetrievalStatsStore, VectorIndex
+from charmem.domain.surfaces import VectorSurface
+from charmem.ports import EmbeddingProvider, RetrievalStatsStore, VectorIndex, VectorQuery
+from charmem.usecases.embedding import embed_cue
 from charmem.usecases.occasions import find_occasions
 from charmem.usecases.retrieval_expansion import episode_turns
 from charmem.usecases.retrieval_recall import current_subjects
@@ -50,9 +61,6 @@ if TYPE_CHECKING:
     from charmem.usecases.retrieval import Recall
 
 __all__ = ["recall_situation", "resolve_participants"]
-
-_OBLIGATIONS = frozenset({DerivedType.COMMITMENT, DerivedType.OPEN_LOOP})
-_SETTLING = (Relation.RESOLVES, Relation.FULFILLS_COMMITMENT)
 
 
 async def recall_situation(
@@ -73,6 +81,7 @@ async def recall_situation(
         recall.entity_ids.update(notions)
         await _participants(recall, stats, notions)
         await _place(recall)
+        await _similar(recall, vectors, embedder, timeout_s)
         await _anniversary(recall)
         await _occasions_road(
             recall,
@@ -165,15 +174,15 @@ async def _last_interaction(recall: Recall, notion: MemoryId, found: Sequence[Oc
 
 async def _beliefs_about(recall: Recall, notions: Sequence[MemoryId]) -> None:
     """What is held about the participants: newest first, taking turns; unsettled obligations first."""
-    policy = recall.policy
     links = await recall.graph.links_of(list(notions), relations=[Relation.ABOUT])
     members: dict[MemoryId, set[MemoryId]] = {n: set() for n in notions}
     for link in links:
         if link.to_id in members:
             members[link.to_id].add(link.from_id)
-    await recall.load(sorted({m for group in members.values() for m in group}))
-    settled = await _settled(recall, sorted({m for group in members.values() for m in group}))
-    weight = policy.road_weight(AdmissionRoad.PARTICIPANT)
+    every = sorted({m for group in members.values() for m in group})
+    await recall.load(every)
+    obligations = [i for i in every if (obj := recall.objects.get(i)) is not None and is_obligation(obj)]
+    settling = await recall.graph.links_of(obligations, relations=RESOLVING_RELATIONS) if obligations else []
     for notion in notions:
         beliefs = [
             obj
@@ -181,30 +190,21 @@ async def _beliefs_about(recall: Recall, notions: Sequence[MemoryId]) -> None:
             if isinstance(obj := recall.objects.get(i), DerivedMemory) and not recall.after_reference(obj)
         ]
         beliefs.sort(key=lambda obj: (-event_time(obj).timestamp(), obj.id))
-        ordinary = 0
-        for obj in beliefs:
-            if obj.derived_type in _OBLIGATIONS and obj.id not in settled:
-                recall.offer(obj.id, policy.obligation_score, "scene:obligation", AdmissionRoad.PARTICIPANT)
-            elif ordinary < policy.road_occasions:
-                recall.offer(
-                    obj.id,
-                    weight * policy.road_rank_decay**ordinary,
-                    "scene:about",
-                    AdmissionRoad.PARTICIPANT,
-                )
-                ordinary += 1
+        _offer_beliefs(recall, beliefs, settling)
 
 
-async def _settled(recall: Recall, ids: Sequence[MemoryId]) -> set[MemoryId]:
-    """Which of ``ids`` a ``resolves`` or ``fulfills_commitment`` link settles."""
-    if not ids:
-        return set()
-    wanted = set(ids)
-    return {
-        link.to_id
-        for link in await recall.graph.links_of(list(ids), relations=_SETTLING)
-        if link.to_id in wanted
-    }
+def _offer_beliefs(recall: Recall, beliefs: Sequence[DerivedMemory], settling: Sequence[MemoryLink]) -> None:
+    """Offer one participant's beliefs: every unsettled obligation, then the newest others."""
+    policy = recall.policy
+    weight = policy.road_weight(AdmissionRoad.PARTICIPANT)
+    ordinary = 0
+    for obj in beliefs:
+        if is_obligation(obj) and not settled_by(obj, settling, recall.context.as_of):
+            recall.offer(obj.id, policy.obligation_score, "scene:obligation", AdmissionRoad.PARTICIPANT)
+        elif ordinary < policy.road_occasions:
+            score = weight * policy.road_rank_decay**ordinary
+            recall.offer(obj.id, score, "scene:about", AdmissionRoad.PARTICIPANT)
+            ordinary += 1
 
 
 async def _place(recall: Recall) -> None:
@@ -218,6 +218,39 @@ async def _place(recall: Recall) -> None:
     for key, value in scene.custom_values.items():
         query = OccasionQuery(limit=limit, at_or_before=recall.reference, custom_value=(key, value))
         await _occasions_road(recall, AdmissionRoad.PLACE, query)
+
+
+async def _similar(
+    recall: Recall, vectors: VectorIndex, embedder: EmbeddingProvider, timeout_s: float
+) -> None:
+    """Occasions whose participants or setting were described alike (their own vector surfaces).
+
+    The scene's participant descriptions (joined in order) are searched on the episodes'
+    ``PERSON_WORDS`` surface, its setting words on ``SETTING_WORDS``; each hit enters at the
+    road's weight times its similarity. A description never decides who anyone is.
+    """
+    scene = recall.context.scene
+    assert scene is not None
+    descriptions = "\n".join(p.description for p in scene.participants if p.description is not None)
+    words = scene.setting.words if scene.setting is not None else None
+    for road, surface, text in (
+        (AdmissionRoad.PERSON_DESCRIPTION, VectorSurface.PERSON_WORDS, descriptions),
+        (AdmissionRoad.SETTING_WORDS, VectorSurface.SETTING_WORDS, words),
+    ):
+        if not text:
+            continue
+        found = await vectors.search(
+            VectorQuery(
+                vector=await embed_cue(embedder, text, timeout_s=timeout_s),
+                limit=recall.policy.road_occasions,
+                object_types=(ObjectType.EPISODE,),
+                text=text,
+                surface=surface,
+                min_score=recall.context.score_floor,
+            )
+        )
+        weight = recall.policy.road_weight(road)
+        await _offer_scored(recall, road, [(hit.id, weight * float(hit.score)) for hit in found.hits])
 
 
 async def _anniversary(recall: Recall) -> None:
@@ -268,22 +301,33 @@ async def _occasions_road(recall: Recall, road: AdmissionRoad, query: OccasionQu
 async def _offer_occasions(
     recall: Recall, road: AdmissionRoad, occasions: Sequence[Occasion], first_rank: int = 0
 ) -> None:
-    """Offer each occasion (newest first) and its first turns, at the road's weight per rank."""
-    if not occasions:
-        return
+    """Offer each occasion (newest first) at the road's weight times its decay per rank."""
     policy = recall.policy
-    ids = [o.episode_id for o in occasions]
+    weight = policy.road_weight(road)
+    scored = [
+        (o.episode_id, weight * policy.road_rank_decay**rank)
+        for rank, o in enumerate(occasions, start=first_rank)
+    ]
+    await _offer_scored(recall, road, scored)
+
+
+async def _offer_scored(
+    recall: Recall, road: AdmissionRoad, scored: Sequence[tuple[MemoryId, float]]
+) -> None:
+    """Offer each episode and its first ``policy.occasion_turns`` turns at the episode's score."""
+    if not scored:
+        return
+    ids = [episode for episode, _score in scored]
     turns = await episode_turns(recall.graph, ids)
     chosen_turns = {
         episode: [t.observation_id for t in sorted(found, key=lambda t: (t.observed_at, t.observation_id))][
-            : policy.occasion_turns
+            : recall.policy.occasion_turns
         ]
         for episode, found in turns.items()
     }
     await recall.load([*ids, *(t for group in chosen_turns.values() for t in group)])
     signal = f"scene:{road.value}"
-    for rank, occasion in enumerate(occasions, start=first_rank):
-        score = policy.road_weight(road) * policy.road_rank_decay**rank
-        recall.offer(occasion.episode_id, score, signal, road)
-        for turn in chosen_turns.get(occasion.episode_id, ()):
+    for episode, score in scored:
+        recall.offer(episode, score, signal, road)
+        for turn in chosen_turns.get(episode, ()):
             recall.offer(turn, score, signal, road)
