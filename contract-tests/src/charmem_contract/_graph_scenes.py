@@ -209,12 +209,14 @@ class GraphSceneTests:
 
         Episodes in two offsets, some involving a notion (links as commit derives them), some in
         a setting or with a custom value, one a year earlier on the same local day; queries by
-        participant, setting key, custom value, time bound, range, month and day, earlier year,
-        and combinations. A store without the capability is read through its definition.
+        participant, participant name (compared as names are), setting key, custom value, time
+        bound, range, month and day, earlier year, and combinations. A store without the
+        capability is read through its definition.
 
         If this fails: compare instants as ``xsd:dateTime`` (not as text), read month and day in
         the episode's own offset, match the setting key and custom values exactly, follow the
-        ``involves`` links from the episode, and order by time descending then id.
+        ``involves`` links from the episode, compare participant names under
+        :func:`charmem.domain.rules.normalise_name`, and order by time descending then id.
         """
         from charmem.domain.model import Relation
         from charmem.domain.occasions import OccasionQuery
@@ -226,7 +228,9 @@ class GraphSceneTests:
             when = at(n * 600, INDIA if n % 2 else BRASILIA)
             scene = Scene(
                 at=when,
-                participants=[SceneParticipant(entity_id=person.id)] if n % 3 == 0 else [],
+                participants=[SceneParticipant(entity_id=person.id)]
+                if n % 3 == 0
+                else [SceneParticipant(name="ＭＩＮＡ  park" if n % 2 else "Mina Park")],
                 setting=SceneSetting(key="kitchen" if n < 4 else "garden 'south'"),
                 custom_values={"activity": "chess"} if n in (2, 5) else {},
             )
@@ -244,6 +248,7 @@ class GraphSceneTests:
             OccasionQuery(limit=20, participant=person.id),
             OccasionQuery(limit=20, setting_key="garden 'south'"),
             OccasionQuery(limit=20, custom_value=("activity", "chess")),
+            OccasionQuery(limit=20, participant_name="mina park"),
             OccasionQuery(limit=20, at_or_before=episodes[3].occurred_at),
             OccasionQuery(limit=20, between=(episodes[2].occurred_at, episodes[5].occurred_at)),
             OccasionQuery(limit=20, month_day=(earlier.month, earlier.day), before_year=first.year),

@@ -13,6 +13,7 @@ import attrs
 from charmem.domain.graph import GraphBatch
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import Episode
+from charmem.domain.rules import normalise_name
 from charmem.domain.scene import Scene, SceneParticipant, SceneSetting
 from charmem.usecases.planning import derive_links
 from pyoxigraph import Literal, RdfFormat, parse
@@ -121,8 +122,13 @@ def test_scene_lines_are_parsed_data_with_one_node_per_participant() -> None:
         lines = encode_item(episode(occurred_at=scene.at, scene=scene), _resolve)
         triples = list(parse("\n".join(lines), RdfFormat.N_TRIPLES))
         texts = [t.object.value for t in triples if isinstance(t.object, Literal) and t.object.value == text]
-        assert len(texts) == 2 * 2 + 2 + 2, f"{text!r}: {len(texts)} literals hold it"
-        assert len(triples) == len(lines) == 3 + 2 + 2 * 4 + 3
+        keys = [t.object.value for t in triples if t.predicate.value.endswith("participantNameKey")]
+        assert keys == [normalise_name(text)] * 2, f"{text!r}: name keys {keys!r}"
+        expected = 2 * 2 + 2 + 2 + (2 if normalise_name(text) == text else 0)  # names, words, key/value
+        assert len(texts) == expected, f"{text!r}: {len(texts)} literals hold it"
+        assert (
+            len(triples) == len(lines) == 3 + 2 + 2 * 5 + 3
+        )  # a participant: link, index, name, name key, description
 
 
 async def test_a_raced_episode_keeps_the_winning_scene_only(

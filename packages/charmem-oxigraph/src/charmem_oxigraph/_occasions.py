@@ -44,6 +44,9 @@ def occasions_query(graph: str, query: OccasionQuery) -> str:
         patterns.append(
             f"?l {_p('from')} ?e . ?l {_p('relation')} {_p('involves')} . ?l {_p('to')} {notion} ."
         )
+    if query.participant_name is not None:
+        name = Literal(query.participant_name)
+        patterns.append(f"?e {_p(v.SCENE_PARTICIPANT)} ?n . ?n {_p(v.PARTICIPANT_NAME_KEY)} {name} .")
     if query.setting_key is not None:
         patterns.append(f"?e {_p(v.SETTING_KEY)} {Literal(query.setting_key)} .")
     if query.custom_value is not None:

@@ -10,7 +10,8 @@ README's vocabulary table):
 * ``<episode> vocab:settingKey "kitchen"`` and ``vocab:settingWords "..."``;
 * ``<episode> vocab:sceneParticipant <episode/scene/participant/n>``, that node holding
   ``vocab:participantIndex n`` and, when given, ``vocab:participantEntity <notion>``,
-  ``vocab:participantName "..."``, ``vocab:participantDescription "..."`` (a node per participant
+  ``vocab:participantName "..."`` with ``vocab:participantNameKey`` (the name as name matching
+  compares it), ``vocab:participantDescription "..."`` (a node per participant
   with its index: two participants alike stay two);
 * ``<episode> vocab:sceneCustom <episode/scene/custom/n>``, that node holding ``vocab:customKey``
   and ``vocab:customValue`` (``n`` in key order).
@@ -26,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from charmem.domain.ids import MemoryId
+from charmem.domain.rules import normalise_name
 from charmem.domain.scene import Scene, SceneParticipant, SceneSetting
 from pyoxigraph import Literal
 
@@ -41,7 +43,7 @@ def _term(local_name: str) -> str:
 _SETTING_KEY, _SETTING_WORDS = _term(v.SETTING_KEY), _term(v.SETTING_WORDS)
 _PARTICIPANT, _INDEX = _term(v.SCENE_PARTICIPANT), _term(v.PARTICIPANT_INDEX)
 _ENTITY, _NAME = _term(v.PARTICIPANT_ENTITY), _term(v.PARTICIPANT_NAME)
-_DESCRIPTION = _term(v.PARTICIPANT_DESCRIPTION)
+_DESCRIPTION, _NAME_KEY = _term(v.PARTICIPANT_DESCRIPTION), _term(v.PARTICIPANT_NAME_KEY)
 _CUSTOM, _CUSTOM_KEY, _CUSTOM_VALUE = _term(v.SCENE_CUSTOM), _term(v.CUSTOM_KEY), _term(v.CUSTOM_VALUE)
 
 
@@ -125,6 +127,7 @@ def scene_lines(
             lines.append(f"{node} {_ENTITY} {resolve(participant.entity_id, 'entity')} .")
         if participant.name is not None:
             lines.append(f"{node} {_NAME} {Literal(participant.name)} .")
+            lines.append(f"{node} {_NAME_KEY} {Literal(normalise_name(participant.name))} .")
         if participant.description is not None:
             lines.append(f"{node} {_DESCRIPTION} {Literal(participant.description)} .")
     for index, (key, value) in enumerate(sorted(scene.custom_values.items())):

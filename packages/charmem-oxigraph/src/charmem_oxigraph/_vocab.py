@@ -113,6 +113,8 @@ SCENE_PARTICIPANT: Final = "sceneParticipant"
 PARTICIPANT_INDEX: Final = "participantIndex"
 PARTICIPANT_ENTITY: Final = "participantEntity"
 PARTICIPANT_NAME: Final = "participantName"
+#: A participant's name as name matching compares it (``charmem.domain.rules.normalise_name``).
+PARTICIPANT_NAME_KEY: Final = "participantNameKey"
 PARTICIPANT_DESCRIPTION: Final = "participantDescription"
 SCENE_CUSTOM: Final = "sceneCustom"
 CUSTOM_KEY: Final = "customKey"

@@ -15,6 +15,7 @@ from charmem.domain import _fields
 from charmem.domain._fields import optional_id
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import Episode
+from charmem.domain.rules import normalise_name
 from charmem.errors import DraftValidationError
 
 __all__ = ["Occasion", "OccasionQuery", "local_month_day", "occasion_matches", "occasion_order"]
@@ -35,6 +36,10 @@ def _month_day(value: object) -> tuple[int, int] | None:
     return (month, day)
 
 
+def _name_key(value: str | None) -> str | None:
+    return None if value is None else normalise_name(value)
+
+
 def _limit(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise DraftValidationError(f"{attribute.name} must be a positive int, not {value!r}", field="limit")
@@ -49,6 +54,8 @@ class OccasionQuery:
         at_or_before: the episode happened at or before this instant.
         participant: the episode involves this notion (an ``involves`` link: a participant
             given by id, in the scene or the episode's participants, or a speaker).
+        participant_name: the episode's scene lists a participant of this name, compared under
+            :func:`~charmem.domain.rules.normalise_name`.
         setting_key: the episode's scene setting has this key (exact).
         custom_value: ``(key, value)``: the episode's scene has this custom value (exact).
         between: ``(start, end)``: the episode happened inside it (inclusive).
@@ -63,6 +70,7 @@ class OccasionQuery:
     limit: int = attrs.field(validator=_limit)
     at_or_before: datetime | None = attrs.field(default=None, validator=_fields.aware)
     participant: MemoryId | None = attrs.field(default=None, converter=optional_id)
+    participant_name: str | None = attrs.field(default=None, converter=_name_key)
     setting_key: str | None = None
     custom_value: tuple[str, str] | None = None
     between: tuple[datetime, datetime] | None = None
@@ -97,6 +105,8 @@ def occasion_matches(episode: Episode, query: OccasionQuery, *, involves: bool) 
     checks = (
         query.at_or_before is None or when <= query.at_or_before,
         query.participant is None or involves,
+        query.participant_name is None
+        or (scene is not None and any(_named(p.name, query.participant_name) for p in scene.participants)),
         query.between is None or query.between[0] <= when <= query.between[1],
         query.month_day is None or local_month_day(when) == query.month_day,
         query.before_year is None or when.year < query.before_year,
@@ -106,6 +116,10 @@ def occasion_matches(episode: Episode, query: OccasionQuery, *, involves: bool) 
         or (scene is not None and scene.custom_values.get(query.custom_value[0]) == query.custom_value[1]),
     )
     return all(checks)
+
+
+def _named(name: str | None, key: str) -> bool:
+    return name is not None and normalise_name(name) == key
 
 
 def occasion_order(occasion: Occasion) -> tuple[float, str]:

@@ -40,7 +40,7 @@ from charmem.domain.model import (
 )
 from charmem.domain.names import NameIndex
 from charmem.domain.obligations import RESOLVING_RELATIONS, is_obligation, settled_by
-from charmem.domain.occasions import Occasion, OccasionQuery, local_month_day
+from charmem.domain.occasions import Occasion, OccasionQuery, local_month_day, occasion_order
 from charmem.domain.pack import (
     AdmissionRoad,
     LastInteraction,
@@ -79,7 +79,12 @@ async def recall_situation(
         recall.scene_resolutions = resolutions
         notions = sorted({i for r in resolutions for i in r.entity_ids})
         recall.entity_ids.update(notions)
-        await _participants(recall, stats, notions)
+        named = [
+            (p.name, r.entity_ids)
+            for p, r in zip(scene.participants, resolutions, strict=True)
+            if p.entity_id is None and p.name is not None
+        ]
+        await _participants(recall, stats, notions, named)
         await _place(recall)
         await _similar(recall, vectors, embedder, timeout_s)
         await _anniversary(recall)
@@ -133,24 +138,40 @@ async def resolve_participants(
     return tuple(resolutions)
 
 
-async def _participants(recall: Recall, stats: RetrievalStatsStore, notions: Sequence[MemoryId]) -> None:
-    """Each participant's occasions and beliefs (taking turns), obligations, last interactions."""
-    if not notions:
-        return
+async def _participants(
+    recall: Recall,
+    stats: RetrievalStatsStore,
+    notions: Sequence[MemoryId],
+    named: Sequence[tuple[str, tuple[MemoryId, ...]]],
+) -> None:
+    """Each participant's occasions and beliefs (taking turns), obligations, last interactions.
+
+    A notion's occasions are those involving it; a participant given by name also brings the
+    occasions whose scene listed that name, with its notion's when the name resolved to one
+    notion, as a list of its own otherwise. Each list enters newest first, a hub's cut shorter.
+    """
     policy, limits = recall.policy, recall.context.graph_limits
-    degrees = await stats.degrees(list(notions))
+    degrees = await stats.degrees(list(notions)) if notions else {}
+    lists: dict[object, list[Occasion]] = {}
     last: list[LastInteraction] = []
     for notion in notions:
+        query = OccasionQuery(limit=policy.road_occasions, participant=notion, at_or_before=recall.reference)
+        found = await find_occasions(recall.graph, query)
         hub = degrees.get(notion, 0) > limits.hub_edge_cap
-        fanout = max(1, policy.road_occasions // policy.hub_fanout_divisor) if hub else policy.road_occasions
-        found = await find_occasions(
-            recall.graph,
-            OccasionQuery(limit=policy.road_occasions, participant=notion, at_or_before=recall.reference),
-        )
-        await _offer_occasions(recall, AdmissionRoad.PARTICIPANT, found[:fanout])
+        lists[notion] = found[: max(1, policy.road_occasions // policy.hub_fanout_divisor) if hub else None]
         last.append(await _last_interaction(recall, notion, found))
+    for name, resolved in named:
+        query = OccasionQuery(
+            limit=policy.road_occasions, participant_name=name, at_or_before=recall.reference
+        )
+        key: object = resolved[0] if len(resolved) == 1 else ("name", query.participant_name)
+        merged = {o.episode_id: o for o in [*lists.get(key, ()), *await find_occasions(recall.graph, query)]}
+        lists[key] = sorted(merged.values(), key=occasion_order)[: policy.road_occasions]
+    for found in lists.values():
+        await _offer_occasions(recall, AdmissionRoad.PARTICIPANT, found)
     recall.last_interactions = tuple(last)
-    await _beliefs_about(recall, notions)
+    if notions:
+        await _beliefs_about(recall, notions)
 
 
 async def _last_interaction(recall: Recall, notion: MemoryId, found: Sequence[Occasion]) -> LastInteraction:
