@@ -60,7 +60,7 @@ from charmem_cli.locomo import conversation_drafts, ids_for, load_conversation
 #: Per pack format: the item keys and the pack keys it added to the format before it.
 ADDED_IN_FORMAT: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
     2: (
-        ("admitted_by", "seconds_since_support", "direction", "resolved_by"),
+        ("admitted_by", "seconds_since_support", "direction", "resolved_by", "trace"),
         ("last_interactions", "scene_resolutions"),
     ),
 }

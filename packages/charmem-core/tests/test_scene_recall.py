@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import attrs
 import pytest
 
 from charmem import (
@@ -179,3 +180,33 @@ def test_a_context_needs_something_to_recall_from() -> None:
         RetrievalContext()
     with pytest.raises(DraftValidationError, match="starts after it ends"):
         RetrievalContext(time_range=(START + DAY, START))
+
+
+async def test_a_trace_explains_each_score_and_changes_nothing_else(memory: CharacterMemory) -> None:
+    ann = await person(memory, "ann", "Ann")
+    await visit(memory, "Ann brought sourdough bread.", START, ann, "kitchen")
+    await visit(memory, "Ann planted tomatoes with me.", START + DAY, ann, "garden")
+    await memory.remember(RememberInput("The sourdough starter needs feeding.", occurred_at=START + DAY))
+    scene = Scene(
+        at=START + 3 * DAY, participants=[SceneParticipant(name="Ann")], setting=SceneSetting(key="kitchen")
+    )
+
+    for context in (
+        RetrievalContext(scene=scene, query="sourdough", recency=timedelta(days=2)),
+        RetrievalContext(query="sourdough bread"),
+    ):
+        plain = await memory.retrieve(context)
+        traced = await memory.retrieve(attrs.evolve(context, trace=True))
+        assert [attrs.evolve(item, trace=None) for item in traced.items] == list(plain.items)
+        assert all(item.trace is None for item in plain.items)
+        for item in traced.items:
+            trace = item.trace
+            assert trace is not None
+            assert tuple(road for road, _score in trace.road_scores) == item.admitted_by
+            assert trace.combined >= max(score for _road, score in trace.road_scores)
+            expected = trace.combined
+            for _name, factor in trace.factors:
+                expected *= factor
+            assert item.score == pytest.approx(expected)
+            assert set(trace.cues) == set(item.signals)
+        assert traced.to_dict()["items"][0]["trace"]["cues"] == list(traced.items[0].signals)

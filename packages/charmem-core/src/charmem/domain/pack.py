@@ -31,6 +31,7 @@ __all__ = [
     "AdmissionRoad",
     "CompletenessKind",
     "CurrencyStatus",
+    "ItemTrace",
     "LastInteraction",
     "ObligationDirection",
     "Omission",
@@ -144,6 +145,31 @@ class LastInteraction:
 
 
 @attrs.frozen(kw_only=True)
+class ItemTrace:
+    """How an item got its score (``RetrievalContext(trace=True)``); tracing changes nothing else.
+
+    ``score`` = ``combined`` times every factor, in order.
+
+    Attributes:
+        road_scores: the best score each road gave it before ranking, in
+            :class:`AdmissionRoad` order (the topic's is candidate recall's fused relevance, or
+            expansion's share of it).
+        combined: what the road scores combine to
+            (:func:`~charmem.domain.scoring.combined_road_score`: the best, plus a bonus per
+            further road).
+        factors: the ranking factors applied after, in order, as ``(name, factor)``:
+            ``"name_belief"``, ``"time_cue"``, ``"recency"``.
+        cues: the kinds of cue that reached it (its signals, sorted): ``"vector"``,
+            ``"expansion:<relation>"``, ``"named_notion"``, ``"scene:<road>"``, ...
+    """
+
+    road_scores: tuple[tuple[AdmissionRoad, float], ...]
+    combined: float
+    factors: tuple[tuple[str, float], ...] = ()
+    cues: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
 class PackItem:
     """One recalled memory in the pack.
 
@@ -187,6 +213,7 @@ class PackItem:
     seconds_since_support: int | None = None
     direction: ObligationDirection | None = None
     resolved_by: tuple[MemoryId, ...] = ()
+    trace: ItemTrace | None = None
 
 
 #: Omission reason of an item whose text repeats a higher-ranked item's

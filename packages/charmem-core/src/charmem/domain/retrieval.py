@@ -30,6 +30,7 @@ from charmem.domain.pack import (
     AdmissionRoad,
     CompletenessKind,
     CurrencyStatus,
+    ItemTrace,
     LastInteraction,
     ObligationDirection,
     Omission,
@@ -59,6 +60,7 @@ __all__ = [
     "ContinuityContextPack",
     "CurrencyStatus",
     "GraphLimits",
+    "ItemTrace",
     "LastInteraction",
     "ObligationDirection",
     "Omission",
@@ -102,6 +104,16 @@ def _item_dict(item: PackItem) -> dict[str, Any]:
         "seconds_since_support": item.seconds_since_support,
         "direction": item.direction.value if item.direction else None,
         "resolved_by": [str(i) for i in item.resolved_by],
+        "trace": None if item.trace is None else _trace_dict(item.trace),
+    }
+
+
+def _trace_dict(trace: ItemTrace) -> dict[str, Any]:
+    return {
+        "road_scores": {road.value: score for road, score in trace.road_scores},
+        "combined": trace.combined,
+        "factors": [[name, factor] for name, factor in trace.factors],
+        "cues": list(trace.cues),
     }
 
 

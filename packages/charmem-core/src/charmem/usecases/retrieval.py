@@ -182,6 +182,7 @@ class Candidate:
     signals: set[str]
     status: CurrencyStatus = CurrencyStatus.CURRENT
     roads: dict[AdmissionRoad, float] = attrs.field(factory=dict)
+    factors: list[tuple[str, float]] = attrs.field(factory=list)
 
 
 class Recall:

@@ -27,6 +27,7 @@ from charmem.domain.retrieval import (
     DUPLICATE_TEXT,
     ContinuityContextPack,
     CurrencyStatus,
+    ItemTrace,
     Omission,
     PackEntity,
     PackItem,
@@ -34,6 +35,7 @@ from charmem.domain.retrieval import (
     rank_key,
     same_text_key,
 )
+from charmem.domain.scoring import combined_road_score
 from charmem.ports import TokenCounter
 from charmem.usecases.names import current_names
 
@@ -58,16 +60,21 @@ def rank(
     for candidate in recall.chosen.values():
         obj = candidate.obj
         if isinstance(obj, DerivedMemory) and known_names(obj.assertions):
-            candidate.score *= policy.name_belief_weight
+            _apply(candidate, "name_belief", policy.name_belief_weight)
         when = event_time(obj)
         if any(start <= when < end for start, end in periods):
-            candidate.score *= policy.time_cue_weight
+            _apply(candidate, "time_cue", policy.time_cue_weight)
             candidate.signals.add("time_cue")
         if half_life is not None:
             age = (reference - event_time(obj)).total_seconds()
-            candidate.score *= policy.recency_factor(age, half_life.total_seconds())
+            _apply(candidate, "recency", policy.recency_factor(age, half_life.total_seconds()))
             candidate.signals.add("recency")
     return sorted(recall.chosen.values(), key=_rank_key)
+
+
+def _apply(candidate: Candidate, name: str, factor: float) -> None:
+    candidate.score *= factor
+    candidate.factors.append((name, factor))
 
 
 async def assemble(
@@ -97,7 +104,11 @@ async def assemble(
     entity_objects = await recall.graph.get_objects(sorted(recall.entity_ids))
     names = await current_names(recall.graph, entity_objects, context.as_of)
     support = _SupportReader(recall, reference)
-    items = tuple(_pack_item(c, support, settled.get(c.obj.id, ()), recall.character_id) for c in kept)
+    bonus = recall.policy.road_bonus if context.trace else None
+    items = tuple(
+        _pack_item(c, support, settled.get(c.obj.id, ()), recall.character_id, trace_bonus=bonus)
+        for c in kept
+    )
     entities = _pack_entities(entity_objects, names)
     return ContinuityContextPack(
         query=context.query,
@@ -201,6 +212,8 @@ def _pack_item(
     support: _SupportReader,
     resolved_by: tuple[MemoryId, ...],
     character_id: MemoryId | None,
+    *,
+    trace_bonus: float | None = None,
 ) -> PackItem:
     obj = candidate.obj
     return PackItem(
@@ -218,6 +231,18 @@ def _pack_item(
         seconds_since_support=support.seconds(obj),
         direction=obligation_direction(obj, character_id),
         resolved_by=resolved_by,
+        trace=None if trace_bonus is None else _trace(candidate, trace_bonus),
+    )
+
+
+def _trace(candidate: Candidate, bonus: float) -> ItemTrace:
+    """The components of ``candidate``'s score (``RetrievalContext(trace=True)``)."""
+    road_scores = tuple((road, candidate.roads[road]) for road in AdmissionRoad if road in candidate.roads)
+    return ItemTrace(
+        road_scores=road_scores,
+        combined=combined_road_score(candidate.roads.values(), bonus),
+        factors=tuple(candidate.factors),
+        cues=tuple(sorted(candidate.signals)),
     )
 
 
