@@ -60,7 +60,7 @@ def test_remember_in_a_scene_then_recall_from_the_scene_alone(
     run(store_root, capsys, "remember", "The trip is planned.", "--occurred-at", "2025-06-09T09:00:00+02:00")
     shown, _ = run(store_root, capsys, "recall", "--participant", "Ana", "--at", LATER)
     assert shown.startswith("Recall for the scene\n")
-    assert "Ana and I baked bread.  (recency)" in shown and "The trip is planned." not in shown
+    assert "Ana and I baked bread.  (participant, recency)" in shown and "The trip is planned." not in shown
     assert "  participant 1: unknown\n" in shown
     printed, _ = run(store_root, capsys, "recall", "--json", "--participant", "Ana", "--at", LATER)
     scene = Scene(at=datetime.fromisoformat(LATER), participants=[SceneParticipant(name="Ana")])
