@@ -210,3 +210,46 @@ async def test_a_trace_explains_each_score_and_changes_nothing_else(memory: Char
             assert item.score == pytest.approx(expected)
             assert set(trace.cues) == set(item.signals)
         assert traced.to_dict()["items"][0]["trace"]["cues"] == list(traced.items[0].signals)
+
+
+async def test_the_last_meeting_looks_past_forgotten_ones_and_counts_scenes_listing_the_name(
+    memory: CharacterMemory,
+) -> None:
+    bob = await person(memory, "bob", "Bob")
+    await visit(memory, "Bob and I walked the dog.", START, bob)
+    for n in range(8):
+        quarrel = await visit(memory, f"Bob and I argued, time {n}.", START + (n + 1) * DAY, bob)
+        await memory.forget(
+            ForgetMemoryDraft(target_id=quarrel, rationale="asked to", recorded_at=START + 20 * DAY)
+        )
+    pack = await memory.retrieve(
+        RetrievalContext(scene=Scene(at=START + 30 * DAY, participants=[SceneParticipant(entity_id=bob)]))
+    )
+    assert [li.last_met_at for li in pack.last_interactions] == [START]
+
+    by_name = Scene(at=START + 25 * DAY, participants=[SceneParticipant(name="bob")])
+    await memory.remember(
+        RememberInput("Bob waved from the bus.", created_at=START + 25 * DAY).with_scene(by_name)
+    )
+    pack = await memory.retrieve(
+        RetrievalContext(scene=Scene(at=START + 30 * DAY, participants=[SceneParticipant(entity_id=bob)]))
+    )
+    assert [li.last_met_at for li in pack.last_interactions] == [START + 25 * DAY]
+    assert "Bob waved from the bus." in texts(pack)
+
+
+async def test_with_a_query_the_topic_keeps_its_weight_beside_the_scene(memory: CharacterMemory) -> None:
+    ann = await person(memory, "ann", "Ann")
+    for n in range(5):
+        await visit(memory, f"Ann talked about her garden, day {n}.", START + n * DAY, ann, "kitchen")
+    await memory.remember(RememberInput("The violin lesson moved to Thursday.", occurred_at=START + DAY))
+
+    scene = Scene(
+        at=START + 10 * DAY,
+        participants=[SceneParticipant(entity_id=ann)],
+        setting=SceneSetting(key="kitchen"),
+    )
+    pack = await memory.retrieve(RetrievalContext(query="When is the violin lesson?", scene=scene))
+
+    assert pack.items[0].text == "The violin lesson moved to Thursday."
+    assert pack.items[0].admitted_by == (AdmissionRoad.TOPIC,)

@@ -84,6 +84,11 @@ class ScoringPolicy:
         (AdmissionRoad.RECENCY, 0.4),
     )
 
+    #: Factor on the road weights, times the best topic score, when a query found memories too:
+    #: the question leads and the scene colours (a memory the scene reaches often enough still
+    #: comes up beside the answer, never above it by its roads alone).
+    scene_beside_topic: float = 0.5
+
     #: Factor per rank within one road's list (newest first): the next occasion counts a bit less.
     road_rank_decay: float = 0.9
 

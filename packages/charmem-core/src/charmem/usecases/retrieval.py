@@ -146,6 +146,9 @@ async def retrieve_pack(
         await recall_notions(recall, vectors, stats, query_vector, roots)
         await expand_roots(recall, roots)
         completeness, considered, admitted = found.completeness, len(found.hits), len(roots)
+        if roots:
+            top = max(recall.chosen[i].score for i in roots)
+            recall.road_scale = top * policy.scene_beside_topic
     if context.situated:
         await recall_situation(
             recall, vectors=vectors, embedder=embedder, stats=stats, timeout_s=embed_timeout_s
@@ -207,6 +210,9 @@ class Recall:
         self.character_id = character_id
         self.members: dict[MemoryId, set[MemoryId]] = defaultdict(set)
         self.reference = reference
+        #: Factor on every scene road's weight (``policy.scene_beside_topic`` times the best topic
+        #: score when a query found roots, else 1).
+        self.road_scale = 1.0
         self.last_interactions: tuple[LastInteraction, ...] = ()
         self.scene_resolutions: tuple[SceneResolution, ...] = ()
         self.objects: dict[MemoryId, MemoryObject] = {}

@@ -146,51 +146,82 @@ async def _participants(
 ) -> None:
     """Each participant's occasions and beliefs (taking turns), obligations, last interactions.
 
-    A notion's occasions are those involving it; a participant given by name also brings the
-    occasions whose scene listed that name, with its notion's when the name resolved to one
-    notion, as a list of its own otherwise. Each list enters newest first, a hub's cut shorter.
+    A notion's occasions are those involving it and those whose scene listed it by a name only
+    it is currently known by; a name that resolves to several notions or to none brings the
+    occasions that listed it as a list of its own. Each list enters newest first, a hub's cut
+    shorter.
     """
     policy, limits = recall.policy, recall.context.graph_limits
     degrees = await stats.degrees(list(notions)) if notions else {}
-    lists: dict[object, list[Occasion]] = {}
+    names = await _own_names(recall, notions)
+    lists: list[Sequence[Occasion]] = []
     last: list[LastInteraction] = []
     for notion in notions:
-        query = OccasionQuery(limit=policy.road_occasions, participant=notion, at_or_before=recall.reference)
-        found = await find_occasions(recall.graph, query)
+        found = await _occasions_of(recall, notion, names.get(notion, ()), policy.road_occasions)
         hub = degrees.get(notion, 0) > limits.hub_edge_cap
-        lists[notion] = found[: max(1, policy.road_occasions // policy.hub_fanout_divisor) if hub else None]
-        last.append(await _last_interaction(recall, notion, found))
+        lists.append(found[: max(1, policy.road_occasions // policy.hub_fanout_divisor) if hub else None])
+        last.append(await _last_interaction(recall, notion, names.get(notion, ()), found))
     for name, resolved in named:
-        query = OccasionQuery(
-            limit=policy.road_occasions, participant_name=name, at_or_before=recall.reference
-        )
-        key: object = resolved[0] if len(resolved) == 1 else ("name", query.participant_name)
-        merged = {o.episode_id: o for o in [*lists.get(key, ()), *await find_occasions(recall.graph, query)]}
-        lists[key] = sorted(merged.values(), key=occasion_order)[: policy.road_occasions]
-    for found in lists.values():
-        await _offer_occasions(recall, AdmissionRoad.PARTICIPANT, found)
+        if len(resolved) != 1:
+            query = OccasionQuery(
+                limit=policy.road_occasions, participant_name=name, at_or_before=recall.reference
+            )
+            lists.append(await find_occasions(recall.graph, query))
+    for occasions in lists:
+        await _offer_occasions(recall, AdmissionRoad.PARTICIPANT, occasions)
     recall.last_interactions = tuple(last)
     if notions:
         await _beliefs_about(recall, notions)
 
 
-async def _last_interaction(recall: Recall, notion: MemoryId, found: Sequence[Occasion]) -> LastInteraction:
+async def _own_names(recall: Recall, notions: Sequence[MemoryId]) -> dict[MemoryId, list[str]]:
+    """Each notion's current names that no other notion is currently known by."""
+    if not notions:
+        return {}
+    index = await recall.graph.name_index()
+    owned: dict[MemoryId, list[str]] = {}
+    for notion in notions:
+        for name in sorted({name for _belief, _subject, name in index.naming([notion])}):
+            if await current_subjects(recall.graph, index.named(name), recall.context.as_of) == {notion}:
+                owned.setdefault(notion, []).append(name)
+    return owned
+
+
+async def _occasions_of(recall: Recall, notion: MemoryId, names: Sequence[str], limit: int) -> list[Occasion]:
+    """The ``limit`` newest occasions involving ``notion`` or listing one of its own ``names``."""
+    queries = [OccasionQuery(limit=limit, participant=notion, at_or_before=recall.reference)]
+    queries += [OccasionQuery(limit=limit, participant_name=n, at_or_before=recall.reference) for n in names]
+    merged: dict[MemoryId, Occasion] = {}
+    for query in queries:
+        merged.update((o.episode_id, o) for o in await find_occasions(recall.graph, query))
+    return sorted(merged.values(), key=occasion_order)[:limit]
+
+
+async def _last_interaction(
+    recall: Recall, notion: MemoryId, names: Sequence[str], found: Sequence[Occasion]
+) -> LastInteraction:
     """The newest occasion with ``notion`` that is not forgotten (suppressed), or never.
 
-    Its time is the stored episode's ``occurred_at`` (its own offset kept).
+    Looks further back, four times as far each time, while every occasion found so far was
+    forgotten. Its time is the stored episode's ``occurred_at`` (its own offset kept).
     """
-    await recall.load([o.episode_id for o in found])
-    currency = await recall.graph.currency([o.episode_id for o in found], as_of=recall.context.as_of)
-    for occasion in found:
-        episode = recall.objects.get(occasion.episode_id)
-        if (
-            isinstance(episode, Episode)
-            and currency.get(occasion.episode_id) is not CurrencyStatus.SUPPRESSED
-        ):
-            met = episode.occurred_at
-            elapsed = recall.reference - met if recall.reference is not None else None
-            return LastInteraction(entity_id=notion, last_met_at=met, elapsed=elapsed)
-    return LastInteraction(entity_id=notion)
+    limit = max(len(found), 1)
+    while True:
+        await recall.load([o.episode_id for o in found])
+        currency = await recall.graph.currency([o.episode_id for o in found], as_of=recall.context.as_of)
+        for occasion in found:
+            episode = recall.objects.get(occasion.episode_id)
+            if (
+                isinstance(episode, Episode)
+                and currency.get(occasion.episode_id) is not CurrencyStatus.SUPPRESSED
+            ):
+                met = episode.occurred_at
+                elapsed = recall.reference - met if recall.reference is not None else None
+                return LastInteraction(entity_id=notion, last_met_at=met, elapsed=elapsed)
+        if len(found) < limit:
+            return LastInteraction(entity_id=notion)
+        limit *= 4
+        found = await _occasions_of(recall, notion, names, limit)
 
 
 async def _beliefs_about(recall: Recall, notions: Sequence[MemoryId]) -> None:
@@ -217,11 +248,16 @@ async def _beliefs_about(recall: Recall, notions: Sequence[MemoryId]) -> None:
 def _offer_beliefs(recall: Recall, beliefs: Sequence[DerivedMemory], settling: Sequence[MemoryLink]) -> None:
     """Offer one participant's beliefs: every unsettled obligation, then the newest others."""
     policy = recall.policy
-    weight = policy.road_weight(AdmissionRoad.PARTICIPANT)
+    weight = _weight(recall, AdmissionRoad.PARTICIPANT)
     ordinary = 0
     for obj in beliefs:
         if is_obligation(obj) and not settled_by(obj, settling, recall.context.as_of):
-            recall.offer(obj.id, policy.obligation_score, "scene:obligation", AdmissionRoad.PARTICIPANT)
+            recall.offer(
+                obj.id,
+                policy.obligation_score * recall.road_scale,
+                "scene:obligation",
+                AdmissionRoad.PARTICIPANT,
+            )
         elif ordinary < policy.road_occasions:
             score = weight * policy.road_rank_decay**ordinary
             recall.offer(obj.id, score, "scene:about", AdmissionRoad.PARTICIPANT)
@@ -270,7 +306,7 @@ async def _similar(
                 min_score=recall.context.score_floor,
             )
         )
-        weight = recall.policy.road_weight(road)
+        weight = _weight(recall, road)
         await _offer_scored(recall, road, [(hit.id, weight * float(hit.score)) for hit in found.hits])
 
 
@@ -288,7 +324,7 @@ async def _activity(recall: Recall, activity: MemoryId) -> None:
     """A thread's members (newest first), or an open loop with its sources."""
     await recall.load([activity])
     obj = recall.objects.get(activity)
-    weight, decay = recall.policy.road_weight(AdmissionRoad.ACTIVITY), recall.policy.road_rank_decay
+    weight, decay = _weight(recall, AdmissionRoad.ACTIVITY), recall.policy.road_rank_decay
     if isinstance(obj, MemoryThread):
         links = await recall.graph.links_of([activity], relations=[Relation.PART_OF_THREAD])
         await recall.load(sorted({link.from_id for link in links if link.to_id == activity}))
@@ -324,12 +360,17 @@ async def _offer_occasions(
 ) -> None:
     """Offer each occasion (newest first) at the road's weight times its decay per rank."""
     policy = recall.policy
-    weight = policy.road_weight(road)
+    weight = _weight(recall, road)
     scored = [
         (o.episode_id, weight * policy.road_rank_decay**rank)
         for rank, o in enumerate(occasions, start=first_rank)
     ]
     await _offer_scored(recall, road, scored)
+
+
+def _weight(recall: Recall, road: AdmissionRoad) -> float:
+    """The road's weight, on the scale of the topic's scores when a query found some."""
+    return recall.policy.road_weight(road) * recall.road_scale
 
 
 async def _offer_scored(
