@@ -128,3 +128,22 @@ def test_bad_scene_options_exit_2_saying_what_to_give(
 ) -> None:
     _, err = run(store_root, capsys, *args, code=2)
     assert says in err, err
+
+
+def test_remember_refuses_an_at_and_occurred_at_in_different_offsets(
+    store_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _out, err = run(
+        store_root,
+        capsys,
+        "remember",
+        "Ben came by.",
+        "--participant",
+        "Ben",
+        "--at",
+        "2025-06-03T09:00:00-09:30",
+        "--occurred-at",
+        "2025-06-03T18:30:00+00:00",
+        code=2,
+    )
+    assert "--occurred-at" in err and "differ" in err

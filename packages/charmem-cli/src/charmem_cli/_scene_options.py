@@ -131,7 +131,8 @@ def scene_of(args: argparse.Namespace, default_at: datetime | None = None) -> Sc
 def remember_input(args: argparse.Namespace) -> RememberInput:
     """``charmem remember``'s input: the text, its time and its scene (``--at`` is its time).
 
-    ``--occurred-at`` and ``--at`` are one time: either one, or both equal.
+    ``--occurred-at`` and ``--at`` are one time: either one, or both the same instant with the same
+    UTC offset (as the library requires of an episode and its scene).
 
     Raises:
         ConfigurationError: a malformed option, or two different times.
@@ -140,7 +141,7 @@ def remember_input(args: argparse.Namespace) -> RememberInput:
     scene = scene_of(args, default_at=occurred)
     if scene is None:
         return RememberInput(args.text, occurred_at=occurred)
-    if occurred is not None and occurred != scene.at:
+    if occurred is not None and (occurred != scene.at or occurred.utcoffset() != scene.at.utcoffset()):
         raise ConfigurationError(
             f"--occurred-at {args.occurred_at} and --at {args.at} differ: the scene's time is the "
             "episode's; give one of them",

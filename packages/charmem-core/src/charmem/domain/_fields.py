@@ -93,6 +93,11 @@ def as_float(value: Any) -> Any:
     return value
 
 
+def empty_if_none(value: Any) -> Any:
+    """An optional text given as ``None`` is empty (``summary=None`` means no summary)."""
+    return "" if value is None else value
+
+
 def optional_id(value: Any) -> MemoryId | None:
     return None if value is None else as_memory_id(value)
 

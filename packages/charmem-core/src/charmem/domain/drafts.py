@@ -66,7 +66,7 @@ class EpisodeDraft:
             ``attrs.evolve``.
     """
 
-    summary: str = attrs.field(default="", validator=_fields.plain)
+    summary: str = attrs.field(default="", converter=_fields.empty_if_none, validator=_fields.plain)
     occurred_at: datetime | None = attrs.field(default=None, validator=_fields.aware)
     id: MemoryId | None = attrs.field(default=None, converter=optional_id)
     participant_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
@@ -111,7 +111,7 @@ class ThreadDraft:
     """A soft grouping (a project, an arc) with a title."""
 
     title: str = attrs.field(validator=_fields.text)
-    summary: str = attrs.field(default="", validator=_fields.plain)
+    summary: str = attrs.field(default="", converter=_fields.empty_if_none, validator=_fields.plain)
     status: ThreadStatus = attrs.field(default=ThreadStatus.ACTIVE, converter=ThreadStatus)
     id: MemoryId | None = attrs.field(default=None, converter=optional_id)
     created_at: datetime | None = attrs.field(default=None, validator=_fields.aware)

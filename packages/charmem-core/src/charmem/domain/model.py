@@ -191,7 +191,7 @@ class Episode:
 
     id: MemoryId = attrs.field(converter=as_memory_id)
     occurred_at: datetime = attrs.field(validator=_fields.aware)
-    summary: str = attrs.field(default="", validator=_fields.plain)
+    summary: str = attrs.field(default="", converter=_fields.empty_if_none, validator=_fields.plain)
     participant_entity_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     thread_ids: tuple[MemoryId, ...] = attrs.field(default=(), converter=id_set)
     raw_ref: str | None = attrs.field(default=None, validator=_fields.plain)
@@ -268,7 +268,7 @@ class MemoryThread:
 
     id: MemoryId = attrs.field(converter=as_memory_id)
     title: str = attrs.field(validator=_fields.text)
-    summary: str = attrs.field(default="", validator=_fields.plain)
+    summary: str = attrs.field(default="", converter=_fields.empty_if_none, validator=_fields.plain)
     status: ThreadStatus = attrs.field(default=ThreadStatus.ACTIVE, converter=ThreadStatus)
     created_at: datetime = attrs.field(validator=_fields.aware)
     schema_version: int = _fields.SCHEMA_VERSION

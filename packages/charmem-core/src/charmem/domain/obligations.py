@@ -9,7 +9,7 @@ it. Both rules are pure functions of what retrieval already read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Final
 
@@ -60,7 +60,10 @@ def obligation_direction(obj: MemoryObject, character_id: MemoryId | None) -> Ob
 
 
 def settled_by(
-    obj: MemoryObject, links: Iterable[MemoryLink], as_of: datetime | None = None
+    obj: MemoryObject,
+    links: Iterable[MemoryLink],
+    as_of: datetime | None = None,
+    later: Collection[MemoryId] = (),
 ) -> tuple[MemoryId, ...]:
     """Whether an obligation is settled, and by what: the ids of its resolvers (empty: open).
 
@@ -72,12 +75,15 @@ def settled_by(
     resolver's id is still returned: an id is no content (the pack already names forgotten
     memories by id among its omissions), the resolver itself is never recalled, and without it
     a settled matter would read as an open one. A memory that is no obligation is never settled
-    here (its links are ordinary links).
+    here (its links are ordinary links). In a situated context (a scene, an activity or a time
+    range), a resolver that happened after the reference time does not settle it yet
+    (``later``): on the scene's day the promise is still open.
 
     Args:
         obj: a recalled memory.
         links: links touching it (others, and links of other relations, are ignored).
         as_of: the record time of an ``as_of`` view, or ``None``.
+        later: resolvers that happened after the reference time of a situated context.
 
     Returns:
         tuple[MemoryId, ...]: the resolvers' ids, sorted and unique; empty when not settled.
@@ -93,6 +99,7 @@ def settled_by(
                 and link.from_id != obj.id
                 and link.relation in RESOLVING_RELATIONS
                 and (as_of is None or link.created_at <= as_of)
+                and link.from_id not in later
             }
         )
     )

@@ -89,6 +89,10 @@ class ScoringPolicy:
     #: comes up beside the answer, never above it by its roads alone).
     scene_beside_topic: float = 0.5
 
+    #: Floor on the cosine of a described person or setting (the similarity roads): a
+    #: description recalls occasions described alike, not every occasion that had a name.
+    scene_words_floor: float = 0.3
+
     #: Factor per rank within one road's list (newest first): the next occasion counts a bit less.
     road_rank_decay: float = 0.9
 

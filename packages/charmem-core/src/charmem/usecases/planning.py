@@ -50,7 +50,8 @@ def input_to_drafts(item: RememberInput, now: datetime) -> RememberDrafts:
     """Expand the convenience input into one episode, one observation and its derived drafts.
 
     Derived drafts get the episode and observation as sources unless they name their own or are
-    given by the application (docs/concepts/memory-model.md, "Names are beliefs").
+    given by the application (docs/concepts/memory-model.md, "Names are beliefs"), and the
+    input's ``created_at`` unless they have their own (so a back-filled history is recorded then).
     """
     episode_id = item.episode_id or MemoryId.new()
     observation_id = item.observation_id or MemoryId.new()
@@ -81,12 +82,22 @@ def input_to_drafts(item: RememberInput, now: datetime) -> RememberDrafts:
         created_at=item.created_at,
     )
     derived = tuple(
-        d
-        if d.has_sources or d.given_by_application
-        else attrs.evolve(d, episode_ids=(episode_id,), observation_ids=(observation_id,))
+        _recorded_with(
+            d
+            if d.has_sources or d.given_by_application
+            else attrs.evolve(d, episode_ids=(episode_id,), observation_ids=(observation_id,)),
+            item.created_at,
+        )
         for d in item.derived
     )
     return RememberDrafts(episodes=(episode,), observations=(observation,), derived=derived)
+
+
+def _recorded_with(draft: DerivedMemoryDraft, created_at: datetime | None) -> DerivedMemoryDraft:
+    """A derived draft without its own ``created_at`` is recorded with its input (a back-fill)."""
+    if draft.created_at is not None or created_at is None:
+        return draft
+    return attrs.evolve(draft, created_at=created_at)
 
 
 def _episode(d: EpisodeDraft, now: datetime) -> Episode:

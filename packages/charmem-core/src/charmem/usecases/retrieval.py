@@ -253,6 +253,14 @@ class Recall:
         """Happened after the reference time of a situated context (never, for a query alone)."""
         return self.context.situated and self.reference is not None and event_time(obj) > self.reference
 
+    async def after_reference_ids(self, ids: Iterable[MemoryId]) -> set[MemoryId]:
+        """Which of ``ids`` happened after the reference time of a situated context (none else)."""
+        if not self.context.situated or self.reference is None:
+            return set()
+        wanted = list(dict.fromkeys(ids))
+        await self.load(wanted)
+        return {i for i in wanted if (obj := self.objects.get(i)) is not None and self.after_reference(obj)}
+
     def offer(
         self, memory_id: MemoryId, score: float, signal: str, road: AdmissionRoad = AdmissionRoad.TOPIC
     ) -> bool:

@@ -181,7 +181,9 @@ async def _settlements(recall: Recall, kept: Sequence[Candidate]) -> dict[Memory
     for link in links:
         if link.to_id in by_matter:
             by_matter[link.to_id].append(link)
-    settled = {m: settled_by(obj, by_matter[m], recall.context.as_of) for m, obj in matters.items()}
+    later = await recall.after_reference_ids([link.from_id for link in links])
+    as_of = recall.context.as_of
+    settled = {m: settled_by(obj, by_matter[m], as_of, later) for m, obj in matters.items()}
     return {matter: resolvers for matter, resolvers in settled.items() if resolvers}
 
 

@@ -25,8 +25,11 @@ Nothing after the reference time comes to mind (:meth:`~charmem.usecases.retriev
 
 from __future__ import annotations
 
+import calendar
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import attrs
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import (
@@ -51,6 +54,7 @@ from charmem.domain.pack import (
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.domain.scene import SceneParticipant
 from charmem.domain.surfaces import VectorSurface
+from charmem.errors import DraftValidationError
 from charmem.ports import EmbeddingProvider, RetrievalStatsStore, VectorIndex, VectorQuery
 from charmem.usecases.embedding import embed_cue
 from charmem.usecases.occasions import find_occasions
@@ -160,13 +164,13 @@ async def _participants(
         found = await _occasions_of(recall, notion, names.get(notion, ()), policy.road_occasions)
         hub = degrees.get(notion, 0) > limits.hub_edge_cap
         lists.append(found[: max(1, policy.road_occasions // policy.hub_fanout_divisor) if hub else None])
-        last.append(await _last_interaction(recall, notion, names.get(notion, ()), found))
+        last.append(_last_interaction(recall, notion, found))
     for name, resolved in named:
         if len(resolved) != 1:
             query = OccasionQuery(
                 limit=policy.road_occasions, participant_name=name, at_or_before=recall.reference
             )
-            lists.append(await find_occasions(recall.graph, query))
+            lists.append(await _remembered(recall, query))
     for occasions in lists:
         await _offer_occasions(recall, AdmissionRoad.PARTICIPANT, occasions)
     recall.last_interactions = tuple(last)
@@ -188,40 +192,49 @@ async def _own_names(recall: Recall, notions: Sequence[MemoryId]) -> dict[Memory
 
 
 async def _occasions_of(recall: Recall, notion: MemoryId, names: Sequence[str], limit: int) -> list[Occasion]:
-    """The ``limit`` newest occasions involving ``notion`` or listing one of its own ``names``."""
+    """The ``limit`` newest remembered occasions involving ``notion`` or listing one of its own ``names``."""
     queries = [OccasionQuery(limit=limit, participant=notion, at_or_before=recall.reference)]
     queries += [OccasionQuery(limit=limit, participant_name=n, at_or_before=recall.reference) for n in names]
     merged: dict[MemoryId, Occasion] = {}
     for query in queries:
-        merged.update((o.episode_id, o) for o in await find_occasions(recall.graph, query))
+        merged.update((o.episode_id, o) for o in await _remembered(recall, query))
     return sorted(merged.values(), key=occasion_order)[:limit]
 
 
-async def _last_interaction(
-    recall: Recall, notion: MemoryId, names: Sequence[str], found: Sequence[Occasion]
-) -> LastInteraction:
-    """The newest occasion with ``notion`` that is not forgotten (suppressed), or never.
+async def _remembered(recall: Recall, query: OccasionQuery) -> list[Occasion]:
+    """The ``query.limit`` newest occasions meeting ``query`` that the character remembers.
 
-    Looks further back, four times as far each time, while every occasion found so far was
-    forgotten. Its time is the stored episode's ``occurred_at`` (its own offset kept).
+    Remembered: recorded by the context's ``as_of`` and not forgotten (suppressed). The store's
+    answer includes the others, so the search looks further back, four times as far each time,
+    until enough are found or none are left: forgetting the latest occasions never hides the
+    earlier ones.
     """
-    limit = max(len(found), 1)
+    want, limit = query.limit, query.limit
     while True:
+        found = await find_occasions(recall.graph, attrs.evolve(query, limit=limit))
         await recall.load([o.episode_id for o in found])
         currency = await recall.graph.currency([o.episode_id for o in found], as_of=recall.context.as_of)
-        for occasion in found:
-            episode = recall.objects.get(occasion.episode_id)
-            if (
-                isinstance(episode, Episode)
-                and currency.get(occasion.episode_id) is not CurrencyStatus.SUPPRESSED
-            ):
-                met = episode.occurred_at
-                elapsed = recall.reference - met if recall.reference is not None else None
-                return LastInteraction(entity_id=notion, last_met_at=met, elapsed=elapsed)
-        if len(found) < limit:
-            return LastInteraction(entity_id=notion)
+        kept = [
+            o
+            for o in found
+            if isinstance(episode := recall.objects.get(o.episode_id), Episode)
+            and recall.visible(episode)
+            and currency.get(o.episode_id) is not CurrencyStatus.SUPPRESSED
+        ]
+        if len(kept) >= want or len(found) < limit:
+            return kept[:want]
         limit *= 4
-        found = await _occasions_of(recall, notion, names, limit)
+
+
+def _last_interaction(recall: Recall, notion: MemoryId, found: Sequence[Occasion]) -> LastInteraction:
+    """The newest remembered occasion with ``notion`` (its stored ``occurred_at``), or never."""
+    for occasion in found:
+        episode = recall.objects.get(occasion.episode_id)
+        if isinstance(episode, Episode):
+            met = episode.occurred_at
+            elapsed = recall.reference - met if recall.reference is not None else None
+            return LastInteraction(entity_id=notion, last_met_at=met, elapsed=elapsed)
+    return LastInteraction(entity_id=notion)
 
 
 async def _beliefs_about(recall: Recall, notions: Sequence[MemoryId]) -> None:
@@ -235,6 +248,7 @@ async def _beliefs_about(recall: Recall, notions: Sequence[MemoryId]) -> None:
     await recall.load(every)
     obligations = [i for i in every if (obj := recall.objects.get(i)) is not None and is_obligation(obj)]
     settling = await recall.graph.links_of(obligations, relations=RESOLVING_RELATIONS) if obligations else []
+    later = await recall.after_reference_ids([link.from_id for link in settling])
     for notion in notions:
         beliefs = [
             obj
@@ -242,16 +256,18 @@ async def _beliefs_about(recall: Recall, notions: Sequence[MemoryId]) -> None:
             if isinstance(obj := recall.objects.get(i), DerivedMemory) and not recall.after_reference(obj)
         ]
         beliefs.sort(key=lambda obj: (-event_time(obj).timestamp(), obj.id))
-        _offer_beliefs(recall, beliefs, settling)
+        _offer_beliefs(recall, beliefs, settling, later)
 
 
-def _offer_beliefs(recall: Recall, beliefs: Sequence[DerivedMemory], settling: Sequence[MemoryLink]) -> None:
+def _offer_beliefs(
+    recall: Recall, beliefs: Sequence[DerivedMemory], settling: Sequence[MemoryLink], later: set[MemoryId]
+) -> None:
     """Offer one participant's beliefs: every unsettled obligation, then the newest others."""
     policy = recall.policy
     weight = _weight(recall, AdmissionRoad.PARTICIPANT)
     ordinary = 0
     for obj in beliefs:
-        if is_obligation(obj) and not settled_by(obj, settling, recall.context.as_of):
+        if is_obligation(obj) and not settled_by(obj, settling, recall.context.as_of, later):
             recall.offer(
                 obj.id,
                 policy.obligation_score * recall.road_scale,
@@ -303,7 +319,7 @@ async def _similar(
                 object_types=(ObjectType.EPISODE,),
                 text=text,
                 surface=surface,
-                min_score=recall.context.score_floor,
+                min_score=max(recall.context.score_floor, recall.policy.scene_words_floor),
             )
         )
         weight = _weight(recall, road)
@@ -311,17 +327,23 @@ async def _similar(
 
 
 async def _anniversary(recall: Recall) -> None:
-    """Occasions on the scene's local month and day in an earlier year."""
+    """Occasions on the scene's local month and day in an earlier year (29 February on the 28th)."""
     scene = recall.context.scene
     assert scene is not None
-    query = OccasionQuery(
-        limit=recall.policy.road_occasions, month_day=local_month_day(scene.at), before_year=scene.at.year
-    )
-    await _occasions_road(recall, AdmissionRoad.ANNIVERSARY, query)
+    days = [local_month_day(scene.at)]
+    if days[0] == (2, 28) and not calendar.isleap(scene.at.year):
+        days.append((2, 29))  # a leap day's anniversary falls on 28 February in other years
+    for day in days:
+        query = OccasionQuery(limit=recall.policy.road_occasions, month_day=day, before_year=scene.at.year)
+        await _occasions_road(recall, AdmissionRoad.ANNIVERSARY, query)
 
 
 async def _activity(recall: Recall, activity: MemoryId) -> None:
-    """A thread's members (newest first), or an open loop with its sources."""
+    """A thread's members (newest first), or an open loop with its sources.
+
+    Raises:
+        DraftValidationError: ``activity`` is not a stored thread or derived memory.
+    """
     await recall.load([activity])
     obj = recall.objects.get(activity)
     weight, decay = _weight(recall, AdmissionRoad.ACTIVITY), recall.policy.road_rank_decay
@@ -338,7 +360,7 @@ async def _activity(recall: Recall, activity: MemoryId) -> None:
         for rank, member in enumerate(members[: recall.policy.road_occasions]):
             if isinstance(member, Episode):
                 await _offer_occasions(
-                    recall, AdmissionRoad.ACTIVITY, [Occasion(member.id, member.occurred_at)], rank
+                    recall, AdmissionRoad.ACTIVITY, [Occasion(member.id, member.occurred_at)], rank + 1
                 )
             else:
                 recall.offer(
@@ -349,10 +371,17 @@ async def _activity(recall: Recall, activity: MemoryId) -> None:
         await recall.load(obj.source_ids)
         for rank, source in enumerate(obj.source_ids):
             recall.offer(source, weight * decay ** (rank + 1), "scene:activity", AdmissionRoad.ACTIVITY)
+    else:
+        raise DraftValidationError(
+            f"activity {activity} names no stored thread or open loop (found "
+            f"{type(obj).__name__ if obj is not None else 'nothing'}); pass a thread's id or an "
+            "open loop's id",
+            field="activity",
+        )
 
 
 async def _occasions_road(recall: Recall, road: AdmissionRoad, query: OccasionQuery) -> None:
-    await _offer_occasions(recall, road, await find_occasions(recall.graph, query))
+    await _offer_occasions(recall, road, await _remembered(recall, query))
 
 
 async def _offer_occasions(
