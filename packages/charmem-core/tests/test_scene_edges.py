@@ -135,7 +135,9 @@ async def test_a_back_filled_input_records_its_beliefs_then(memory: CharacterMem
     await noa(memory)
     past = MARCH + 2 * DAY
     me = MemoryId.deterministic("scene-edges", "me")
-    await memory.remember(RememberDrafts(entities=[EntityDraft(id=me, entity_type="person", created_at=MARCH)]))
+    await memory.remember(
+        RememberDrafts(entities=[EntityDraft(id=me, entity_type="person", created_at=MARCH)])
+    )
     entry = RememberInput("I promised Noa to fix her bike.", created_at=past).with_scene(
         Scene(at=past, participants=[SceneParticipant(entity_id=NOA)])
     )
