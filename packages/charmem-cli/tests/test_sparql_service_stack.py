@@ -29,7 +29,7 @@ from charmem import (
 from charmem.admin import check
 from charmem.testing import HashingEmbeddingProvider, stores_of
 from charmem_cli.app import main
-from charmem_contract import CharacterMemoryContract, MemoryFactory, memory_factory
+from charmem_contract import CharacterMemoryContract, MemoryFactory, SituatedRecallContract, memory_factory
 from charmem_contract.lifecycle import LifecycleContract
 from charmem_oxigraph import SparqlServiceGraphStore
 from charmem_oxigraph.testing import OxigraphServer, VirtuosoServer, find_virtuoso_binaries
@@ -260,3 +260,22 @@ def test_the_cli_refuses_a_collection_on_the_wrong_graph_server(
     monkeypatch.setenv("SPARQL_QUERY_ENDPOINT", server.query_endpoint)  # the right one again
     monkeypatch.setenv("SPARQL_UPDATE_ENDPOINT", server.update_endpoint)
     assert main(["--collection", "wrong-shard", "check"]) == 0
+
+
+class TestSparqlServiceSituatedRecall(SituatedRecallContract):
+    """Scene recall with the graph on a real SPARQL server (its occasions in one query each)."""
+
+    @pytest.fixture
+    async def memory_factory(self, tmp_path: Path) -> AsyncIterator[MemoryFactory]:
+        server = OxigraphServer(tmp_path / "sparql-server")
+        server.start()
+        try:
+            settings = Settings.from_mapping(service_env(tmp_path, server))
+
+            async def open_on_service(collection: str) -> CharacterMemory:
+                return await CharacterMemory.open(settings, collection)
+
+            async with memory_factory(open_on_service) as factory:
+                yield factory
+        finally:
+            server.stop()
