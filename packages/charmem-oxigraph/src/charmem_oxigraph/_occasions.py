@@ -38,11 +38,11 @@ def occasions_query(graph: str, query: OccasionQuery) -> str:
     Newest first, then by node IRI (the id's text, as :func:`~charmem.domain.occasions.occasion_order`),
     at most ``query.limit`` rows.
     """
-    patterns = [f"?e {_p('occurredAt')} ?t ."]
+    patterns = []
     if query.participant is not None:
         notion = v.iri_ref(v.node_iri("entity", query.participant))
         patterns.append(
-            f"?l {_p('from')} ?e . ?l {_p('relation')} {_p('involves')} . ?l {_p('to')} {notion} ."
+            f"?l {_p('to')} {notion} . ?l {_p('relation')} {_p('involves')} . ?l {_p('from')} ?e ."
         )
     if query.participant_name is not None:
         name = Literal(query.participant_name)
@@ -55,6 +55,7 @@ def occasions_query(graph: str, query: OccasionQuery) -> str:
             f"?e {_p(v.SCENE_CUSTOM)} ?c . ?c {_p(v.CUSTOM_KEY)} {Literal(key)} . "
             f"?c {_p(v.CUSTOM_VALUE)} {Literal(value)} ."
         )
+    patterns.append(f"?e {_p('occurredAt')} ?t .")  # after the bound patterns: they are selective
     filters = []
     if query.at_or_before is not None:
         filters.append(f"?t <= {_instant(query.at_or_before)}")
