@@ -18,6 +18,7 @@ from charmem import (
     EntityDraft,
     EpisodeDraft,
     ForgetMemoryDraft,
+    KnownAs,
     LinkDraft,
     MemoryId,
     Relation,
@@ -175,3 +176,82 @@ async def test_an_activity_that_is_no_thread_or_loop_is_refused_saying_so(memory
 async def test_an_episode_summary_given_as_none_is_no_summary(memory: CharacterMemory) -> None:
     outcome = await memory.remember(RememberDrafts(episodes=[EpisodeDraft(summary=None, occurred_at=MARCH)]))  # type: ignore[arg-type]
     assert outcome.episode_ids
+
+
+async def named(memory: CharacterMemory, key: str, name: str, at: datetime) -> MemoryId:
+    notion = MemoryId.deterministic("scene-edges", key)
+    await memory.remember(
+        RememberDrafts(
+            entities=[EntityDraft(id=notion, entity_type="person", created_at=at)],
+            derived=[
+                DerivedMemoryDraft(
+                    DerivedType.RELATIONSHIP_NOTE,
+                    f"This is {name} ({key}).",
+                    id=MemoryId.deterministic("scene-edges", key, name),
+                    entity_ids=[notion],
+                    assertions=[BeliefAssertion(notion, KnownAs(name))],
+                    given_by_application=True,
+                    created_at=at,
+                )
+            ],
+        )
+    )
+    return notion
+
+
+async def test_a_meeting_listed_by_name_stays_theirs_when_someone_takes_the_name_later(
+    memory: CharacterMemory,
+) -> None:
+    bea = await named(memory, "bea", "Bea", MARCH - DAY)
+    heard = Scene(at=MARCH, participants=[SceneParticipant(name="Bea")])
+    await memory.remember(RememberInput("Bea lent me a drill.", created_at=MARCH).with_scene(heard))
+    await named(memory, "carl", "Bea", MARCH + 5 * DAY)  # another person, later known as Bea too
+
+    pack = await memory.retrieve(
+        RetrievalContext(scene=Scene(at=MARCH + 10 * DAY, participants=[SceneParticipant(entity_id=bea)]))
+    )
+
+    assert [li.last_met_at for li in pack.last_interactions] == [MARCH]
+    [drill] = [i for i in pack.items if i.text == "Bea lent me a drill."]
+    assert AdmissionRoad.PARTICIPANT in drill.admitted_by
+
+
+async def test_an_open_promise_to_the_person_present_leads_even_with_a_query(memory: CharacterMemory) -> None:
+    await noa(memory)
+    for n in range(6):
+        await memory.remember(
+            RememberDrafts(
+                derived=[
+                    DerivedMemoryDraft(
+                        DerivedType.RELATIONSHIP_NOTE,
+                        f"Noa enjoys jazz record number {n}.",
+                        entity_ids=[NOA],
+                        given_by_application=True,
+                        created_at=MARCH + n * DAY,
+                    )
+                ]
+            )
+        )
+    promise = MemoryId.deterministic("scene-edges", "ladder")
+    await memory.remember(
+        RememberDrafts(
+            derived=[
+                DerivedMemoryDraft(
+                    DerivedType.OPEN_LOOP,
+                    "I still have to return Noa's ladder.",
+                    id=promise,
+                    entity_ids=[NOA],
+                    assertions=[BeliefAssertion(NOA, Counterpart())],
+                    given_by_application=True,
+                    created_at=MARCH - DAY,
+                )
+            ]
+        )
+    )
+    scene = Scene(at=MARCH + 10 * DAY, participants=[SceneParticipant(entity_id=NOA)])
+    pack = await memory.retrieve(RetrievalContext(query="What about Noa?", scene=scene, trace=True))
+
+    beliefs_about_noa = [i.id for i in pack.items if NOA in i.entity_ids]
+    assert beliefs_about_noa[0] == promise
+    [item] = [i for i in pack.items if i.id == promise]
+    assert item.trace is not None and ("obligation", 1.5) in item.trace.factors

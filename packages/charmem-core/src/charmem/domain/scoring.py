@@ -81,7 +81,7 @@ class ScoringPolicy:
         (AdmissionRoad.RANGE, 0.6),
         (AdmissionRoad.PERSON_DESCRIPTION, 0.7),
         (AdmissionRoad.SETTING_WORDS, 0.6),
-        (AdmissionRoad.RECENCY, 0.4),
+        (AdmissionRoad.RECENCY, 0.25),
     )
 
     #: Factor on the road weights, times the best topic score, when a query found memories too:
@@ -101,6 +101,10 @@ class ScoringPolicy:
 
     #: Score of an unsettled obligation naming a participant: above what the roads bring.
     obligation_score: float = 0.9
+
+    #: Factor on that obligation once every road is combined: what is owed to or by someone
+    #: present leads their other memories even when a query reached those too.
+    obligation_lead: float = 1.5
 
     #: Occasions one road brings (count): a participant's, a setting's, a range's; hubs fewer.
     road_occasions: int = 6

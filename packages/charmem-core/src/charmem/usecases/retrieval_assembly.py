@@ -42,7 +42,10 @@ from charmem.usecases.names import current_names
 if TYPE_CHECKING:
     from charmem.usecases.retrieval import Candidate, Recall
 
-__all__ = ["assemble", "rank"]
+__all__ = ["OWED_BY_SOMEONE_PRESENT", "assemble", "rank"]
+
+#: The signal of an unsettled obligation naming a scene participant (the scene stage's).
+OWED_BY_SOMEONE_PRESENT = "scene:obligation"
 
 
 def rank(
@@ -50,7 +53,8 @@ def rank(
 ) -> list[Candidate]:
     """Ranking: adjust every chosen memory's score once all are known, then sort them.
 
-    Beliefs that assert names score ``policy.name_belief_weight`` times theirs; a memory that
+    Beliefs that assert names score ``policy.name_belief_weight`` times theirs; an unsettled
+    obligation naming a scene participant ``policy.obligation_lead`` times; a memory that
     happened in a time-cue period ``policy.time_cue_weight`` times more; under a ``recency``
     half-life, :meth:`~charmem.domain.scoring.ScoringPolicy.recency_factor` of its age before
     ``reference``. The order is :func:`~charmem.domain.scoring.rank_key`'s.
@@ -61,6 +65,8 @@ def rank(
         obj = candidate.obj
         if isinstance(obj, DerivedMemory) and known_names(obj.assertions):
             _apply(candidate, "name_belief", policy.name_belief_weight)
+        if OWED_BY_SOMEONE_PRESENT in candidate.signals:
+            _apply(candidate, "obligation", policy.obligation_lead)
         when = event_time(obj)
         if any(start <= when < end for start, end in periods):
             _apply(candidate, "time_cue", policy.time_cue_weight)

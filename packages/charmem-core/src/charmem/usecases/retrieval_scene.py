@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import calendar
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import attrs
@@ -58,6 +59,7 @@ from charmem.errors import DraftValidationError
 from charmem.ports import EmbeddingProvider, RetrievalStatsStore, VectorIndex, VectorQuery
 from charmem.usecases.embedding import embed_cue
 from charmem.usecases.occasions import find_occasions
+from charmem.usecases.retrieval_assembly import OWED_BY_SOMEONE_PRESENT
 from charmem.usecases.retrieval_expansion import episode_turns
 from charmem.usecases.retrieval_recall import current_subjects
 
@@ -150,10 +152,10 @@ async def _participants(
 ) -> None:
     """Each participant's occasions and beliefs (taking turns), obligations, last interactions.
 
-    A notion's occasions are those involving it and those whose scene listed it by a name only
-    it is currently known by; a name that resolves to several notions or to none brings the
-    occasions that listed it as a list of its own. Each list enters newest first, a hub's cut
-    shorter.
+    A notion's occasions are those involving it and those whose scene listed one of its names
+    before another notion was known by that name; a name that resolves to several notions or to
+    none brings the occasions that listed it as a list of its own. Each list enters newest
+    first, a hub's cut shorter.
     """
     policy, limits = recall.policy, recall.context.graph_limits
     degrees = await stats.degrees(list(notions)) if notions else {}
@@ -178,26 +180,49 @@ async def _participants(
         await _beliefs_about(recall, notions)
 
 
-async def _own_names(recall: Recall, notions: Sequence[MemoryId]) -> dict[MemoryId, list[str]]:
-    """Each notion's current names that no other notion is currently known by."""
+async def _own_names(
+    recall: Recall, notions: Sequence[MemoryId]
+) -> dict[MemoryId, list[tuple[str, datetime | None]]]:
+    """Each notion's names, current or former, with when another notion was first known by it.
+
+    A scene that listed a name before any other notion was known by it meant this notion,
+    whatever anyone is called now: a renamed friend keeps the meetings recorded under the old
+    name, and a second person taking the name later takes none of them. ``None``: no other
+    notion was ever known by the name.
+    """
     if not notions:
         return {}
     index = await recall.graph.name_index()
-    owned: dict[MemoryId, list[str]] = {}
+    claims: dict[MemoryId, list[tuple[str, datetime | None]]] = {}
     for notion in notions:
         for name in sorted({name for _belief, _subject, name in index.naming([notion])}):
-            if await current_subjects(recall.graph, index.named(name), recall.context.as_of) == {notion}:
-                owned.setdefault(notion, []).append(name)
-    return owned
+            others = [belief for belief, subject, _name in index.named(name) if subject != notion]
+            await recall.load(others)
+            times = [obj.created_at for belief in others if (obj := recall.objects.get(belief)) is not None]
+            claims.setdefault(notion, []).append((name, min(times, default=None)))
+    return claims
 
 
-async def _occasions_of(recall: Recall, notion: MemoryId, names: Sequence[str], limit: int) -> list[Occasion]:
-    """The ``limit`` newest remembered occasions involving ``notion`` or listing one of its own ``names``."""
-    queries = [OccasionQuery(limit=limit, participant=notion, at_or_before=recall.reference)]
-    queries += [OccasionQuery(limit=limit, participant_name=n, at_or_before=recall.reference) for n in names]
-    merged: dict[MemoryId, Occasion] = {}
-    for query in queries:
-        merged.update((o.episode_id, o) for o in await _remembered(recall, query))
+async def _occasions_of(
+    recall: Recall, notion: MemoryId, names: Sequence[tuple[str, datetime | None]], limit: int
+) -> list[Occasion]:
+    """The ``limit`` newest remembered occasions involving ``notion`` or listing one of its ``names``.
+
+    An occasion listing a name counts when it was recorded before another notion was known by
+    that name (:func:`_own_names`).
+    """
+    merged = {
+        o.episode_id: o
+        for o in await _remembered(
+            recall, OccasionQuery(limit=limit, participant=notion, at_or_before=recall.reference)
+        )
+    }
+    for name, shared_since in names:
+        query = OccasionQuery(limit=limit, participant_name=name, at_or_before=recall.reference)
+        for occasion in await _remembered(recall, query):
+            episode = recall.objects.get(occasion.episode_id)
+            if shared_since is None or (episode is not None and episode.created_at < shared_since):
+                merged[occasion.episode_id] = occasion
     return sorted(merged.values(), key=occasion_order)[:limit]
 
 
@@ -271,7 +296,7 @@ def _offer_beliefs(
             recall.offer(
                 obj.id,
                 policy.obligation_score * recall.road_scale,
-                "scene:obligation",
+                OWED_BY_SOMEONE_PRESENT,
                 AdmissionRoad.PARTICIPANT,
             )
         elif ordinary < policy.road_occasions:
