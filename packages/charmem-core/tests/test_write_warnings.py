@@ -17,6 +17,8 @@ from charmem import (
     Relation,
     RememberDrafts,
     RememberInput,
+    Scene,
+    SceneParticipant,
     ValidationWarning,
     WarningKind,
 )
@@ -105,3 +107,33 @@ async def test_a_resolver_sharing_no_notion_or_thread_with_its_matter_warns(memo
     outcome = await memory.commit(plan)
     assert outcome.warnings == (expected,)
     assert {wrong.id, right.id} <= set(outcome.link_ids)
+
+
+async def test_an_utterance_in_a_scene_with_the_person_shares_their_matters(memory: CharacterMemory) -> None:
+    ana = EntityDraft(id=MemoryId.new(), entity_type="person", created_at=WHEN)
+    promise = MemoryId.new()
+    await memory.remember(
+        RememberDrafts(
+            entities=[ana],
+            derived=[
+                DerivedMemoryDraft(
+                    DerivedType.COMMITMENT,
+                    "Return Ana's book.",
+                    id=promise,
+                    entity_ids=[ana.id],
+                    given_by_application=True,
+                    created_at=WHEN,
+                )
+            ],
+        )
+    )
+    kept = await memory.remember(
+        RememberInput("Here it is, thanks for lending it.", created_at=WHEN).with_scene(
+            Scene(at=WHEN, participants=[SceneParticipant(entity_id=ana.id)])
+        )
+    )
+    plan = await memory.prepare(
+        RememberDrafts(links=[LinkDraft(kept.observation_ids[0], Relation.FULFILLS_COMMITMENT, promise)])
+    )
+    [validation] = await memory.validate_plan(plan)
+    assert validation.warnings == ()

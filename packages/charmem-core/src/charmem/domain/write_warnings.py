@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import (
     DerivedMemory,
@@ -67,25 +69,42 @@ def subjects_and_threads(obj: MemoryObject) -> tuple[frozenset[MemoryId], frozen
 
 
 def resolver_without_common_ground(
-    link: MemoryLink, resolver: MemoryObject | None, matter: MemoryObject | None
+    link: MemoryLink,
+    resolver: MemoryObject | None,
+    matter: MemoryObject | None,
+    episodes: Sequence[Episode] = (),
 ) -> ValidationWarning | None:
     """``RESOLVER_WITHOUT_SHARED_SUBJECT_OR_THREAD`` for a settling link between strangers.
 
     A ``resolves`` or ``fulfills_commitment`` link (from the resolver to the matter) whose two
     memories share no notion and no thread (:func:`subjects_and_threads`) may settle the wrong
-    matter. Unknown endpoints (refused elsewhere) and other relations give no warning.
+    matter. An observation also shares its episode's (in ``episodes``, when given): an utterance
+    in a scene with Ana is about Ana's matters too. Unknown endpoints (refused elsewhere) and other
+    relations give no warning.
     """
     if link.relation not in RESOLVING_RELATIONS or resolver is None or matter is None:
         return None
     (resolver_subjects, resolver_threads), (matter_subjects, matter_threads) = (
-        subjects_and_threads(resolver),
-        subjects_and_threads(matter),
+        _with_episode(resolver, episodes),
+        _with_episode(matter, episodes),
     )
     if resolver_subjects & matter_subjects or resolver_threads & matter_threads:
         return None
     return ValidationWarning(
         WarningKind.RESOLVER_WITHOUT_SHARED_SUBJECT_OR_THREAD, (link.id, link.from_id, link.to_id)
     )
+
+
+def _with_episode(
+    obj: MemoryObject, episodes: Sequence[Episode]
+) -> tuple[frozenset[MemoryId], frozenset[MemoryId]]:
+    subjects, threads = subjects_and_threads(obj)
+    if isinstance(obj, Observation):
+        for episode in episodes:
+            if episode.id == obj.episode_id:
+                more_subjects, more_threads = subjects_and_threads(episode)
+                return subjects | more_subjects, threads | more_threads
+    return subjects, threads
 
 
 def repeated_scene_participant(episode: Episode) -> ValidationWarning | None:

@@ -200,6 +200,11 @@ class _PlanCheck:
         for link in plan.links:
             referenced.update((link.from_id, link.to_id))
         self.stored = dict(await graph.get_objects(sorted(referenced, key=ID_ORDER)))
+        # The episodes of observations a settling link joins: the warning compares them too.
+        ends = (self.lookup(i) for link in plan.links for i in (link.from_id, link.to_id))
+        episodes = {o.episode_id for o in ends if isinstance(o, Observation)} - referenced
+        if episodes:
+            self.stored.update(await graph.get_objects(sorted(episodes, key=ID_ORDER)))
         link_ids = sorted({*self.first_seen, *(d.id for d in derived)}, key=ID_ORDER)
         self.stored_links = dict(await graph.get_links(link_ids))
         # A purged id has no object: only ids not stored as objects can be tombstones.
@@ -242,10 +247,13 @@ class _PlanCheck:
             for end, memory_id in (("link source", item.from_id), ("link target", item.to_id)):
                 self.purged_reference(index, memory_id, end)
             _check_link(item, self.type_of, self.reasons[index])
-            self.warn(
-                index,
-                resolver_without_common_ground(item, self.lookup(item.from_id), self.lookup(item.to_id)),
-            )
+            ends = [self.lookup(item.from_id), self.lookup(item.to_id)]
+            episodes = [
+                e
+                for o in ends
+                if isinstance(o, Observation) and isinstance(e := self.lookup(o.episode_id), Episode)
+            ]
+            self.warn(index, resolver_without_common_ground(item, ends[0], ends[1], episodes))
         else:
             self.references(index, item)
             if isinstance(item, Observation):
