@@ -28,6 +28,7 @@ from charmem_qdrant._fusion import (
     check_weights,
     competition_ranks,
     first_fetch,
+    fuse_ranked,
     rrf_contribution,
     rrf_fuse,
     stage_size,
@@ -269,6 +270,61 @@ def test_stage_ranker_converts_only_the_points_that_can_make_the_cut() -> None:
         ranker.accept([points[:n]])
     assert ranker.ranked() == [points[:10]]
     assert sorted(converted) == [point_id for point_id, _ in points[:11]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    stages=_stages(),
+    wants=st.lists(st.integers(1, 12), min_size=3, max_size=3),
+    weights=st.lists(_WEIGHTS, min_size=3, max_size=3),
+    limit=st.integers(1, 40),
+    seed=st.integers(0, 1000),
+    shuffled=st.booleans(),
+)
+def test_the_rankers_ranks_fuse_as_rrf_fuse_fuses_its_points(
+    stages: list[Stage],
+    wants: list[int],
+    weights: list[float],
+    limit: int,
+    seed: int,
+    shuffled: bool,
+) -> None:
+    """``fuse_ranked`` of the ranker's ids and ranks is ``rrf_fuse`` of its kept points.
+
+    Whatever the cut (ties across the first fetch, which is only ``want + TIE_MARGIN``, and
+    across the cut itself) and whether Qdrant's answer comes in score order or not.
+    """
+    stages = [stage for stage in stages if stage] or [[("a", 1.0)]]
+    used = wants[: len(stages)]
+    tops = [_fake_qdrant(stage, seed + n) for n, stage in enumerate(stages)]
+    ranker: StageRanker[tuple[str, float], tuple[str, float]] = StageRanker(
+        used, max(map(len, stages)), itemgetter(0), itemgetter(1), _kept
+    )
+    while ranker.pending:
+        answers = [tops[stage](n) for stage, n in ranker.pending]
+        if shuffled:
+            answers = [random.Random(seed).sample(answer, len(answer)) for answer in answers]
+        ranker.accept(answers)
+    kept = ranker.ranked()
+    assert kept == [_canonical(stage)[:want] for stage, want in zip(stages, used, strict=True)]
+    assert ranker.ranks() == [competition_ranks([score for _, score in stage]) for stage in kept]
+    ranked = [
+        ([point_id for point_id, _ in stage], ranks)
+        for stage, ranks in zip(kept, ranker.ranks(), strict=True)
+    ]
+    used_weights = weights[: len(stages)]
+    assert fuse_ranked(ranked, weights=used_weights, limit=limit) == rrf_fuse(
+        kept, weights=used_weights, limit=limit
+    )
+
+
+def test_fuse_ranked_refuses_a_duplicate_and_ranks_that_do_not_match_the_ids() -> None:
+    with pytest.raises(ValueError, match="twice"):
+        fuse_ranked([(["a", "a"], [0, 1])])
+    with pytest.raises(ValueError, match="ranks"):
+        fuse_ranked([(["a", "b"], [0])])
+    with pytest.raises(RuntimeError):
+        StageRanker([1], 1, itemgetter(0), itemgetter(1), _kept).ranks()
 
 
 # ---------------------------------------------------------------- against Qdrant's own RRF

@@ -462,7 +462,7 @@ class EdgeVectorIndex(QdrantRecall, HnswBuilds):
                 ]
             )
             ranker.accept(shard.query_batch(batch))
-        scored = self._scored(ranker.ranked(), plan)
+        scored = self._scored(ranker.ranked(), ranker.ranks(), plan)
         return hnsw is not None, scanned, typed(shard, scored) if by_id else scored
 
     def _search_held(self, query: VectorQuery) -> VectorSearchResult:

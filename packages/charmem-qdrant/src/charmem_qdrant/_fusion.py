@@ -20,6 +20,7 @@ Nothing here talks to Qdrant: :func:`rrf_fuse` is a pure function over ``(id, sc
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
@@ -36,6 +37,7 @@ __all__ = [
     "check_weights",
     "competition_ranks",
     "first_fetch",
+    "fuse_ranked",
     "rrf_contribution",
     "rrf_fuse",
     "stage_size",
@@ -210,27 +212,70 @@ def rrf_fuse(
     Raises:
         ValueError: a duplicate id within a stage, ``k`` < 1, or bad weights.
     """
+    ranked = []
+    for stage in stages:
+        # (-step, id) tuples sort in C into canonical order; each step is computed once
+        keyed = sorted((-score_step(score), point_id) for point_id, score in stage)
+        ranks = _step_ranks([-negated for negated, _ in keyed])
+        ranked.append(([point_id for _, point_id in keyed], ranks))
+    return fuse_ranked(ranked, k=k, weights=weights, limit=limit)
+
+
+def fuse_ranked(
+    stages: Sequence[tuple[Sequence[Key], Sequence[int]]],
+    *,
+    k: int = RRF_K,
+    weights: Sequence[float] | None = None,
+    limit: int | None = None,
+) -> list[tuple[Key, float]]:
+    """:func:`rrf_fuse` of stages already ranked: each its ids and their competition ranks.
+
+    For a caller that ranked its stages canonically already (:meth:`StageRanker.ranks`): the
+    fused scores are the same sums, in the same order, as :func:`rrf_fuse` computes.
+
+    Args:
+        stages: per stage, ``(ids, ranks)``: its ids and each id's 0-based competition rank
+            (:func:`competition_ranks` of the stage's scores in canonical order); ids are unique
+            per stage.
+        k: the RRF constant (>= 1), :data:`RRF_K` by default.
+        weights: one weight (finite, > 0) per stage; 1.0 each when omitted.
+        limit: keep only the first ``limit`` points (None: every point).
+
+    Returns:
+        See :func:`rrf_fuse`.
+
+    Raises:
+        ValueError: a duplicate id within a stage, ids and ranks of unequal lengths, ``k`` < 1,
+            or bad weights.
+    """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"the RRF k must be an int >= 1, not {k!r}")
     checked = check_weights([1.0] * len(stages) if weights is None else weights, len(stages))
     fused: dict[Key, float] = {}
-    for stage, weight in zip(stages, checked, strict=True):
-        # (-step, id) tuples sort in C into canonical order; each step is computed once
-        keyed = sorted((-score_step(score), point_id) for point_id, score in stage)
-        ranks = _step_ranks([-negated for negated, _ in keyed])
-        for (_, point_id), rank in zip(keyed, ranks, strict=True):
-            fused[point_id] = fused.get(point_id, 0.0) + rrf_contribution(rank, weight, k)
-        if len(keyed) != len({point_id for _, point_id in keyed}):
-            raise ValueError(f"a point appears twice in one stage: {_duplicate(keyed)}")
+    for (ids, ranks), weight in zip(stages, checked, strict=True):
+        if len(ids) != len(ranks):
+            raise ValueError(f"a stage has {len(ids)} ids but {len(ranks)} ranks")
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"a point appears twice in one stage: {_duplicate(ids)}")
+        contribution = _contributions(len(ids), weight, k)
+        get = fused.get
+        for point_id, rank in zip(ids, ranks, strict=True):
+            fused[point_id] = get(point_id, 0.0) + contribution[rank]
     if limit is None:
         return _canonical(fused.items(), _ID, _SCORE)
     return top_canonical(fused.items(), limit, _ID, _SCORE)
 
 
-def _duplicate(keyed: Sequence[tuple[int, Key]]) -> Key | None:
-    """The first id of ``keyed`` that appears twice."""
+@functools.lru_cache(maxsize=64)
+def _contributions(count: int, weight: float, k: int) -> tuple[float, ...]:
+    """:func:`rrf_contribution` of the ranks ``0 .. count - 1`` of a stage of ``weight``."""
+    return tuple(rrf_contribution(rank, weight, k) for rank in range(count))
+
+
+def _duplicate(ids: Sequence[Key]) -> Key | None:
+    """The first id of ``ids`` that appears twice."""
     seen: set[Key] = set()
-    for _, point_id in keyed:
+    for point_id in ids:
         if point_id in seen:
             return point_id
         seen.add(point_id)
@@ -293,6 +338,7 @@ class StageRanker(Generic[A, P]):
             for want, tied in zip(self._wants, likely, strict=True)
         ]
         self._ranked: list[list[P] | None] = [None] * len(self._wants)
+        self._ranks: list[list[int] | None] = [None] * len(self._wants)
 
     @property
     def pending(self) -> list[tuple[int, int]]:
@@ -305,8 +351,7 @@ class StageRanker(Generic[A, P]):
         if len(answers) != len(wanted):
             raise ValueError(f"expected {len(wanted)} answers, got {len(answers)}")
         for (stage, fetched), answer in zip(wanted, answers, strict=True):
-            points = sorted(answer, key=self._score_of, reverse=True)  # C; Qdrant's order already
-            scores = [self._score_of(point) for point in points]
+            points, scores = _by_score(answer, self._score_of)
             want = self._wants[stage]
             settled = (
                 len(points) < fetched
@@ -315,20 +360,27 @@ class StageRanker(Generic[A, P]):
                 or score_step(scores[-1]) < score_step(scores[want - 1])
             )
             if settled:
-                self._ranked[stage] = self._keep(points, scores, want)
+                self._ranked[stage], self._ranks[stage] = self._keep(points, scores, want)
             else:
                 self._fetch[stage] = min(fetched * 2, self._available)
 
-    def _keep(self, points: list[A], scores: list[float], want: int) -> list[P]:
-        """The ``want`` best of ``points`` (score descending) in canonical order, converted."""
-        candidates = [self._convert(point) for point in points[: _tied_prefix(scores, want)]]
-        steps = [score_step(score) for score in scores[: len(candidates)]]
+    def _keep(self, points: list[A], scores: list[float], want: int) -> tuple[list[P], list[int]]:
+        """The ``want`` best of ``points`` (score descending) in canonical order, converted.
+
+        Returns:
+            The kept points and their competition ranks (:func:`competition_ranks`).
+        """
+        end = _tied_prefix(scores, want)
+        candidates = list(map(self._convert, points[:end]))
+        steps = list(map(score_step, scores[:end]))
+        if len(set(steps)) == end:  # no two tie: the score order is the canonical one
+            return candidates[:want], list(range(min(want, end)))
         # (-step, id, position) tuples sort in C into canonical order
         order = sorted(
-            (-step, self._id_of(kept), position)
-            for position, (step, kept) in enumerate(zip(steps, candidates, strict=True))
+            zip([-step for step in steps], map(self._id_of, candidates), range(end), strict=True)
         )
-        return [candidates[position] for _, _, position in order[:want]]
+        kept = order[:want]
+        return [candidates[at] for _, _, at in kept], _step_ranks([-neg for neg, _, _ in kept])
 
     def ranked(self) -> list[list[P]]:
         """Each stage's best points by (score descending, id ascending), once none is pending.
@@ -340,3 +392,29 @@ class StageRanker(Generic[A, P]):
         if len(done) != len(self._ranked):
             raise RuntimeError("some stages are still pending")
         return done
+
+    def ranks(self) -> list[list[int]]:
+        """The competition ranks of each stage's :meth:`ranked` points, once none is pending.
+
+        What :func:`fuse_ranked` takes with the points' ids: the ranks :func:`rrf_fuse` would give
+        the same points, from the score steps the cut computed already.
+
+        Raises:
+            RuntimeError: some stage is still pending.
+        """
+        done = [ranks for ranks in self._ranks if ranks is not None]
+        if len(done) != len(self._ranks):
+            raise RuntimeError("some stages are still pending")
+        return done
+
+
+def _by_score(answer: Sequence[A], score_of: Callable[[A], float]) -> tuple[list[A], list[float]]:
+    """``answer`` by score descending, and its scores (each read once when already in order).
+
+    Qdrant answers in that order; the stable sort only runs for an answer that is not.
+    """
+    scores = list(map(score_of, answer))
+    if scores == sorted(scores, reverse=True):
+        return list(answer), scores
+    points = sorted(answer, key=score_of, reverse=True)
+    return points, list(map(score_of, points))

@@ -44,7 +44,7 @@ from charmem_qdrant._fusion import (
     RRF_K,
     StageRanker,
     check_weights,
-    rrf_fuse,
+    fuse_ranked,
     stage_size,
 )
 from charmem_qdrant._hnsw import bool_setting
@@ -108,7 +108,6 @@ A = TypeVar("A")
 #: A found point's id and score (``operator`` getters: the stage sorts call them in C).
 FOUND_ID: Final = operator.itemgetter(0)
 FOUND_SCORE: Final = operator.itemgetter(1)
-_FOUND_KEY: Final = operator.itemgetter(0, 1)
 
 
 def positive_setting(extra: Mapping[str, str], key: str, default: float, must: str) -> float:
@@ -431,11 +430,14 @@ class QdrantRecall:
         value = None if surface is VectorSurface.CONTENT else surface.value
         return SearchPlan(vector, sparse, query.limit, query.min_score, types, within, value)
 
-    def _scored(self, ranked: list[list[Found]], plan: SearchPlan) -> list[tuple[Found, float]]:
+    def _scored(
+        self, ranked: list[list[Found]], ranks: list[list[int]], plan: SearchPlan
+    ) -> list[tuple[Found, float]]:
         """The hits of the ranked stages with their scores: one stage as it is, two fused.
 
         Args:
             ranked: each stage's points, canonically ranked (empty: nothing was searched).
+            ranks: each stage's competition ranks of those points (``StageRanker.ranks``).
             plan: the search plan.
 
         Returns:
@@ -444,8 +446,11 @@ class QdrantRecall:
         if len(ranked) <= 1:
             return [(found, found[1]) for stage in ranked for found in stage]
         by_id = {found[0]: found for stage in ranked for found in stage}
-        fused = rrf_fuse(
-            [list(map(_FOUND_KEY, stage)) for stage in ranked],
+        fused = fuse_ranked(
+            [
+                (list(map(FOUND_ID, stage)), stage_ranks)
+                for stage, stage_ranks in zip(ranked, ranks, strict=True)
+            ],
             k=RRF_K,
             weights=self._weights,
             limit=plan.limit,

@@ -549,9 +549,9 @@ class QdrantServiceVectorIndex(QdrantRecall):
         """
         scoped = self._points("search")
         plan = self._plan(query)
-        scanned, ranked = await self._call("search", lambda: scoped.ranked(plan))
+        scanned, ranked, ranks = await self._call("search", lambda: scoped.ranked(plan))
         where = f"the Qdrant collection {self._name}"
-        scored = self._scored(ranked, plan)
+        scored = self._scored(ranked, ranks, plan)
         return self._result(scored, scanned, where=where, approximate=False)
 
     async def point_ids(self, surface: VectorSurface = VectorSurface.CONTENT) -> set[MemoryId]:

@@ -189,8 +189,8 @@ class ScopedPoints:
         marker = models.PointIdsList(points=[self._scope.marker_id])
         await self._client.delete(self._name, marker, wait=True)
 
-    async def ranked(self, plan: SearchPlan) -> tuple[int, list[list[Found]]]:
-        """Count the candidates, then run the stage rounds: (scanned, ranked stages)."""
+    async def ranked(self, plan: SearchPlan) -> tuple[int, list[list[Found]], list[list[int]]]:
+        """Count the candidates, then run the stage rounds: (scanned, ranked stages, ranks)."""
         conditions: list[models.Condition] = [surface_condition(plan.surface)]
         if plan.types:
             conditions.append(
@@ -202,7 +202,7 @@ class ScopedPoints:
         scanned = await self.count(conditions)
         ranker = plan.ranker(scanned, _SCORE, self._found)
         if ranker is None:
-            return scanned, []
+            return scanned, [], []
         queries = [
             (name, sparse(v) if stage else v) for stage, (name, v) in enumerate(plan.queries)
         ]
@@ -222,7 +222,7 @@ class ScopedPoints:
             ]
             responses = await self._client.query_batch_points(self._name, requests=requests)
             ranker.accept([response.points for response in responses])
-        return scanned, ranker.ranked()
+        return scanned, ranker.ranked(), ranker.ranks()
 
     def _found(self, point: models.ScoredPoint) -> Found:
         """A scored point as the search keeps it: (memory id, stage score, ``object_type``)."""
