@@ -302,6 +302,8 @@ class StageRanker(Generic[A, P]):
         while ranker.pending:
             ranker.accept(run_batch(ranker.pending))  # one answer per (stage, n), in order
         stages = ranker.ranked()
+        fused = fuse_ranked([(list(map(id_of, kept)), ranks)
+                             for kept, ranks in zip(stages, ranker.ranks())])
 
     Args:
         wants: per stage, the points it must contribute (count, >= 1).
