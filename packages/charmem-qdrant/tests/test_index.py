@@ -13,11 +13,11 @@ import pytest
 import qdrant_edge as qe
 
 from charmem import MemoryId, ObjectType, Settings
-from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness
+from charmem.domain.retrieval import CompletenessKind, VectorRecallCompleteness, score_step
 from charmem.errors import BackendError, ConfigurationError, DimensionMismatchError
 from charmem.ports import VectorIndex, VectorPoint, VectorQuery, VectorSearchResult
 from charmem_qdrant import DEFAULT_FUSION_WEIGHTS, RRF_K, EdgeVectorIndex
-from charmem_qdrant._fusion import rrf_contribution
+from charmem_qdrant._fusion import rrf_contribution, rrf_fuse, stage_size
 
 # the embedder fingerprint of the conftest fixtures (tests run with --import-mode=importlib,
 # so conftest is not importable)
@@ -515,3 +515,75 @@ async def test_index_satisfies_the_port(index: EdgeVectorIndex) -> None:
     port: VectorIndex = index  # checked by mypy over the tests
     assert (port.model_id, port.vector_size) == (MODEL, SIZE)
     assert await port.count() == 0
+
+
+def _tie_groups_across_the_fetches(rng: random.Random) -> list[VectorPoint]:
+    """Points whose dense and BM25 tie groups straddle both the cut and each stage's first fetch.
+
+    For ``limit`` <= 16 a stage keeps 64 points; the dense stage first fetches 72, the BM25 stage
+    128. Dense (cosine to (1, 0, 0)): 55 distinct, then 40 tied at ranks 55-94, then 100 below.
+    BM25 (``garden``): 40 distinct lengths, then 100 tied at ranks 40-139, then 55 longer.
+    """
+    cosines = [0.99 - n * 0.005 for n in range(55)] + [0.7] * 40
+    cosines += [0.6 - n * 0.003 for n in range(100)]
+    lengths = list(range(40)) + [50] * 100 + [60 + n for n in range(55)]
+    rng.shuffle(lengths)  # the two stages rank the points differently
+    types = [ObjectType.EPISODE, ObjectType.OBSERVATION]
+    return [
+        point(
+            [cosine, math.sqrt(1 - cosine * cosine), 0.0],
+            types[n % 2],
+            text=" ".join(["garden", *(f"w{n}x{m}" for m in range(length))]),
+            id=MemoryId(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        )
+        for n, (cosine, length) in enumerate(zip(cosines, lengths, strict=True))
+    ]
+
+
+def _reference_fusion(
+    shard: qe.EdgeShard, vector: list[float], sparse: qe.SparseVector, limit: int
+) -> list[tuple[str, float]]:
+    """``rrf_fuse`` of each stage's canonical best ``stage_size(limit)``, every point fetched."""
+    everything = [
+        qe.QueryRequest(
+            limit=1000,
+            query=qe.Query.Nearest(vector, using="dense"),
+            params=qe.SearchParams(exact=True),
+        ),
+        qe.QueryRequest(limit=1000, query=qe.Query.Nearest(sparse, using="lexical")),
+    ]
+    stages = []
+    for answer in shard.query_batch(qe.QueryBatchRequest(everything)):
+        ranked = sorted(((str(p.id), p.score) for p in answer), key=_canonical_key)
+        stages.append(ranked[: stage_size(limit)])
+    return rrf_fuse(stages, k=RRF_K, weights=DEFAULT_FUSION_WEIGHTS, limit=limit)
+
+
+def _canonical_key(point: tuple[str, float]) -> tuple[int, str]:
+    return -score_step(point[1]), point[0]
+
+
+@pytest.mark.parametrize("limit", [1, 5, 16, 60])
+async def test_a_fused_search_equals_the_fusion_of_every_point_across_tied_fetch_boundaries(
+    root: Path, limit: int
+) -> None:
+    """Tie groups across each stage's cut and first fetch: the hits of fusing every point."""
+    rng = random.Random(limit)
+    points = _tie_groups_across_the_fetches(rng)
+    results = []
+    for name, order in (("ahead", points), ("behind", points[::-1])):
+        index = EdgeVectorIndex(root, name, model_id=MODEL, vector_size=SIZE, lexical=True)
+        try:
+            await index.upsert(order)
+            query = VectorQuery(vector=[1.0, 0.0, 0.0], limit=limit, text="garden")
+            result = await index.search(query)
+            sparse = qe.Bm25().embed_query("garden")
+            assert index._shard is not None
+            expected = _reference_fusion(index._shard, [1.0, 0.0, 0.0], sparse, limit)
+        finally:
+            index._close_blocking()
+        assert [(str(hit.id), hit.score) for hit in result.hits] == expected
+        kinds = {p.id: p.object_type for p in points}
+        assert all(hit.object_type == kinds[hit.id] for hit in result.hits)
+        results.append(result)
+    assert results[0] == results[1]
