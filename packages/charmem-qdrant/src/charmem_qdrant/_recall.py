@@ -492,7 +492,8 @@ def _hit(found: Found, score: float, where: str) -> VectorHit:
     point_id, _score, raw_type = found
     try:
         object_type = _OBJECT_TYPES.get(raw_type) if isinstance(raw_type, str) else None
-        object_type = object_type or ObjectType(raw_type)
+        if object_type is None:
+            object_type = ObjectType(raw_type)
         memory_id = MemoryId(point_id)
     except ValueError as exc:
         raise BackendError(
