@@ -43,7 +43,10 @@ __all__ = [
     "suppress_instants",
     "tombstones",
     "typed_nodes",
+    "unmarked_endpoints",
     "unmigrated",
+    "unstored_endpoints",
+    "version_update",
 ]
 
 
@@ -340,6 +343,41 @@ def layout_version(graph: str) -> str:
     """
     g = v.iri_ref(graph)
     return f"SELECT ?v WHERE {{ GRAPH {g} {{ {g} {_p(v.LAYOUT_VERSION)} ?v }} }}"
+
+
+def version_update(graph: str, version_line: str) -> str:
+    """The update replacing every layout version ``graph`` records by ``version_line`` (N-Triples)."""
+    g, version = v.iri_ref(graph), _p(v.LAYOUT_VERSION)
+    return (
+        f"DELETE {{ GRAPH {g} {{ {g} {version} ?v }} }} WHERE {{ GRAPH {g} {{ {g} {version} ?v }} }} ;\n"
+        f"{insert_data(graph, [version_line])}"
+    )
+
+
+def unstored_endpoints(graph: str, limit: int) -> str:
+    """The endpoint IRIs (``?x``) links mark ``vocab:unstoredEndpoint``, at most ``limit`` rows.
+
+    One scan of that predicate's triples: as many rows as links written before their endpoints.
+    """
+    return (
+        f"SELECT ?x WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?l {_p(v.UNSTORED_ENDPOINT)} ?x }} }} "
+        f"LIMIT {int(limit)}"
+    )
+
+
+def unmarked_endpoints(graph: str) -> str:
+    """The links (``?l``) and endpoint IRIs (``?x``) naming no node, without their mark yet.
+
+    What a migration marks ``vocab:unstoredEndpoint`` in a layout that did not record it: an
+    endpoint IRI under which no node is stored (neither an item nor a tombstone) was written
+    before its endpoint was stored, under another kind or never stored.
+    """
+    link, mark = _p("MemoryLink"), _p(v.UNSTORED_ENDPOINT)
+    return (
+        f"SELECT DISTINCT ?l ?x WHERE {{ GRAPH {v.iri_ref(graph)} {{ ?l a {link} . "
+        f"{{ ?l {_p('from')} ?x }} UNION {{ ?l {_p('to')} ?x }} "
+        f"FILTER NOT EXISTS {{ ?x a ?c }} FILTER NOT EXISTS {{ ?l {mark} ?x }} }} }}"
+    )
 
 
 def character(graph: str) -> str:

@@ -60,8 +60,9 @@ T = TypeVar("T")
 
 #: A read plan: yields SPARQL SELECT texts, is sent each one's rows, returns the answer.
 Plan: TypeAlias = Generator[str, list[lg.Row], T]
-#: What a write's check returns: inserted ids, ids stored with equal content, N-Triples lines.
-WritePlan: TypeAlias = tuple[list[MemoryId], list[MemoryId], list[str]]
+#: What a write's check returns: inserted ids, ids stored with equal content, N-Triples lines,
+#: and the endpoint IRIs its links mark ``vocab:unstoredEndpoint``.
+WritePlan: TypeAlias = tuple[list[MemoryId], list[MemoryId], list[str], list[str]]
 
 #: A read that would probe at least this many IRIs (ids of unknown kind, one IRI per kind) may
 #: take a census of the collection instead (:meth:`GraphReader.census`). A census scans at most as
@@ -163,6 +164,17 @@ class GraphReader:
         suppressed = lg.suppress_from_rows((yield q.suppress_instants(self.graph)))
         cache.remember_lifecycle(generation, links, suppressed)
 
+    def unstored(self) -> Plan[None]:
+        """Read every ``vocab:unstoredEndpoint`` mark into the cache if it wants them (one query).
+
+        Unless there are more than the cache keeps (then link reads keep binding every kind).
+        """
+        cache = self.cache
+        if cache.wants_unstored():
+            generation = cache.generation()
+            rows = yield q.unstored_endpoints(self.graph, cache.max_entries + 1)
+            cache.remember_unstored(generation, (row["x"].value for row in rows))
+
     def objects(self, wanted: Sequence[MemoryId]) -> Plan[dict[MemoryId, MemoryObject]]:
         """The memory objects among ``wanted`` (unique ids), in request order."""
         return lg.objects_only(wanted, (yield from self.items(wanted, v.OBJECT_KINDS)))
@@ -183,7 +195,8 @@ class GraphReader:
         """Links touching ``wanted`` (unique ids) of the ``chosen`` relations (``None``: all), by id.
 
         The cached adjacency first; the ``supersedes`` hop from the lifecycle index once read;
-        the ids left in one query, whose answer becomes their adjacency.
+        the ids left in one query, whose answer becomes their adjacency (binding one IRI per id of
+        known kind once a coherent cache knows every ``vocab:unstoredEndpoint`` mark).
         """
         if not wanted or (chosen is not None and not chosen):
             return []
@@ -193,8 +206,10 @@ class GraphReader:
             yield from self.lifecycle()
             found, unknown = cache.links_of(wanted, chosen)
         if unknown:
+            yield from self.unstored()
             generation = cache.generation()
-            from_iris, to_iris = endpoint_iris(unknown, cache.kinds(unknown), chosen)
+            marked = cache.unstored_kinds(unknown)
+            from_iris, to_iris = endpoint_iris(unknown, cache.kinds(unknown), chosen, marked)
             query = q.links_of(self.graph, from_iris, to_iris, relation_iris(chosen))
             links, hints = lg.links_and_hints((yield query))
             cache.remember_links_of(generation, unknown, chosen, links)
@@ -290,7 +305,9 @@ class GraphReader:
         One read of the batch's items and of the referenced ids of unknown kind, one of the
         tombstones among the batch's ids, then :func:`charmem_oxigraph._writing.plan_write`; the
         first write into an empty collection also records the layout version
-        (:func:`charmem_oxigraph._layout.version_line`).
+        (:func:`charmem_oxigraph._layout.version_line`). The marked endpoint IRIs
+        (:func:`charmem_oxigraph._writing.unstored_endpoints`) are for
+        :meth:`GraphCache.apply_write`.
 
         Raises:
             PurgedMemoryError: an id of the batch was purged.
@@ -306,7 +323,8 @@ class GraphReader:
         inserted, existing, lines = wr.plan_write(prepared, stored, kinds, purged)
         if lines and not self.cache.layout_recorded and not (yield q.layout_version(self.graph)):
             lines.append(version_line(self.graph))  # the first write into an empty collection
-        return inserted, existing, lines
+        unstored = [iri for _link, iri in wr.unstored_endpoints(prepared, inserted, kinds)]
+        return inserted, existing, lines, unstored
 
     def raced(self) -> Plan[list[wr.Settlement]]:
         """How each id stored with several records would be settled (one query)."""
