@@ -124,12 +124,11 @@ def links_of(
         # slower, measured), while the filter is applied to the links the endpoints already bound.
         allowed = ", ".join(v.iri_ref(iri) for iri in relation_iris)
         relation_filter = f"?l {_p('relation')} ?rel . FILTER(?rel IN ({allowed})) "
-    from_side = f"{{ {_values('x', from_iris)} ?l {_p('from')} ?x }}"
-    to_side = f"{{ {_values('x', to_iris)} ?l {_p('to')} ?x }}"
-    fields = (
-        f"?l {_p('from')} ?f . ?l {_p('to')} ?t . OPTIONAL {{ ?l a ?c }} "
-        f"OPTIONAL {{ ?l {_p('record')} ?rec }} "
-    )
+    # Each branch binds its endpoint column and reads the other one: reading both again after
+    # the union costs a seek per link more (measured ~15% of the query).
+    from_side = f"{{ {_values('f', from_iris)} ?l {_p('from')} ?f . ?l {_p('to')} ?t }}"
+    to_side = f"{{ {_values('t', to_iris)} ?l {_p('to')} ?t . ?l {_p('from')} ?f }}"
+    fields = f"OPTIONAL {{ ?l a ?c }} OPTIONAL {{ ?l {_p('record')} ?rec }} "
     return (
         f"SELECT DISTINCT ?l ?c ?f ?t ?rec WHERE {{ GRAPH {v.iri_ref(graph)} {{ "
         f"{from_side} UNION {to_side} {relation_filter}{fields}}} }}"
