@@ -37,7 +37,7 @@ def test_a_layout_1_store_is_refused_until_migrated(
     by_hint = shlex.split(hint.group(1))[1:]  # the fix, runnable as printed
     assert by_hint == ["migrate", "--store", str(store), "--collection", "fixture"]
     assert main(by_hint) == 0
-    assert "from layout 1 to 2" in capsys.readouterr().out
+    assert "from layout 1 to 3" in capsys.readouterr().out
     assert main([*base, "migrate", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["objects"] == 0  # a current store: nothing to do
 

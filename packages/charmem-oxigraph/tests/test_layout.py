@@ -2,7 +2,10 @@
 
 ``fixtures/layout1.nq`` is the N-Quads export of a store written by the adapter before the compact
 layout (layout 1; ``fixtures/make_layout1.py``): every object kind, ``KnownAs`` names, a
-correction, a forget and a purge tombstone. Every test runs on real stores.
+correction, a forget and a purge tombstone. ``fixtures/layout2.nq`` is the export of a store of
+the compact layout before the ``vocab:unstoredEndpoint`` marks (layout 2;
+``fixtures/make_layout2.py``): links written before their endpoints were stored, under other
+kinds than the ones stored later, and a link to an id never stored. Every test runs on real stores.
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from charmem_oxigraph import (
     _legacy,
 )
 from charmem_oxigraph import _layout as lay
-from charmem_oxigraph._codec import NodeTriples
+from charmem_oxigraph._codec import NodeTriples, decode_item
 
 FIXTURE = Path(__file__).parent / "fixtures" / "layout1.nq"
+FIXTURE_2 = Path(__file__).parent / "fixtures" / "layout2.nq"
+MARK = "urn:charmem:vocab#unstoredEndpoint"
 COLLECTION = "fixture"
 GRAPH = f"urn:charmem:collection:{COLLECTION}"
 VERSION = NamedNode("urn:charmem:vocab#layoutVersion")
@@ -321,6 +326,117 @@ async def test_the_service_store_refuses_then_migrates(
     try:
         assert await _reads(store, items) == await _reads(fresh, items)
         assert await _dump(store) == await _dump(fresh)
+    finally:
+        await store.close()
+        await fresh.close()
+
+
+def _layout2_quads() -> list[Quad]:
+    return list(parse(path=FIXTURE_2, format=RdfFormat.N_QUADS))
+
+
+def _layout2_items() -> list[Any]:
+    """The layout-2 fixture's items (its nodes decode as the current layout's: same records)."""
+    nodes: dict[str, NodeTriples] = {}
+    for quad in _layout2_quads():
+        if quad.subject.value != GRAPH:
+            nodes.setdefault(quad.subject.value, NodeTriples(quad.subject.value)).add(
+                quad.predicate.value, quad.object
+            )
+    return [decode_item(node) for node in nodes.values()]
+
+
+def _expected_marks() -> set[str]:
+    """What a migration marks: each link endpoint IRI of the fixture under which no node is stored."""
+    quads = _layout2_quads()
+    typed = {q.subject.value for q in quads if q.predicate.value == lay.v.RDF_TYPE}
+    ends = {
+        (q.subject.value, q.object.value)
+        for q in quads
+        if q.predicate.value in ("urn:charmem:vocab#from", "urn:charmem:vocab#to")
+    }
+    return {f"<{link}> <{MARK}> <{end}> ." for link, end in ends if end not in typed}
+
+
+async def _marks(store: Any) -> set[str]:
+    return {line.rsplit(" ", 2)[0] + " ." for line in await _dump(store) if MARK in line}
+
+
+async def test_a_layout_2_store_is_refused_then_migrated_with_its_endpoint_marks(tmp_path: Path) -> None:
+    """Open -> StoreLayoutError naming migrate; migrate marks the links written before their
+    endpoints; a cold store then finds every link from either side, as a fresh copy does."""
+    path = tmp_path / "oxigraph"
+    _load_raw(path, _layout2_quads())
+    with pytest.raises(StoreLayoutError, match="charmem migrate") as refused:
+        OxigraphGraphStore.open(COLLECTION, path=path)
+    assert refused.value.found == 2
+    assert "layout 2" in str(refused.value)
+
+    report = await migrate(_settings(path), COLLECTION)
+    expected = _expected_marks()
+    assert len(expected) == 4  # an entity as episode:, an observation and a thread as object:, a ghost
+    assert report is not None
+    assert (report.found, report.layout, report.objects) == (2, lay.CURRENT_LAYOUT, 3)  # 3 links marked
+
+    items = _layout2_items()
+    fresh = await _fresh_copy(items, [])
+    store = await OxigraphGraphStore.open_async(COLLECTION, path=path)
+    try:
+        assert await _marks(store) == expected
+        assert await _reads(store, items) == await _reads(fresh, items)
+        versions = [line for line in await _dump(store) if "layoutVersion" in line]
+        assert len(versions) == 1
+        assert f'"{lay.CURRENT_LAYOUT}"' in versions[0]
+    finally:
+        await store.close()
+        await fresh.close()
+    again = await migrate(_settings(path), COLLECTION)
+    assert again is not None
+    assert (again.found, again.objects) == (lay.CURRENT_LAYOUT, 0)
+
+
+async def test_a_layout_2_dump_is_migrated_on_import() -> None:
+    items = _layout2_items()
+    store = OxigraphGraphStore.open(COLLECTION)
+    fresh = await _fresh_copy(items, [])
+    try:
+        await store.import_graph(io.BytesIO(FIXTURE_2.read_bytes()), "application/n-quads")
+        assert await _marks(store) == _expected_marks()
+        assert await _reads(store, items) == await _reads(fresh, items)
+    finally:
+        await store.close()
+        await fresh.close()
+
+
+async def test_the_service_store_migrates_a_layout_2_collection(sparql_server: Any) -> None:
+    """On ``oxigraph serve``: open refused, ``charmem migrate`` marks the links, the same reads."""
+    settings = Settings.from_mapping(
+        {
+            "GRAPH_STORE_MODE": "service",
+            "SPARQL_QUERY_ENDPOINT": sparql_server.query_endpoint,
+            "SPARQL_UPDATE_ENDPOINT": sparql_server.update_endpoint,
+        }
+    )
+    collection = "layout-two"
+    graph = NamedNode(f"urn:charmem:collection:{collection}")
+    dump = [Quad(q.subject, q.predicate, q.object, graph) for q in _layout2_quads()]
+    dump = [Quad(graph, q.predicate, q.object, graph) if q.subject.value == GRAPH else q for q in dump]
+    raw = SparqlServiceGraphStore.from_settings(settings, collection)
+    try:
+        await raw._insert([f"{quad.triple} ." for quad in dump], "load the fixture")
+    finally:
+        await raw.close()
+    with pytest.raises(StoreLayoutError, match="charmem migrate"):
+        await SparqlServiceGraphStore.from_settings_async(settings, collection)
+    report = await migrate(settings, collection)
+    assert report is not None
+    assert (report.found, report.objects) == (2, 3)
+    items = _layout2_items()
+    store = await SparqlServiceGraphStore.from_settings_async(settings, collection)
+    fresh = await _fresh_copy(items, [])
+    try:
+        assert len(await _marks(store)) == len(_expected_marks())
+        assert await _reads(store, items) == await _reads(fresh, items)
     finally:
         await store.close()
         await fresh.close()

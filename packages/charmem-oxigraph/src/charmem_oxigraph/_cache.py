@@ -20,6 +20,7 @@ objects. :class:`GraphCache` keeps, per collection:
   instant of every ``suppress`` record (corrections and forgetting are rare next to memories), so
   the currency of an id of known kind and its ``supersedes`` hop need no query at all; a
   collection with more of them than ``max_entries`` is not indexed (per-id queries instead).
+  Likewise the ids links name before they were stored (:mod:`charmem_oxigraph._unstored`).
   An id is only known absent when a read under every kind found neither its node nor its
   tombstone, so absent ids are known not to be purged too (:meth:`GraphCache.unpurged`).
 * a **census** (coherent only, optional): the kind of every item node and tombstone of the
@@ -55,6 +56,7 @@ from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._bounded import BoundedMap
 from charmem_oxigraph._codec import StoredItem
 from charmem_oxigraph._currency import NOT_STORED_FACTS, CurrencyFacts, LifecycleIndex
+from charmem_oxigraph._unstored import UnstoredEndpoints
 
 __all__ = ["CENSUS_MAX_ENTRIES", "DEFAULT_MAX_ENTRIES", "PURGED", "CurrencyFacts", "GraphCache"]
 
@@ -107,6 +109,7 @@ class GraphCache:
         self._max_entries = max_entries
         self._lifecycle: LifecycleIndex | None = None
         self._lifecycle_refused = False  # more than max_entries: stays so until clear()
+        self._unstored = UnstoredEndpoints(max_entries)
         # census: UUID integer -> stored kind or PURGED, for every item node and tombstone
         self._census: dict[int, str] | None = None
         # ids referred to under ``urn:charmem:object:`` by a suppress record or a supersedes link
@@ -333,6 +336,21 @@ class GraphCache:
                         ] + link_ids
                 self._adjacency.put(memory_id, (relations_known, tuple(link_ids)))
 
+    def unstored_kinds(self, ids: Iterable[MemoryId]) -> Mapping[MemoryId, tuple[str, ...]] | None:
+        """The kinds links name ``ids`` by besides their stored ones (``None``: not known)."""
+        with self._lock:
+            return self._unstored.kinds(ids) if self.coherent else None
+
+    def wants_unstored(self) -> bool:
+        """Whether the collection's ``vocab:unstoredEndpoint`` marks should be read now."""
+        with self._lock:
+            return self.coherent and self._unstored.wanted
+
+    def remember_unstored(self, generation: int, iris: Iterable[str]) -> None:
+        """Keep every marked endpoint IRI read from the store (if no write happened since)."""
+        with self._lock:
+            self._unstored.read(iris, current=self._current(generation))
+
     # -- currency -----------------------------------------------------------------------------
 
     def currency_facts(self, ids: Iterable[MemoryId]) -> tuple[dict[MemoryId, CurrencyFacts], list[MemoryId]]:
@@ -470,7 +488,7 @@ class GraphCache:
 
     # -- the writer ---------------------------------------------------------------------------
 
-    def apply_write(self, inserted: Sequence[StoredItem]) -> None:
+    def apply_write(self, inserted: Sequence[StoredItem], unstored: Iterable[str] = ()) -> None:
         """Bring coherent knowledge in step with items just written, and start a new generation.
 
         Called by the collection's writer (under its write lock) after the store accepted
@@ -490,9 +508,11 @@ class GraphCache:
 
         Args:
             inserted: the objects, links and records the write stored (not those already stored).
+            unstored: the endpoint IRIs its links marked ``vocab:unstoredEndpoint``.
         """
         with self._lock:
             self._generation += 1
+            self._unstored.add(unstored)
             self.layout_recorded = True  # a write adds the version record when it is missing
             census = self._census
             for item in inserted:
@@ -537,13 +557,15 @@ class GraphCache:
         if link.relation is Relation.HAS_OBSERVATION:
             self._turns.pop(link.from_id)
         if link.relation is Relation.SUPERSEDES:
-            self._add_fact(link.to_id, superseded=link.created_at)
+            if (facts := self._facts.get(link.to_id)) is not None:
+                self._facts.put(link.to_id, facts.superseded(link.created_at))
             self._note_early(census, link.to_id)
             if self._lifecycle is not None:
                 self._lifecycle.add_link(link)
 
     def _note_suppress(self, record: LifecycleRecord, census: dict[int, str] | None) -> None:
-        self._add_fact(record.target_id, suppressed=record.recorded_at)
+        if (facts := self._facts.get(record.target_id)) is not None:
+            self._facts.put(record.target_id, facts.suppressed(record.recorded_at))
         self._note_early(census, record.target_id)
         if self._lifecycle is not None:
             self._lifecycle.add_suppress(record.target_id, record.recorded_at)
@@ -561,33 +583,15 @@ class GraphCache:
         if census is not None and census.get(target.value.int, PURGED) == PURGED:
             self._early.add(target.value.int)
 
-    def _add_fact(
-        self, memory_id: MemoryId, *, suppressed: datetime | None = None, superseded: datetime | None = None
-    ) -> None:
-        facts = self._facts.get(memory_id)
-        if facts is None:
-            return
-        if suppressed is not None:
-            facts = attrs.evolve(facts, suppressed_at=(*facts.suppressed_at, suppressed))
-        if superseded is not None:
-            facts = attrs.evolve(facts, superseded_at=(*facts.superseded_at, superseded))
-        self._facts.put(memory_id, facts)
-
     def clear(self) -> None:
         """Forget everything (a new generation starts)."""
         with self._lock:
             self._generation += 1
-            for lru in (
-                self._items,
-                self._kinds,
-                self._hints,
-                self._absent,
-                self._adjacency,
-                self._facts,
-                self._turns,
-            ):
+            maps = (self._items, self._kinds, self._hints, self._absent, self._adjacency, self._facts)
+            for lru in (*maps, self._turns):
                 lru.clear()
             self._names, self._name_index = None, None
             self._lifecycle, self._lifecycle_refused = None, False
             self._census, self._early, self._census_floor = None, set(), 0
+            self._unstored = UnstoredEndpoints(self._max_entries)
             self.layout_recorded = False

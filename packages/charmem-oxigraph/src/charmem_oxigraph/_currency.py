@@ -33,6 +33,14 @@ class CurrencyFacts:
     suppressed_at: tuple[datetime, ...] = ()
     superseded_at: tuple[datetime, ...] = ()
 
+    def suppressed(self, recorded_at: datetime) -> CurrencyFacts:
+        """These facts and one more ``suppress`` record, recorded at ``recorded_at``."""
+        return attrs.evolve(self, suppressed_at=(*self.suppressed_at, recorded_at))
+
+    def superseded(self, created_at: datetime) -> CurrencyFacts:
+        """These facts and one more ``supersedes`` link to the id, created at ``created_at``."""
+        return attrs.evolve(self, superseded_at=(*self.superseded_at, created_at))
+
 
 #: The facts of a stored object that nothing suppresses or supersedes (the common case).
 STORED_FACTS: Final = CurrencyFacts(stored=True)

@@ -116,26 +116,42 @@ def currency_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str]) -> lis
 
 
 def endpoint_iris(
-    ids: Iterable[MemoryId], known: Mapping[MemoryId, str], relations: Sequence[Relation] | None
+    ids: Iterable[MemoryId],
+    known: Mapping[MemoryId, str],
+    relations: Sequence[Relation] | None,
+    unstored: Mapping[MemoryId, Sequence[str]] | None = None,
 ) -> tuple[list[str], list[str]]:
     """The IRIs the ``vocab:from`` and the ``vocab:to`` of a link of ``relations`` may use for ``ids``.
 
     A link refers to an endpoint by the endpoint's stored kind when it was known at write time,
     else by the kind its relation declares for that side, else ``object``
-    (:func:`charmem_oxigraph._writing.plan_write`): an id of known kind is bound as that kind and
-    as the unstored kinds of the wanted relations on that side; an id of unknown kind as every
-    stored kind too.
+    (:func:`charmem_oxigraph._writing.plan_write`), and then marks it
+    ``vocab:unstoredEndpoint``. With every mark known (``unstored``), an id is bound as its stored
+    kind (every stored kind when that is not known) and as the kinds marks name it by; without
+    them, as its stored kind (or every one) and as the unstored kinds of the wanted relations on
+    that side.
 
     Args:
         ids: the endpoint ids.
         known: stored kinds already known (:meth:`charmem_oxigraph._cache.GraphCache.kinds`).
         relations: the relations of the links wanted (``None``: any).
+        unstored: the kinds marks name ids by, for every marked id
+            (:meth:`charmem_oxigraph._cache.GraphCache.unstored_kinds`); ``None``: not known.
 
     Returns:
         tuple[list[str], list[str]]: the IRIs to bind to ``vocab:from``, and to ``vocab:to``.
     """
+    if unstored is not None:
+        bound = [
+            iri
+            for memory_id in ids
+            for iri in v.node_iris_of(
+                dict.fromkeys((*_stored_kinds(known.get(memory_id)), *unstored.get(memory_id, ()))), memory_id
+            )
+        ]
+        return bound, list(bound)
     chosen = Relation if relations is None else [Relation(relation) for relation in relations]
-    unstored = [
+    unstored_kinds = [
         dict.fromkeys(_UNSTORED_ENDPOINT_KINDS[relation][side] for relation in chosen) for side in (0, 1)
     ]
     sides: tuple[list[str], list[str]] = ([], [])
@@ -145,10 +161,15 @@ def endpoint_iris(
         for side, found in enumerate(sides):
             kinds = of_kind.get((side, kind))
             if kinds is None:
-                stored = STORED_KINDS if kind is None else (kind,)
-                kinds = of_kind[side, kind] = tuple(dict.fromkeys((*stored, *unstored[side])))
+                kinds = of_kind[side, kind] = tuple(
+                    dict.fromkeys((*_stored_kinds(kind), *unstored_kinds[side]))
+                )
             found.extend(v.node_iris_of(kinds, memory_id))
     return sides
+
+
+def _stored_kinds(kind: str | None) -> tuple[str, ...]:
+    return STORED_KINDS if kind is None else (kind,)
 
 
 def episode_turn_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str]) -> list[str]:

@@ -1,12 +1,15 @@
-"""The store's layout version, the refusal of other layouts, and the migration from layout 1.
+"""The store's layout version, the refusal of other layouts, and the migration from layouts 1 and 2.
 
 A collection's graph records the layout it is written in as ``<graph> vocab:layoutVersion n``
 (inside the graph, so an export carries it); the first write into an empty collection adds it.
-Layout 1 (every field a triple of its own) recorded nothing; layout 2 (:data:`CURRENT_LAYOUT`,
-:mod:`charmem_oxigraph._codec`) is the compact one. Opening a collection whose graph holds data
-without the current version is refused with :class:`~charmem.errors.StoreLayoutError`;
-:func:`pending` and :func:`migration_step` are the shared algorithm ``charmem migrate`` runs,
-one transaction per batch of nodes, free of I/O (plans as in :mod:`charmem_oxigraph._reads`).
+Layout 1 (every field a triple of its own) recorded nothing; layout 2 is the compact one
+(:mod:`charmem_oxigraph._codec`); layout 3 (:data:`CURRENT_LAYOUT`) is layout 2 plus a
+``vocab:unstoredEndpoint`` mark on each link naming an endpoint before it was stored
+(:func:`charmem_oxigraph._writing.unstored_endpoints`), so a read binds one IRI per endpoint of
+known kind. Opening a collection whose graph holds data without the current version is refused
+with :class:`~charmem.errors.StoreLayoutError`; :func:`pending`, :func:`migration_step` and
+:func:`endpoint_marks` are the shared algorithm ``charmem migrate`` runs, one transaction per
+batch of nodes, free of I/O (plans as in :mod:`charmem_oxigraph._reads`).
 """
 
 from __future__ import annotations
@@ -34,16 +37,22 @@ __all__ = [
     "MigrationStep",
     "batches",
     "check_layout",
+    "endpoint_marks",
     "layout_state",
+    "marked_links",
+    "migratable",
     "migrate_in_place",
     "migration_report",
     "migration_step",
     "pending",
     "version_line",
+    "version_update",
 ]
 
 #: The layout this charmem reads and writes.
-CURRENT_LAYOUT: Final = 2
+CURRENT_LAYOUT: Final = 3
+#: The compact layout without the ``vocab:unstoredEndpoint`` marks (migrated by adding them).
+_UNMARKED_LAYOUT: Final = 2
 #: Nodes rewritten per transaction by a migration: one update request stays a few hundred
 #: kilobytes (a SPARQL server takes it), and the transaction is short.
 MIGRATION_BATCH: Final = 500
@@ -136,6 +145,28 @@ def version_line(graph: str) -> str:
     return f"<{graph}> <{v.VOCAB}{v.LAYOUT_VERSION}> {Literal(CURRENT_LAYOUT)} ."
 
 
+def endpoint_marks(graph: str) -> Generator[str, list[Any], list[str]]:
+    """Plan: the ``vocab:unstoredEndpoint`` lines a graph of layout 1 or 2 lacks (N-Triples, sorted).
+
+    A link endpoint IRI that names no stored node (:func:`charmem_oxigraph._queries.unmarked_endpoints`)
+    was written before its endpoint was stored; one that names a node already names it by the
+    kind reads bind. One scan of the links, once per migration.
+    """
+    mark = f"<{v.VOCAB}{v.UNSTORED_ENDPOINT}>"
+    rows = yield q.unmarked_endpoints(graph)
+    return sorted({f"<{row['l'].value}> {mark} <{row['x'].value}> ." for row in rows})
+
+
+def marked_links(marks: Sequence[str]) -> int:
+    """How many links the ``marks`` (from :func:`endpoint_marks`) mark."""
+    return len({line.split(" ", 1)[0] for line in marks})
+
+
+def version_update(graph: str) -> str:
+    """The update recording :data:`CURRENT_LAYOUT` in place of any version ``graph`` records."""
+    return q.version_update(graph, version_line(graph))
+
+
 def pending(graph: str) -> Generator[str, list[Any], list[str]]:
     """Plan: the IRIs of every item node without a record literal (layout-1 nodes), sorted.
 
@@ -225,11 +256,11 @@ def migrate_in_place(
     store: str,
     migrate_hint: str,
 ) -> MigrationOutcome:
-    """Rewrite every layout-1 node of ``graph``, then record the version (blocking).
+    """Rewrite every layout-1 node of ``graph``, mark its links, then record the version (blocking).
 
     The embedded store's migration; the caller holds the writer lock. One ``update`` per batch
-    of nodes (:func:`batches`), the version last, so a crash leaves no node unreadable and a
-    second run finishes the job.
+    of nodes (:func:`batches`), one for the endpoint marks (:func:`endpoint_marks`, layouts 1 and
+    2), the version last, so a crash leaves no node unreadable and a second run finishes the job.
 
     Args:
         drive: runs a read plan to its answer.
@@ -238,20 +269,33 @@ def migrate_in_place(
         store: where the store is, for errors.
         migrate_hint: the ``charmem migrate`` command, for errors.
 
+    Returns:
+        MigrationOutcome: the version found, the nodes rewritten (layout 1) or links marked
+        (layout 2), and the unreadable nodes.
+
     Raises:
-        StoreLayoutError: the graph records a layout other than 1 and the current one.
+        StoreLayoutError: the graph records a layout other than 1, 2 and the current one.
     """
     state = drive(layout_state(graph))
     if state.current:
         return state.found, 0, ()
-    if state.found is not None:  # another recorded version: only layout 1 is migrated
+    if not migratable(state):
         check_layout(state, store=store, migrate_hint=migrate_hint)
     count, unreadable = 0, list[str]()
-    for batch in batches(drive(pending(graph))):
-        step = drive(migration_step(graph, batch))
-        if step.update is not None:
-            update(step.update)
-        count += step.rewritten
-        unreadable.extend(step.unreadable)
-    update(q.insert_data(graph, [version_line(graph)]))
-    return state.found, count, tuple(unreadable)
+    if state.found is None:
+        for batch in batches(drive(pending(graph))):
+            step = drive(migration_step(graph, batch))
+            if step.update is not None:
+                update(step.update)
+            count += step.rewritten
+            unreadable.extend(step.unreadable)
+    marks = drive(endpoint_marks(graph))
+    if marks:
+        update(q.insert_data(graph, marks))
+    update(version_update(graph))
+    return state.found, count or marked_links(marks), tuple(unreadable)
+
+
+def migratable(state: LayoutState) -> bool:
+    """Whether ``charmem migrate`` upgrades a graph in ``state``: layout 1 (no record) or 2."""
+    return state.found is None or state.found == _UNMARKED_LAYOUT

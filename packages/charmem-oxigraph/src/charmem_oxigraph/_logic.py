@@ -142,6 +142,22 @@ def read_lookup(rows: Iterable[Row]) -> tuple[dict[MemoryId, NodeTriples], set[M
             node.add(predicate.value, obj)
         else:
             node.add_assertion(assertion.value, predicate.value, obj)
+    return _stored_nodes(by_iri)
+
+
+def record_lookup(rows: Iterable[Row]) -> tuple[dict[MemoryId, NodeTriples], set[MemoryId]]:
+    """:func:`read_lookup` from :func:`charmem_oxigraph._queries.node_records` rows.
+
+    Each node holds its ``rdf:type`` and record literal, all decoding reads; tombstones and
+    nodes without both are not in the rows (the caller reads what it missed whole).
+
+    Raises:
+        CorruptNodeError: an id is stored under two kinds.
+    """
+    return _stored_nodes({node.iri: node for node in column_nodes(rows, _RECORD_COLUMNS)})
+
+
+def _stored_nodes(by_iri: Mapping[str, NodeTriples]) -> tuple[dict[MemoryId, NodeTriples], set[MemoryId]]:
     found: dict[MemoryId, NodeTriples] = {}
     purged: set[MemoryId] = set()
     for iri, node in by_iri.items():
@@ -278,19 +294,28 @@ def _links_and_hints(nodes: list[NodeTriples]) -> tuple[list[MemoryLink], dict[M
 _LINK_COLUMNS: Final = (v.RDF_TYPE, v.VOCAB + "from", v.VOCAB + "to", v.VOCAB + RECORD)
 
 
-def link_nodes(rows: Iterable[Row]) -> list[NodeTriples]:
-    """One node per link of :func:`charmem_oxigraph._queries.links_of` rows, first occurrence order.
+#: The predicates of the columns of a :func:`charmem_oxigraph._queries.node_records` row.
+_RECORD_COLUMNS: Final = (v.RDF_TYPE, v.VOCAB + RECORD)
 
-    A link with several values of a column (a damaged node) gives a row per combination; each
+
+def link_nodes(rows: Iterable[Row]) -> list[NodeTriples]:
+    """One node per link of :func:`charmem_oxigraph._queries.links_of` rows, first occurrence order."""
+    return column_nodes(rows, _LINK_COLUMNS)
+
+
+def column_nodes(rows: Iterable[Row], predicates: Sequence[str]) -> list[NodeTriples]:
+    """One node per subject of rows ``(?subject, *one column per predicate)``, first occurrence order.
+
+    A node with several values of a column (a damaged node) gives a row per combination; each
     value is kept once, so the decoder sees every value and refuses the node.
     """
     nodes: dict[str, NodeTriples] = {}
-    for link, *columns in rows:  # positional access is several times faster than by name
-        iri = link.value
+    for subject, *columns in rows:  # positional access is several times faster than by name
+        iri = subject.value
         node = nodes.get(iri)
         if node is None:
             node = nodes[iri] = NodeTriples(iri)
-        for predicate, term in zip(_LINK_COLUMNS, columns, strict=True):
+        for predicate, term in zip(predicates, columns, strict=True):
             if term is not None and term not in node.props.get(predicate, ()):
                 node.add(predicate, term)
     return list(nodes.values())

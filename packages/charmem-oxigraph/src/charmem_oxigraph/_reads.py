@@ -36,7 +36,7 @@ from charmem_oxigraph import _vocab as v
 from charmem_oxigraph import _writing as wr
 from charmem_oxigraph._cache import GraphCache
 from charmem_oxigraph._character import recorded as recorded_character
-from charmem_oxigraph._codec import StoredItem
+from charmem_oxigraph._codec import NodeTriples, StoredItem
 from charmem_oxigraph._hints import reference_kinds
 from charmem_oxigraph._iris import (
     STORED_KINDS,
@@ -60,8 +60,9 @@ T = TypeVar("T")
 
 #: A read plan: yields SPARQL SELECT texts, is sent each one's rows, returns the answer.
 Plan: TypeAlias = Generator[str, list[lg.Row], T]
-#: What a write's check returns: inserted ids, ids stored with equal content, N-Triples lines.
-WritePlan: TypeAlias = tuple[list[MemoryId], list[MemoryId], list[str]]
+#: What a write's check returns: inserted ids, ids stored with equal content, N-Triples lines,
+#: and the endpoint IRIs its links mark ``vocab:unstoredEndpoint``.
+WritePlan: TypeAlias = tuple[list[MemoryId], list[MemoryId], list[str], list[str]]
 
 #: A read that would probe at least this many IRIs (ids of unknown kind, one IRI per kind) may
 #: take a census of the collection instead (:meth:`GraphReader.census`). A census scans at most as
@@ -87,7 +88,9 @@ class GraphReader:
     cache: GraphCache
     graph: str
 
-    def items(self, ids: Sequence[MemoryId], kinds: Sequence[str]) -> Plan[dict[MemoryId, StoredItem]]:
+    def items(
+        self, ids: Sequence[MemoryId], kinds: Sequence[str], *, records: bool = False
+    ) -> Plan[dict[MemoryId, StoredItem]]:
         """The stored items among ``ids``: cached ones, the rest in one query (then cached).
 
         An id of unknown kind is probed under each of ``kinds``; a coherent cache probes every
@@ -95,6 +98,13 @@ class GraphReader:
         a reference hinted is read under that one IRI first, then under every other kind if it is
         not there. When the probe would bind at least :data:`CENSUS_MIN_PROBES` IRIs, a census
         (:meth:`census`) may answer instead.
+
+        With ``records``, when every id's kind is known or hinted, the first query reads only each
+        node's type and record literal under that one IRI (a row per node, not one per triple),
+        and the ids it misses are read whole under every kind (tombstones, damaged nodes, wrong
+        hints): for reads of ids that are almost always stored (objects candidate recall found),
+        not for a write's check of new ids. A node's references are not read then: only links
+        and records hold reference triples, and they are not read so.
         """
         cache = self.cache
         found, unknown = cache.items(ids)
@@ -107,14 +117,9 @@ class GraphReader:
         # IRIs to bind: one per id of known or hinted kind, one per kind for the others
         probes = len(unknown) + (len(unknown) - len(known) - len(hinted)) * (len(kinds) - 1)
         if probes >= CENSUS_MIN_PROBES and (yield from self.census(probes)):
-            return (yield from self.items(ids, kinds))  # every kind is known now
-        rows = yield q.nodes(self.graph, node_iris(unknown, {**hinted, **known}, kinds))
-        nodes, purged = lg.read_lookup(rows)
-        missed = [i for i in hinted if i not in nodes]
-        if missed:  # not under the kind a reference suggested: try every other kind
-            more, more_purged = lg.read_lookup((yield q.nodes(self.graph, retry_iris(missed, hinted, kinds))))
-            nodes.update(more)
-            purged |= more_purged
+            return (yield from self.items(ids, kinds, records=records))  # every kind is known now
+        records = records and len(known) + len(hinted) == len(unknown)  # one IRI per id
+        nodes, purged = yield from self._lookup(unknown, known, hinted, kinds, records=records)
         read = lg.decode_nodes(nodes)
         # An id not found is absent unless it is a tombstone (kept by a coherent cache only,
         # which probed every kind).
@@ -123,6 +128,29 @@ class GraphReader:
         cache.remember_hints(reference_kinds(nodes.values()))
         found.update(read)
         return found
+
+    def _lookup(
+        self,
+        unknown: Sequence[MemoryId],
+        known: Mapping[MemoryId, str],
+        hinted: Mapping[MemoryId, str],
+        kinds: Sequence[str],
+        *,
+        records: bool,
+    ) -> Plan[tuple[dict[MemoryId, NodeTriples], set[MemoryId]]]:
+        """The stored nodes and the tombstones among ``unknown`` (:meth:`items`): one or two queries."""
+        bound = node_iris(unknown, {**hinted, **known}, kinds)
+        if records:
+            nodes, purged = lg.record_lookup((yield q.node_records(self.graph, bound)))
+            again = node_iris([i for i in unknown if i not in nodes], known, kinds)
+        else:
+            nodes, purged = lg.read_lookup((yield q.nodes(self.graph, bound)))
+            again = retry_iris([i for i in hinted if i not in nodes], hinted, kinds)
+        if again:  # not found as bound (or, with records, maybe no item): read whole, every kind
+            more, more_purged = lg.read_lookup((yield q.nodes(self.graph, again)))
+            nodes.update(more)
+            purged |= more_purged
+        return nodes, purged
 
     def census(self, probes: int) -> Plan[bool]:
         """Read the census of the collection (:class:`GraphCache`) instead of ``probes`` lookups.
@@ -163,9 +191,20 @@ class GraphReader:
         suppressed = lg.suppress_from_rows((yield q.suppress_instants(self.graph)))
         cache.remember_lifecycle(generation, links, suppressed)
 
+    def unstored(self) -> Plan[None]:
+        """Read every ``vocab:unstoredEndpoint`` mark into the cache if it wants them (one query).
+
+        Unless there are more than the cache keeps (then link reads keep binding every kind).
+        """
+        cache = self.cache
+        if cache.wants_unstored():
+            generation = cache.generation()
+            rows = yield q.unstored_endpoints(self.graph, cache.max_entries + 1)
+            cache.remember_unstored(generation, (row["x"].value for row in rows))
+
     def objects(self, wanted: Sequence[MemoryId]) -> Plan[dict[MemoryId, MemoryObject]]:
         """The memory objects among ``wanted`` (unique ids), in request order."""
-        return lg.objects_only(wanted, (yield from self.items(wanted, v.OBJECT_KINDS)))
+        return lg.objects_only(wanted, (yield from self.items(wanted, v.OBJECT_KINDS, records=True)))
 
     def links(self, wanted: Sequence[MemoryId]) -> Plan[dict[MemoryId, MemoryLink]]:
         """The links among ``wanted`` (unique ids), in request order."""
@@ -183,7 +222,8 @@ class GraphReader:
         """Links touching ``wanted`` (unique ids) of the ``chosen`` relations (``None``: all), by id.
 
         The cached adjacency first; the ``supersedes`` hop from the lifecycle index once read;
-        the ids left in one query, whose answer becomes their adjacency.
+        the ids left in one query, whose answer becomes their adjacency (binding one IRI per id of
+        known kind once a coherent cache knows every ``vocab:unstoredEndpoint`` mark).
         """
         if not wanted or (chosen is not None and not chosen):
             return []
@@ -193,8 +233,10 @@ class GraphReader:
             yield from self.lifecycle()
             found, unknown = cache.links_of(wanted, chosen)
         if unknown:
+            yield from self.unstored()
             generation = cache.generation()
-            from_iris, to_iris = endpoint_iris(unknown, cache.kinds(unknown), chosen)
+            marked = cache.unstored_kinds(unknown)
+            from_iris, to_iris = endpoint_iris(unknown, cache.kinds(unknown), chosen, marked)
             query = q.links_of(self.graph, from_iris, to_iris, relation_iris(chosen))
             links, hints = lg.links_and_hints((yield query))
             cache.remember_links_of(generation, unknown, chosen, links)
@@ -290,7 +332,9 @@ class GraphReader:
         One read of the batch's items and of the referenced ids of unknown kind, one of the
         tombstones among the batch's ids, then :func:`charmem_oxigraph._writing.plan_write`; the
         first write into an empty collection also records the layout version
-        (:func:`charmem_oxigraph._layout.version_line`).
+        (:func:`charmem_oxigraph._layout.version_line`). The marked endpoint IRIs
+        (:func:`charmem_oxigraph._writing.unstored_endpoints`) are for
+        :meth:`GraphCache.apply_write`.
 
         Raises:
             PurgedMemoryError: an id of the batch was purged.
@@ -306,7 +350,8 @@ class GraphReader:
         inserted, existing, lines = wr.plan_write(prepared, stored, kinds, purged)
         if lines and not self.cache.layout_recorded and not (yield q.layout_version(self.graph)):
             lines.append(version_line(self.graph))  # the first write into an empty collection
-        return inserted, existing, lines
+        unstored = [iri for _link, iri in wr.unstored_endpoints(prepared, inserted, kinds)]
+        return inserted, existing, lines, unstored
 
     def raced(self) -> Plan[list[wr.Settlement]]:
         """How each id stored with several records would be settled (one query)."""

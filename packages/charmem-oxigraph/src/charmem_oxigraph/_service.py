@@ -335,7 +335,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
             return GraphWriteResult()
         prepared = wr.prepare_batch(batch)
         async with self._leases.writing("write a batch") as lease:
-            inserted, existing, lines = await self._read(
+            inserted, existing, lines, _marked = await self._read(
                 "write a batch", self._graph_reader.check_write(prepared)
             )
             if lines:
@@ -547,23 +547,27 @@ class SparqlServiceGraphStore(CachedGraphStore):
         return lay.migration_report(self._collection, self._where(), outcome, started)
 
     async def _migrate_locked(self) -> tuple[int | None, int, tuple[str, ...]]:
-        """Rewrite every layout-1 node, then record the version (caller holds the writer lock)."""
-        action = "migrate the graph layout"
-        state = await self._read(action, lay.layout_state(self._graph_iri))
+        """Rewrite layout-1 nodes, mark links, record the version (as ``_layout.migrate_in_place``)."""
+        action, graph = "migrate the graph layout", self._graph_iri
+        state = await self._read(action, lay.layout_state(graph))
         if state.current:
             return state.found, 0, ()
-        if state.found is not None:  # another recorded version: only layout 1 is migrated
+        if not lay.migratable(state):
             lay.check_layout(state, store=self._where(), migrate_hint=self._migrate_hint())
         count, unreadable = 0, list[str]()
-        for batch in lay.batches(await self._read(action, lay.pending(self._graph_iri))):
-            step = await self._read(action, lay.migration_step(self._graph_iri, batch))
+        pending = await self._read(action, lay.pending(graph)) if state.found is None else []
+        for batch in lay.batches(pending):
+            step = await self._read(action, lay.migration_step(graph, batch))
             if step.update is not None:
                 await self._update(step.update, action)  # one request per batch: atomic
             count += step.rewritten
             unreadable.extend(step.unreadable)
-        await self._insert([lay.version_line(self._graph_iri)], action)
+        marks = await self._read(action, lay.endpoint_marks(graph))
+        if marks:
+            await self._insert(marks, action)
+        await self._update(lay.version_update(graph), action)
         self._cache.clear()
-        return state.found, count, tuple(unreadable)
+        return state.found, count or lay.marked_links(marks), tuple(unreadable)
 
     async def ping(self) -> None:
         """Send one trivial query (``ASK {}``) to check that the query endpoint answers.

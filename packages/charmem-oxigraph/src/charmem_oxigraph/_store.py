@@ -331,13 +331,13 @@ class OxigraphGraphStore(CachedGraphStore):
         shared = self._handle()
         shared.flush_if_due()  # every flush_bytes written, outside the writer lock
         with self._backend_errors("write a batch"), shared.write_lock:
-            cache = shared.cache(self._graph_iri)
-            inserted, existing, lines = self._drive(GraphReader(cache, self._graph_iri).check_write(prepared))
+            reader = GraphReader(shared.cache(self._graph_iri), self._graph_iri)
+            inserted, existing, lines, marked = self._drive(reader.check_write(prepared))
             text = "\n".join(lines)
             if text:
                 # transactional: all triples or none (parsing the text is as fast as taking Quads)
                 shared.store.load(text, RdfFormat.N_TRIPLES, to_graph=self._graph)
-            cache.apply_write([prepared.items[i] for i in inserted])
+            reader.cache.apply_write([prepared.items[i] for i in inserted], marked)
         shared.wrote(len(text))
         return GraphWriteResult(inserted_ids=tuple(inserted), existing_ids=tuple(existing))
 

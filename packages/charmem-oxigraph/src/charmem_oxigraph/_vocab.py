@@ -35,6 +35,7 @@ __all__ = [
     "OBJECT_KINDS",
     "RELATION_IRIS",
     "TOMBSTONE_CLASS",
+    "UNSTORED_ENDPOINT",
     "VOCAB",
     "XSD",
     "assertion_iri",
@@ -124,6 +125,11 @@ SCENE_NODES: Final = (SCENE_PARTICIPANT, SCENE_CUSTOM)
 
 #: The property (local name) of the layout version record ``<graph> vocab:layoutVersion n``.
 LAYOUT_VERSION: Final = "layoutVersion"
+
+#: The property (local name) of the mark ``<link> vocab:unstoredEndpoint <endpoint IRI>``: the link
+#: names that endpoint by an IRI written before the endpoint was stored (so not, or not surely, the
+#: endpoint's stored kind). Links without it name both endpoints by their stored kinds.
+UNSTORED_ENDPOINT: Final = "unstoredEndpoint"
 
 #: The property (local name) of the character record ``<graph> vocab:characterId "uuid"``.
 CHARACTER_ID: Final = "characterId"

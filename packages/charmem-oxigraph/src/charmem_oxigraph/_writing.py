@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import attrs
 from charmem.domain.graph import GraphBatch, GraphErasure, LifecycleRecord
 from charmem.domain.ids import ID_ORDER, MemoryId
+from charmem.domain.model import MemoryLink
 from charmem.domain.rules import content_equal
 from charmem.errors import BackupFormatError, IdConflictError, PurgedMemoryError
 from pyoxigraph import Literal, NamedNode, Quad
@@ -24,6 +25,7 @@ from pyoxigraph import Literal, NamedNode, Quad
 from charmem_oxigraph import _queries as q
 from charmem_oxigraph import _vocab as v
 from charmem_oxigraph._codec import (
+    ENDPOINT_KINDS,
     RECORD,
     CorruptNodeError,
     NodeTriples,
@@ -45,6 +47,7 @@ __all__ = [
     "plan_write",
     "prepare_batch",
     "settle_raced",
+    "unstored_endpoints",
     "winning_record",
 ]
 
@@ -119,7 +122,8 @@ def plan_write(
 
     Returns:
         tuple: (inserted ids, ids already stored with equal content, N-Triples lines to write
-        into the collection's graph, :func:`charmem_oxigraph._codec.encode_item`), ids in batch
+        into the collection's graph: :func:`charmem_oxigraph._codec.encode_item` of each inserted
+        item, then a ``vocab:unstoredEndpoint`` mark per :func:`unstored_endpoints`), ids in batch
         order.
 
     Raises:
@@ -170,7 +174,43 @@ def plan_write(
         return term
 
     lines = [line for memory_id in inserted for line in encode_item(prepared.items[memory_id], resolve)]
+    mark = f"<{v.VOCAB}{v.UNSTORED_ENDPOINT}>"
+    lines += [
+        f"<{v.node_iri('link', link)}> {mark} <{iri}> ."
+        for link, iri in unstored_endpoints(prepared, inserted, stored_kinds)
+    ]
     return inserted, existing, lines
+
+
+def unstored_endpoints(
+    prepared: PreparedBatch, inserted: Sequence[MemoryId], stored_kinds: Mapping[MemoryId, str]
+) -> list[tuple[MemoryId, str]]:
+    """The endpoints the inserted links name before they are stored, as (link id, endpoint IRI).
+
+    An endpoint neither in the batch nor stored is named by the kind the link's relation declares
+    for that side, else ``object`` (:func:`plan_write`), which may not be the kind it is stored as
+    later; the link then carries ``<link> vocab:unstoredEndpoint <that IRI>``, so a read knows
+    that every other link names each endpoint by its stored kind
+    (:func:`charmem_oxigraph._iris.endpoint_iris`).
+
+    Args:
+        prepared: from :func:`prepare_batch`.
+        inserted: the ids :func:`plan_write` inserts.
+        stored_kinds: as :func:`plan_write` takes it (every stored id the batch references).
+
+    Returns:
+        list[tuple[MemoryId, str]]: in batch order, from before to.
+    """
+    found: list[tuple[MemoryId, str]] = []
+    for memory_id in inserted:
+        link = prepared.items[memory_id]
+        if not isinstance(link, MemoryLink):
+            continue
+        declared = ENDPOINT_KINDS.get(link.relation, (None, None))
+        for end, kind in zip((link.from_id, link.to_id), declared, strict=True):
+            if end not in prepared.items and end not in stored_kinds:
+                found.append((memory_id, v.node_iri(kind or "object", end)))
+    return found
 
 
 def erase_update(graph: NamedNode, erasure: GraphErasure, already: set[MemoryId]) -> str | None:
