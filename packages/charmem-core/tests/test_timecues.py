@@ -98,6 +98,7 @@ def around(
         ("several months ago", around(day(2023, 9, 13), day(2023, 12, 13), timedelta(days=365.25 / 24))),
         ("an year ago", around(day(2023, 3, 13), day(2023, 3, 13), timedelta(days=365.25 / 2))),
         ("10 years ago", around(day(2014, 3, 13), day(2014, 3, 13), timedelta(days=365.25 / 2))),
+        ("this time last year", around(day(2023, 3, 13), day(2023, 3, 13), timedelta(days=365.25 / 2))),
         ("last week", (day(2024, 3, 4), day(2024, 3, 11))),
         ("this week", (day(2024, 3, 11), day(2024, 3, 18))),
         ("next week", (day(2024, 3, 18), day(2024, 3, 25))),
@@ -240,6 +241,7 @@ def test_relative_forms_need_a_reference(text: str) -> None:
         "did she fall last",
         "several days",
         "the next meeting",
+        "in two weeks",
     ],
 )
 def test_words_that_name_no_period(text: str) -> None:

@@ -18,8 +18,8 @@ Relative forms, read only against a reference time (its own calendar and time zo
   night``, ``the day before yesterday``, ``tomorrow``, ``the day after tomorrow``, ``last
   Monday`` (the latest Monday before the reference day), ``next Friday`` (the first after it);
 * a count back: ``3 days ago``, ``two weeks ago``, ``a month ago``, ``a couple of years ago``,
-  ``a few weeks ago`` (2-4), ``several months ago`` (3-6); numbers as digits or words up to
-  twenty;
+  ``a few weeks ago`` (2-4), ``several months ago`` (3-6), ``this time last year`` (a year ago);
+  numbers as digits or words up to twenty;
 * a span up to the reference day: ``the past week``, ``the last three months``, ``this past
   year``, ``earlier this week|month|year``;
 * a calendar period: ``last|this|next week|weekend|month|year`` (ISO weeks, Monday to Sunday; a
@@ -37,7 +37,8 @@ December 2022 to March 2023). ``this summer`` is the summer nearest the referenc
 summer`` the latest that ended by it, ``next summer`` the first that starts after it.
 
 Left alone, because reading them would be a guess: dates without a year ("on 9 November"),
-weekday names without ``last``/``next``, and vague words ("recently", "lately", "the other day");
+weekday names without ``last``/``next``, counts forward ("in two weeks"), and vague words
+("recently", "lately", "the other day");
 a caller who means "recently" asks for the ``recency`` preference of the retrieval context.
 """
 
@@ -255,6 +256,10 @@ def _ago(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
     return _days(_add(today, unit, -most), _add(today, unit, -fewest), reading, margin)
 
 
+def _this_time_last(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
+    return _ago({"count": "a", "unit": groups["unit"]}, today, reading)
+
+
 def _past(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
     _fewest, most = _count(groups["count"]) if groups.get("count") else (1, 1)
     return _days(_add(today, groups["unit"].lower(), -most), today, reading)
@@ -319,6 +324,7 @@ _FORMS: tuple[tuple[re.Pattern[str], Callable[[Mapping[str, str], _Reading], Per
     (_compile(rf"{_W}(?P<word>today|tonight|yesterday|tomorrow|last night){_E}"), _relative(_day_word)),
     (_compile(rf"{_W}(?P<word>this (?:morning|afternoon|evening)){_E}"), _relative(_day_word)),
     (_compile(rf"{_W}{_COUNT} {_UNIT} ago{_E}"), _relative(_ago)),
+    (_compile(rf"{_W}this time last (?P<unit>week|month|year){_E}"), _relative(_this_time_last)),
     (_compile(rf"{_W}(?:the|this) (?:past|last) (?:{_COUNT} )?{_UNIT}{_E}"), _relative(_past)),
     (_compile(rf"{_W}earlier this (?P<unit>week|month|year){_E}"), _relative(_earlier)),
     (_compile(rf"{_W}(?P<rel>last|this|next) (?P<unit>weekend|week|month|year){_E}"), _relative(_calendar)),
