@@ -16,6 +16,14 @@ categories is asked three ways, over the same stored memories:
 
 Both baselines return at most as many memories as charmem's pack may hold (``max_items``, 32).
 
+Each collection's clock is the time of its conversation's last session (:func:`asked_at`): the
+questions are asked after the conversation, so a relative time in one is read from then.
+``--question-form`` other than ``asked`` keeps the questions whose evidence lies in one session
+and asks them as they are (``plain``), with a relative time naming that session's day from the
+clock (``relative``: "... two weeks ago?") or with its date (``absolute``: "... on 8 May 2023?");
+``--no-time-cues`` retrieves with ``time_cues=False``. ``relative`` against ``relative
+--no-time-cues`` measures what reading the relative time adds, beyond its words.
+
 The data is read from ``--data`` (CC BY-NC: never copy it into the repository). Gold labels
 (``evidence``) are used for scoring only; ``conversation_drafts`` never reads them.
 
