@@ -16,6 +16,14 @@ categories is asked three ways, over the same stored memories:
 
 Both baselines return at most as many memories as charmem's pack may hold (``max_items``, 32).
 
+Each collection's clock is the time of its conversation's last session (:func:`asked_at`): the
+questions are asked after the conversation, so a relative time in one is read from then.
+``--question-form`` other than ``asked`` keeps the questions whose evidence lies in one session
+and asks them as they are (``plain``), with a relative time naming that session's day from the
+clock (``relative``: "... two weeks ago?") or with its date (``absolute``: "... on 8 May 2023?");
+``--no-time-cues`` retrieves with ``time_cues=False``. ``relative`` against ``relative
+--no-time-cues`` measures what reading the relative time adds, beyond its words.
+
 The data is read from ``--data`` (CC BY-NC: never copy it into the repository). Gold labels
 (``evidence``) are used for scoring only; ``conversation_drafts`` never reads them.
 
@@ -75,7 +83,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -172,11 +181,16 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 @dataclass(frozen=True)
 class Question:
-    """One scored question: its text, category and normalised evidence (gold labels)."""
+    """One scored question: its text, category, normalised evidence (gold labels) and its place.
+
+    ``qa_index`` is its position in the file's ``qa`` list: with the file name it finds the
+    question again without matching its text (the same text occurs in several files).
+    """
 
     text: str
     category: int
     evidence: tuple[str, ...]
+    qa_index: int = -1
 
     @property
     def sessions(self) -> frozenset[int]:
@@ -208,6 +222,35 @@ class Labels:
         return cls(dia_ids, session_of)
 
 
+def known_turns(conversation: Conversation) -> set[str]:
+    """Every turn (``dia_id``) of the conversation's sessions."""
+    return {str(turn["dia_id"]) for _n, _t, turns in conversation.sessions() for turn in turns}
+
+
+def question_of(
+    conversation: Conversation, qa_index: int, known: set[str], notes: list[str] | None = None
+) -> Question:
+    """The ``qa_index``-th question of the file, its evidence normalised to known turns.
+
+    Args:
+        conversation: the loaded conversation (its ``qa`` holds the gold labels).
+        qa_index: the question's position in ``qa``.
+        known: :func:`known_turns` of the conversation.
+        notes: receives one line per evidence label repaired or dropped (``None``: not kept).
+    """
+    qa = conversation.data["qa"][qa_index]
+    evidence: list[str] = []
+    for label in qa.get("evidence") or []:
+        found = [f"D{s}:{t}" for s, t in _LABEL.findall(str(label))]
+        kept = [turn for turn in found if turn in known]
+        if kept != [str(label)] and notes is not None:
+            notes.append(
+                f"{conversation.conversation_id}: evidence {label!r} -> {kept} ({qa['question'][:60]!r})"
+            )
+        evidence.extend(kept)
+    return Question(str(qa["question"]), int(qa["category"]), tuple(dict.fromkeys(evidence)), qa_index)
+
+
 def select_questions(
     conversation: Conversation, categories: Iterable[int], limit: int | None, notes: list[str]
 ) -> list[Question]:
@@ -223,27 +266,88 @@ def select_questions(
         list[Question]: questions of ``categories`` left with at least one evidence turn.
     """
     wanted = set(categories)
-    known = {str(turn["dia_id"]) for _n, _t, turns in conversation.sessions() for turn in turns}
+    known = known_turns(conversation)
     selected: list[Question] = []
-    for qa in conversation.data.get("qa", []):
+    for index, qa in enumerate(conversation.data.get("qa", [])):
         if qa.get("category") not in wanted:
             continue
-        evidence: list[str] = []
-        for label in qa.get("evidence") or []:
-            found = [f"D{s}:{t}" for s, t in _LABEL.findall(str(label))]
-            kept = [turn for turn in found if turn in known]
-            if kept != [str(label)]:
-                notes.append(
-                    f"{conversation.conversation_id}: evidence {label!r} -> {kept} ({qa['question'][:60]!r})"
-                )
-            evidence.extend(kept)
-        if evidence:
-            selected.append(
-                Question(str(qa["question"]), int(qa["category"]), tuple(dict.fromkeys(evidence)))
-            )
+        question = question_of(conversation, index, known, notes)
+        if question.evidence:
+            selected.append(question)
         if limit is not None and len(selected) >= limit:
             break
     return selected
+
+
+#: How questions are asked (``--question-form``): as in the file, or, for the questions whose
+#: evidence lies in one session, as in the file, with a relative time, or with the date.
+QUESTION_FORMS = ("asked", "plain", "relative", "absolute")
+_NUMBER_WORDS = (
+    *("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
+    *("eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen"),
+    *("nineteen", "twenty"),
+)
+#: Units of :func:`relative_phrase`: (unit, its length in days, the day count it is used below).
+_PHRASE_UNITS = (("day", 1.0, 7), ("week", 7.0, 56), ("month", 365.25 / 12, 365), ("year", 365.25, None))
+
+
+class AskedAt:
+    """The benchmark's clock: every collection lives at the time its questions are asked."""
+
+    def __init__(self, instant: datetime) -> None:
+        self.instant = instant
+
+    def now(self) -> datetime:
+        return self.instant
+
+
+def asked_at(conversation: Conversation) -> datetime:
+    """When the questions are asked: at the last session (LoCoMo asks after the conversation)."""
+    return max(when for _n, when, _turns in conversation.sessions())
+
+
+def relative_phrase(when: datetime, reference: datetime) -> str:
+    """How someone at ``reference`` says when ``when`` was, rounded to the unit that fits.
+
+    ``today``, ``yesterday``, then days (under a week), weeks (under eight), months (under a
+    year), years: ``three days ago``, ``a week ago``, ``five months ago``.
+    """
+    days = (reference.date() - when.date()).days
+    if days <= 1:
+        return ("today", "yesterday")[max(days, 0)]
+    unit, length = next((u, n) for u, n, below in _PHRASE_UNITS if below is None or days < below)
+    count = max(1, round(days / length))
+    if count == 1:
+        return f"a {unit} ago"
+    word = _NUMBER_WORDS[count] if count < len(_NUMBER_WORDS) else str(count)
+    return f"{word} {unit}s ago"
+
+
+def phrased(questions: Sequence[Question], conversation: Conversation, form: str) -> list[Question]:
+    """The questions asked in ``form`` (:data:`QUESTION_FORMS`).
+
+    ``asked`` keeps them all as they are. The other forms keep the questions whose evidence lies
+    in one session: ``plain`` as they are, ``relative`` with :func:`relative_phrase` of the
+    session's time from :func:`asked_at` before the final ``?``, ``absolute`` with ``on`` and the
+    session's date (``on 8 May 2023``).
+    """
+    if form == "asked":
+        return list(questions)
+    times = {number: when for number, when, _turns in conversation.sessions()}
+    reference = asked_at(conversation)
+    kept: list[Question] = []
+    for question in questions:
+        if len(question.sessions) != 1:
+            continue
+        when = times[next(iter(question.sessions))]
+        phrase = {
+            "plain": "",
+            "relative": relative_phrase(when, reference),
+            "absolute": f"on {when.day} {when:%B %Y}",
+        }[form]
+        text = f"{question.text.rstrip().rstrip('?')} {phrase}?" if phrase else question.text
+        kept.append(replace(question, text=text))
+    return kept
 
 
 # ----------------------------------------------------------------------------- embedding
@@ -460,7 +564,7 @@ def by_category(scores: Sequence[Score]) -> dict[int, list[Score]]:
 
 
 def settings_for(store: Path) -> Settings:
-    """Embedded stores under ``store``, local embeddings; lexical cue and model from the env."""
+    """Embedded stores under ``store``, local embeddings; lexical cue, model, provider from the env."""
     mapping = {
         "VECTOR_STORE_MODE": "embedded",
         "VECTOR_STORE_PATH": str(store / "vectors"),
@@ -470,7 +574,7 @@ def settings_for(store: Path) -> Settings:
         "RETRIEVAL_STATS_PATH": str(store / "retrieval-stats.sqlite3"),
         "EMBEDDING_PROVIDER": "local",
     }
-    for key in ("VECTOR_LEXICAL_CUE", "LOCAL_EMBEDDING_MODEL"):
+    for key in ("VECTOR_LEXICAL_CUE", "LOCAL_EMBEDDING_MODEL", "EMBEDDING_PROVIDER"):
         if os.environ.get(key):
             mapping[key] = os.environ[key]
     return Settings.from_mapping(mapping)
@@ -493,14 +597,16 @@ async def ask(
     lexical: LexicalBaseline,
     labels: Labels,
     question: Question,
-) -> tuple[dict[str, Score], list[str]]:
-    """Ask one question of the three methods.
+    *,
+    time_cues: bool = True,
+) -> tuple[dict[str, Score], list[MemoryId]]:
+    """Ask one question of the three methods (charmem with or without time cues).
 
     Returns:
-        (scores, ranked turns): each method's score, and the distinct turns charmem ranked.
+        (scores, ranked ids): each method's score, and the memories charmem ranked.
     """
     start = time.perf_counter()
-    pack = await memory.retrieve(RetrievalContext(query=question.text))
+    pack = await memory.retrieve(RetrievalContext(query=question.text, time_cues=time_cues))
     elapsed = (time.perf_counter() - start) * 1000
     ranked = [item.id for item in pack.items]
     charmem = score(ranked, labels, question, elapsed)
@@ -515,13 +621,44 @@ async def ask(
     start = time.perf_counter()
     lexical_ranked = lexical.search(question.text, BASELINE_LIMIT)
     bm25 = score(lexical_ranked, labels, question, (time.perf_counter() - start) * 1000)
-    return {"charmem": charmem, "vector": vector, "lexical": bm25}, ranked_turns(ranked, labels.dia_ids)
+    return {"charmem": charmem, "vector": vector, "lexical": bm25}, ranked
+
+
+def ranked_line(
+    question: Question,
+    original: str,
+    corpus: str,
+    file_name: str,
+    ranked: Sequence[MemoryId],
+    labels: Labels,
+) -> dict[str, Any]:
+    """One ``--ranked-out`` line: enough to re-score the question without matching its text.
+
+    Keys: ``question`` (as in the file), ``asked`` (the text retrieval was given),
+    ``conversation`` (the file name), ``qa_index`` (its position in the file's ``qa``),
+    ``category``, ``corpus``, ``dia_ids`` and ``session_ids`` (charmem's distinct turns and
+    sessions, best first: :func:`ranked_turns`, :func:`ranked_sessions`).
+    """
+    return {
+        "question": original,
+        "asked": question.text,
+        "conversation": file_name,
+        "qa_index": question.qa_index,
+        "category": question.category,
+        "corpus": corpus,
+        "dia_ids": ranked_turns(ranked, labels.dia_ids),
+        "session_ids": ranked_sessions(ranked, labels.session_of),
+    }
 
 
 async def evaluate(
     args: argparse.Namespace, files: Sequence[Path], store: Path, ranked_out: TextIO | None
 ) -> Results:
-    """Ingest every (corpus, conversation) and score every selected question three ways."""
+    """Ingest every (corpus, conversation) and score every selected question three ways.
+
+    Each collection's clock is :func:`asked_at` its conversation, so relative times in a question
+    ("two weeks ago") are read from when the questions are asked, not from today.
+    """
     settings = settings_for(store)
     settings.require_embedding_keys()
     provider: EmbeddingProvider = load_adapter("embedder", settings.embedding_provider).from_settings(
@@ -530,21 +667,22 @@ async def evaluate(
     await provider.embed_documents(["warm-up: load the model before anything is timed"])
     timer = DocumentTimer(provider)
     results = Results()
-    conversations = [load_conversation(path) for path in files]
+    conversations = {path.name: load_conversation(path) for path in files}
     questions = {
-        c.conversation_id: select_questions(c, args.categories, args.limit, results.notes)
-        for c in conversations
+        name: phrased(select_questions(c, args.categories, args.limit, results.notes), c, args.question_form)
+        for name, c in conversations.items()
     }
     for corpus in args.corpora:
         scores: dict[str, list[Score]] = {method: [] for method in METHODS}
         results.scores[corpus] = scores
         results.ingests[corpus] = []
-        for conversation in conversations:
+        for file_name, conversation in conversations.items():
             notions, sessions = conversation_drafts(conversation, include_facts=CORPORA[corpus])
             labels = Labels.of(sessions)
-            asked = questions[conversation.conversation_id]
+            asked = questions[file_name]
             name = collection_name(corpus, conversation.conversation_id)
-            async with CharacterMemory.open(settings, name, embedding_provider=timer) as memory:
+            clock = AskedAt(asked_at(conversation))
+            async with CharacterMemory.open(settings, name, embedding_provider=timer, clock=clock) as memory:
                 report, indexed = await ingest(memory, conversation, notions, sessions, timer)
                 results.ingests[corpus].append(report)
                 ids, texts = await stored_texts(memory, indexed)
@@ -553,11 +691,14 @@ async def evaluate(
                     lexical = LexicalBaseline(Path(scratch) / "shard", ids, texts)
                     try:
                         for question in asked:
-                            by_method, turns = await ask(memory, dense, lexical, labels, question)
+                            by_method, ranked = await ask(
+                                memory, dense, lexical, labels, question, time_cues=args.time_cues
+                            )
                             for method, result in by_method.items():
                                 scores[method].append(result)
                             if ranked_out is not None:
-                                line = {"question": question.text, "corpus": corpus, "dia_ids": turns}
+                                original = conversation.data["qa"][question.qa_index]["question"]
+                                line = ranked_line(question, original, corpus, file_name, ranked, labels)
                                 ranked_out.write(json.dumps(line, ensure_ascii=False) + "\n")
                     finally:
                         lexical.close()
@@ -567,6 +708,45 @@ async def evaluate(
                 f"{len(texts)} texts, {len(asked)} questions"
             )
     return results
+
+
+def rescore(
+    lines: Iterable[Mapping[str, Any]], data: Path
+) -> dict[str, dict[str, dict[str, float | int | None]]]:
+    """Re-score ``--ranked-out`` lines against the gold labels, finding each question by place.
+
+    Each line's question is the ``qa_index``-th of ``data / conversation``, its evidence
+    normalised as the run normalised it; nothing is matched by text.
+
+    Returns:
+        ``{corpus: {"all" | category: {metric: value}}}``, the turn and session metrics of
+        :func:`summarise` (timing and token columns ``None``).
+    """
+    conversations: dict[str, tuple[Conversation, set[str]]] = {}
+    scores: dict[str, list[Score]] = {}
+    for line in lines:
+        name = str(line["conversation"])
+        if name not in conversations:
+            conversation = load_conversation(data / name)
+            conversations[name] = (conversation, known_turns(conversation))
+        conversation, known = conversations[name]
+        question = question_of(conversation, int(line["qa_index"]), known)
+        turns, sessions = list(line["dia_ids"]), list(line["session_ids"])
+        scores.setdefault(str(line["corpus"]), []).append(
+            Score(
+                category=question.category,
+                turn_recall={k: turn_recall(turns, question.evidence, k) for k in TURN_KS},
+                session_any={k: session_any(sessions, question.sessions, k) for k in SESSION_KS},
+                milliseconds=0.0,
+            )
+        )
+    return {
+        corpus: {
+            "all": summarise(group),
+            **{str(category): summarise(part) for category, part in by_category(group).items()},
+        }
+        for corpus, group in scores.items()
+    }
 
 
 # ----------------------------------------------------------------------------- output
@@ -677,7 +857,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary store and print its path")
     parser.add_argument("--json-out", type=Path, help="write the metrics as JSON here")
-    parser.add_argument("--ranked-out", type=Path, help="write charmem's ranked dia_ids here (JSON lines)")
+    parser.add_argument(
+        "--ranked-out", type=Path, help="write charmem's ranked turns and sessions here (JSON lines)"
+    )
+    parser.add_argument(
+        "--question-form",
+        choices=QUESTION_FORMS,
+        default="asked",
+        help="asked (default); plain, relative, absolute: single-session questions, as asked, "
+        "with a relative time (two weeks ago), with the date",
+    )
+    parser.add_argument(
+        "--no-time-cues", dest="time_cues", action="store_false", help="retrieve with time_cues=False"
+    )
     parser.add_argument("--categories", type=_categories, default=(1, 2, 3, 4), help="default 1,2,3,4")
     parser.add_argument("--limit", type=int, help="most questions per file (default: all)")
     return parser

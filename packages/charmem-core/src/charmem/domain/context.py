@@ -262,7 +262,8 @@ class RetrievalContext:
             one half-life older than the reference time (``as_of``, else now) keeps 0.9 of its
             score, two half-lives 0.85, never less than 0.8 (the policy's ``recency_floor``):
             meaning still outranks age (``None``, the default: no preference).
-        time_cues: read absolute dates in the query ("on 9 November 2022", "in March 2023",
+        time_cues: read dates and relative times in the query ("on 9 November 2022", "in
+            March 2023", "two weeks ago", "last summer", against the reference time:
             :func:`charmem.domain.timecues.time_cues`) as a preference for memories that
             happened then: they score ``time_cue_weight`` times more
             (:class:`~charmem.domain.scoring.ScoringPolicy`), and candidate recall over-fetches

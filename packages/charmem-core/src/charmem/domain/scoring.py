@@ -70,6 +70,10 @@ class ScoringPolicy:
     #: Duration a named day extends on each side (time cues): absorbs the speaker's time zone.
     time_cue_day_margin: timedelta = timedelta(days=1)
 
+    #: Fraction of its unit a count back ("two months ago") extends on each side of the day it
+    #: names: 0.5 covers what rounds to that count (1.5 to 2.5 months), no more.
+    time_cue_count_margin: float = 0.5
+
     #: Score of the first memory a scene road brings (a similarity road: times the cosine).
     #: Who is here and what is being done matter most, then the place, an anniversary and a
     #: supplied range, then similar-looking people and places; recency only fills in.

@@ -4,8 +4,9 @@
 Every weight and constant is a field of the :class:`~charmem.domain.scoring.ScoringPolicy`
 (``policy.<name>`` below); the bounds are the caller's :class:`~charmem.domain.retrieval.RetrievalContext`.
 
-1. Time (:func:`~charmem.usecases.retrieval_recall.time_cue_periods`): the periods absolute
-   dates of the query name (:func:`~charmem.domain.timecues.time_cues`).
+1. Time (:func:`~charmem.usecases.retrieval_recall.time_cue_periods`): the periods the dates
+   and relative times of the query name, read against the reference time
+   (:func:`~charmem.domain.timecues.time_cues`).
 2. Candidate recall (:func:`~charmem.usecases.retrieval_recall.recall_candidates`): the query
    is embedded and the vector index returns the nearest memories of the scoped object types
    (``RetrievalContext.object_type_defaults``), over-fetching ``policy.window_overfetch`` times

@@ -39,10 +39,14 @@ log = get_logger("charmem.retrieval")
 
 
 def time_cue_periods(recall: Recall) -> tuple[tuple[datetime, datetime], ...]:
-    """Time: the event-time periods absolute dates of the query name (none when cues are off)."""
+    """Time: the event-time periods the query's dates and relative times name (none when cues are off).
+
+    Relative forms ("last week") are read against the retrieval's reference time
+    (:func:`~charmem.domain.context.reference_time`: the scene's ``at``, else ``as_of``, else now).
+    """
     context = recall.context
     periods = (
-        time_cues(context.query, day_margin=recall.policy.time_cue_day_margin)
+        time_cues(context.query, reference=recall.reference, policy=recall.policy)
         if context.time_cues and context.query is not None
         else ()
     )
