@@ -64,6 +64,12 @@ class ScoringPolicy:
     #: Score notion members scale from when no root is admitted: top cosine, the name is the evidence.
     score_without_roots: float = 1.0
 
+    #: Factor on the members of a notion named by an ordinary word ("Will", "May") where the
+    #: query's case does not show it means the name (a sentence's first word, a query in one
+    #: case): they come, below what the question itself finds. Written in lower case inside a
+    #: cased query, such a word is no name cue at all (:func:`charmem.domain.names.name_use`).
+    word_name_weight: float = 0.5
+
     #: Relations from a notion to its members (about, involves, mentions): what membership means.
     notion_relations: tuple[Relation, ...] = (Relation.ABOUT, Relation.INVOLVES, Relation.MENTIONS)
 
