@@ -64,6 +64,11 @@ class ScoringPolicy:
     #: Score notion members scale from when no root is admitted: top cosine, the name is the evidence.
     score_without_roots: float = 1.0
 
+    #: Factor on the lowest score of what corrected a belief, capping the score of a memory the
+    #: correction left behind (a source of the old belief and of no current one): the correction
+    #: and its sources come first for a question about the fact, the old source just below.
+    corrected_source_factor: float = 0.9
+
     #: Factor on the members of a notion named by an ordinary word ("Will", "May") where the
     #: query's case does not show it means the name (a sentence's first word, a query in one
     #: case): they come, below what the question itself finds. Written in lower case inside a

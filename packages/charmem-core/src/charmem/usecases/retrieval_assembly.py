@@ -57,7 +57,9 @@ def rank(
     obligation naming a scene participant ``policy.obligation_lead`` times; a memory that
     happened in a time-cue period ``policy.time_cue_weight`` times more; under a ``recency``
     half-life, :meth:`~charmem.domain.scoring.ScoringPolicy.recency_factor` of its age before
-    ``reference``. The order is :func:`~charmem.domain.scoring.rank_key`'s.
+    ``reference``. Then a memory a correction left behind (``recall.corrected``) scores at most
+    ``policy.corrected_source_factor`` times the lowest of what corrected it, and is signalled
+    ``corrected_source``. The order is :func:`~charmem.domain.scoring.rank_key`'s.
     """
     policy = recall.policy
     half_life = recall.context.recency
@@ -75,6 +77,12 @@ def rank(
             age = (reference - event_time(obj)).total_seconds()
             _apply(candidate, "recency", policy.recency_factor(age, half_life.total_seconds()))
             candidate.signals.add("recency")
+    for memory_id, by in sorted(recall.corrected.items()):
+        candidate = recall.chosen[memory_id]
+        ceiling = min(recall.chosen[i].score for i in by) * policy.corrected_source_factor
+        if candidate.score > ceiling:
+            _apply(candidate, "corrected_source", ceiling / candidate.score)
+        candidate.signals.add("corrected_source")
     return sorted(recall.chosen.values(), key=_rank_key)
 
 
