@@ -11,7 +11,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from charmem.domain.ids import ID_ORDER, MemoryId
-from charmem.domain.model import DerivedMemory, Entity, MemoryLink, MemoryObject, known_names, object_type_of
+from charmem.domain.model import (
+    DerivedMemory,
+    Entity,
+    MemoryLink,
+    MemoryObject,
+    Observation,
+    known_names,
+    object_type_of,
+)
 from charmem.domain.obligations import RESOLVING_RELATIONS, is_obligation, obligation_direction, settled_by
 from charmem.domain.pack import (
     AdmissionRoad,
@@ -35,7 +43,7 @@ from charmem.domain.retrieval import (
     rank_key,
     same_text_key,
 )
-from charmem.domain.scoring import combined_road_score
+from charmem.domain.scoring import combined_road_score, spread_discounts
 from charmem.ports import TokenCounter
 from charmem.usecases.names import current_names
 
@@ -59,7 +67,10 @@ def rank(
     half-life, :meth:`~charmem.domain.scoring.ScoringPolicy.recency_factor` of its age before
     ``reference``. Then a memory a correction left behind (``recall.corrected``) scores at most
     ``policy.corrected_source_factor`` times the lowest of what corrected it, and is signalled
-    ``corrected_source``. The order is :func:`~charmem.domain.scoring.rank_key`'s.
+    ``corrected_source``. Last, each memory of an episode scores ``policy.episode_repeat_factor``
+    times less per memory of the same episode ranked before it
+    (:func:`~charmem.domain.scoring.spread_discounts`), so the top spans several episodes. The
+    order is :func:`~charmem.domain.scoring.rank_key`'s.
     """
     policy = recall.policy
     half_life = recall.context.recency
@@ -83,7 +94,18 @@ def rank(
         if candidate.score > ceiling:
             _apply(candidate, "corrected_source", ceiling / candidate.score)
         candidate.signals.add("corrected_source")
-    return sorted(recall.chosen.values(), key=_rank_key)
+    ranked = sorted(recall.chosen.values(), key=_rank_key)
+    groups = [_episode_of(candidate.obj) for candidate in ranked]
+    discounts = spread_discounts(groups, [c.score for c in ranked], policy.episode_repeat_factor)
+    for candidate, discount in zip(ranked, discounts, strict=True):
+        if discount < 1.0:
+            _apply(candidate, "episode_repeat", discount)
+    return sorted(ranked, key=_rank_key)
+
+
+def _episode_of(obj: MemoryObject) -> MemoryId:
+    """The episode an observation belongs to, an episode itself; any other memory its own id."""
+    return obj.episode_id if isinstance(obj, Observation) else obj.id
 
 
 def _apply(candidate: Candidate, name: str, factor: float) -> None:
