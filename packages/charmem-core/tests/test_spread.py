@@ -47,7 +47,7 @@ def test_each_episode_keeps_its_order_and_the_first_of_each_keeps_its_score(
 # ------------------------------------------------------------------------------ in retrieval
 
 
-async def test_each_item_is_discounted_once_per_item_of_its_episode_ranked_before_it() -> None:
+async def test_a_turn_that_came_along_is_discounted_per_such_turn_of_its_episode_before_it() -> None:
     from datetime import UTC, datetime, timedelta
 
     from charmem import CharacterMemory, EpisodeDraft, ObservationDraft, RememberDrafts, RetrievalContext
@@ -66,27 +66,31 @@ async def test_each_item_is_discounted_once_per_item_of_its_episode_ranked_befor
         collection="spread",
     )
     episodes, observations = [], []
-    for e, topic in enumerate(["the garden", "the boat", "the kitchen"]):
+    for e, topic in enumerate(["garden", "boat", "kitchen"]):
         episode = MemoryId.new()
         episodes.append(EpisodeDraft(id=episode, occurred_at=t0 + timedelta(days=e)))
         for n in range(5):
+            text = f"The {topic} needed fresh paint." if n == 2 else f"Tea and biscuits, round {e}{n}."
             observations.append(
-                ObservationDraft(
-                    text=f"We talked about {topic} and the paint, turn {n}.",
-                    episode_id=episode,
-                    observed_at=t0 + timedelta(days=e, minutes=n),
-                )
+                ObservationDraft(text=text, episode_id=episode, observed_at=t0 + timedelta(days=e, minutes=n))
             )
     await memory.remember(RememberDrafts(episodes=episodes, observations=observations))
-    pack = await memory.retrieve(RetrievalContext(query="the paint of the boat", trace=True))
+    # three roots: the rest of each episode comes along as the turns around them
+    context = RetrievalContext(query="fresh paint for the boat", trace=True, candidate_limit=3)
+    pack = await memory.retrieve(context)
     await memory.close()
     seen: dict[MemoryId, int] = {}
     by_text = {o.text: o.episode_id for o in observations}
-    assert len({by_text[i.text] for i in pack.items[:3]}) > 1, "the top spans more than one episode"
+    came_along = [by_text[i.text] for i in pack.items if "vector" not in i.signals]
+    assert len(set(came_along[:4])) > 1, "the turns that came along span more than one episode"
     for item in pack.items:
-        episode = by_text[item.text]
         assert item.trace is not None
         factors = dict(item.trace.factors)
+        if "vector" in item.signals:  # recalled by the query itself: never discounted
+            assert "episode_repeat" not in factors
+            continue
+        episode = by_text[item.text]
         expected = DEFAULT_SCORING.episode_repeat_factor ** seen.get(episode, 0)
         assert factors.get("episode_repeat", 1.0) == pytest.approx(expected)
         seen[episode] = seen.get(episode, 0) + 1
+    assert any(n > 1 for n in seen.values()), "some episode had several turns come along"

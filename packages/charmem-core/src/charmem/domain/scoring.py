@@ -67,9 +67,11 @@ class ScoringPolicy:
     #: Score notion members scale from when no root is admitted: top cosine, the name is the evidence.
     score_without_roots: float = 1.0
 
-    #: Factor per memory of the same episode ranked before it: the second turn of one
-    #: conversation adds less than the first turn of another, so the top of the pack spans the
-    #: several conversations a question may need (:func:`spread_discounts`).
+    #: Factor on a memory that came along with another (the turns around an answer, expansion),
+    #: per such memory of its episode ranked before it: the third turn around one answer adds
+    #: less than the answer of another conversation, so the top of the pack spans the several
+    #: conversations a question may need (:func:`spread_discounts`). What the query itself
+    #: recalled is never discounted.
     episode_repeat_factor: float = 0.8
 
     #: Factor on the lowest score of what corrected a belief, capping the score of a memory the

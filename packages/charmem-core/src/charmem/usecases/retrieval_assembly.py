@@ -67,10 +67,11 @@ def rank(
     half-life, :meth:`~charmem.domain.scoring.ScoringPolicy.recency_factor` of its age before
     ``reference``. Then a memory a correction left behind (``recall.corrected``) scores at most
     ``policy.corrected_source_factor`` times the lowest of what corrected it, and is signalled
-    ``corrected_source``. Last, each memory of an episode scores ``policy.episode_repeat_factor``
-    times less per memory of the same episode ranked before it
-    (:func:`~charmem.domain.scoring.spread_discounts`), so the top spans several episodes. The
-    order is :func:`~charmem.domain.scoring.rank_key`'s.
+    ``corrected_source``. Last, a memory that came along with another (not recalled by the
+    query itself) scores ``policy.episode_repeat_factor`` times less per such memory of its
+    episode ranked before it (:func:`~charmem.domain.scoring.spread_discounts`,
+    :func:`_spread_group`), so the turns around one answer do not crowd out the answers of other
+    episodes. The order is :func:`~charmem.domain.scoring.rank_key`'s.
     """
     policy = recall.policy
     half_life = recall.context.recency
@@ -95,7 +96,7 @@ def rank(
             _apply(candidate, "corrected_source", ceiling / candidate.score)
         candidate.signals.add("corrected_source")
     ranked = sorted(recall.chosen.values(), key=_rank_key)
-    groups = [_episode_of(candidate.obj) for candidate in ranked]
+    groups = [_spread_group(candidate) for candidate in ranked]
     discounts = spread_discounts(groups, [c.score for c in ranked], policy.episode_repeat_factor)
     for candidate, discount in zip(ranked, discounts, strict=True):
         if discount < 1.0:
@@ -103,8 +104,17 @@ def rank(
     return sorted(ranked, key=_rank_key)
 
 
-def _episode_of(obj: MemoryObject) -> MemoryId:
-    """The episode an observation belongs to, an episode itself; any other memory its own id."""
+def _spread_group(candidate: Candidate) -> MemoryId:
+    """What a memory is spread from (:func:`~charmem.domain.scoring.spread_discounts`).
+
+    A memory the query itself recalled (candidate recall's ``vector`` signal) stands on its own
+    relevance: its own group. One that came along (the turns around it, expansion, a notion)
+    shares its episode's group: an observation's episode, an episode itself; any other memory is
+    its own group.
+    """
+    obj = candidate.obj
+    if "vector" in candidate.signals:
+        return obj.id
     return obj.episode_id if isinstance(obj, Observation) else obj.id
 
 
