@@ -6,19 +6,25 @@ once per collection and extended as names are written); a lookup looks up, in a 
 substrings of the normalised query that lie on word boundaries and have the length of some
 name (:func:`charmem.domain.rules.name_spans`): its work is in the query's length times the
 number of distinct name lengths, never in the number of names.
+
+A name that is also an ordinary English word ("Will", "May", "Hope", "Mark") occurs in many
+queries that do not mean it ("When will my flight leave?"). :func:`name_use` tells, from the
+query's own letter case, whether an occurrence is used as a name: retrieval counts it as a name
+cue in full only then (:data:`WORD_NAMES` lists such words).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import attrs
 
 from charmem.domain.ids import MemoryId
-from charmem.domain.rules import name_spans, normalise_name
+from charmem.domain.rules import name_spans, normalise_name, spaced, word_bounded_starts
 
-__all__ = ["NameAssertion", "NameIndex"]
+__all__ = ["WORD_NAMES", "NameAssertion", "NameIndex", "NameUse", "name_use"]
 
 K = TypeVar("K")
 
@@ -92,3 +98,77 @@ def _merged(
     for key, group in added.items():
         merged[key] = tuple(sorted(group.union(merged.get(key, ()))))
     return merged
+
+
+class NameUse(enum.Enum):
+    """How a query uses a name that occurs in it (:func:`name_use`)."""
+
+    #: As a name: the name is no ordinary word, or the query capitalises it inside a sentence.
+    NAME = "name"
+    #: Perhaps as a name: an ordinary word too, and the case tells nothing (it starts a sentence,
+    #: or the query is written in one case only).
+    UNMARKED = "unmarked"
+    #: As the ordinary word: written in lower case in a query that uses capitals elsewhere.
+    WORD = "word"
+
+
+#: Ordinary English words (normalised) that are also given names or nicknames: a query uses one as
+#: a name only where its case says so (:func:`name_use`). A name of several words ("Will Smith")
+#: is never one of them.
+# fmt: off
+WORD_NAMES: Final = frozenset((
+    "amber", "angel", "april", "art", "august", "autumn", "bill", "bob", "buck", "bud", "candy",
+    "carol", "chase", "chip", "cliff", "crystal", "daisy", "dale", "dawn", "destiny", "drew",
+    "duke", "earl", "faith", "forest", "frank", "gene", "ginger", "glen", "grace", "grant", "guy",
+    "harmony", "hazel", "heath", "holly", "honey", "hope", "hunter", "iris", "ivy", "jack", "jade",
+    "jay", "jewel", "joy", "june", "king", "lily", "major", "mark", "max", "may", "melody", "miles",
+    "misty", "olive", "pat", "patience", "pearl", "penny", "pierce", "rich", "river", "rob",
+    "robin", "rose", "ruby", "rusty", "sage", "sandy", "skip", "sky", "storm", "summer", "sunny",
+    "violet", "wade", "will", "winter",
+))
+# fmt: on
+
+#: What may stand between a sentence's end and its first word: spaces, opening quotes, brackets.
+_OPENERS: Final = " \"'\u201c\u2018([{"
+_SENTENCE_ENDS: Final = ".!?:\u2026"
+
+
+def name_use(name: str, text: str) -> NameUse | None:
+    """How ``text`` uses ``name``, or None when the name does not occur in it.
+
+    A name occurs as :func:`charmem.domain.rules.name_occurs_in` says (case, width and spacing
+    ignored). A name whose normalised form is not in :data:`WORD_NAMES` is always
+    :attr:`NameUse.NAME`. For one that is, each occurrence is read by the case of its first
+    letter in ``text`` (width and spacing normalised, case kept): a capital that does not start a
+    sentence is a name, a small letter the ordinary word, a capital starting a sentence (or a text
+    with no capitals, or no small letters) tells nothing. Any occurrence used as a name makes the
+    answer :attr:`NameUse.NAME`; else any that tells nothing makes it :attr:`NameUse.UNMARKED`.
+
+    Args:
+        name: the name as spelled (a ``KnownAs`` name).
+        text: the query.
+
+    Returns:
+        NameUse | None: the strongest use of any occurrence; None when it does not occur.
+    """
+    needle = normalise_name(name)
+    cased = spaced(text)
+    lowered = cased.lower()
+    starts = word_bounded_starts(needle, lowered)
+    if not starts:
+        return None
+    if needle not in WORD_NAMES:
+        return NameUse.NAME
+    cased_text = any(c.isupper() for c in cased) and any(c.islower() for c in cased)
+    if not cased_text or len(lowered) != len(cased):  # no case to read, or no way to align it
+        return NameUse.UNMARKED
+    uses = {_use_at(cased, start) for start in starts}
+    return min(uses, key=[NameUse.NAME, NameUse.UNMARKED, NameUse.WORD].index)
+
+
+def _use_at(cased: str, start: int) -> NameUse:
+    """The use the case of ``cased[start]`` shows (:func:`name_use`)."""
+    if cased[start].islower():
+        return NameUse.WORD
+    before = cased[:start].rstrip(_OPENERS)
+    return NameUse.UNMARKED if not before or before[-1] in _SENTENCE_ENDS else NameUse.NAME

@@ -158,7 +158,8 @@ class ItemTrace:
             (:func:`~charmem.domain.scoring.combined_road_score`: the best, plus a bonus per
             further road).
         factors: the ranking factors applied after, in order, as ``(name, factor)``:
-            ``"name_belief"``, ``"obligation"``, ``"time_cue"``, ``"recency"``.
+            ``"name_belief"``, ``"obligation"``, ``"time_cue"``, ``"recency"``,
+            ``"corrected_source"``, ``"episode_repeat"``.
         cues: the kinds of cue that reached it (its signals, sorted): ``"vector"``,
             ``"expansion:<relation>"``, ``"named_notion"``, ``"scene:<road>"``, ...
     """

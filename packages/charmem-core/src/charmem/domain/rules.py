@@ -47,9 +47,11 @@ __all__ = [
     "name_spans",
     "normalise_name",
     "recorded_in_order",
+    "spaced",
     "supersession_cycles",
     "time_order_breach",
     "voiced_text",
+    "word_bounded_starts",
 ]
 
 #: How far ahead of the memory's ``Clock`` a lifecycle operation's ``recorded_at`` may be: the
@@ -400,7 +402,32 @@ def normalise_name(name: str) -> str:
     NFKC (width), ``lower()`` (case, never ``casefold``: ``Straße`` and ``STRASSE`` differ), runs of
     whitespace collapsed to one space, trimmed.
     """
-    return _WHITESPACE.sub(" ", unicodedata.normalize("NFKC", name).lower()).strip()
+    return spaced(name).lower()
+
+
+def spaced(text: str) -> str:
+    """``text`` in NFKC (width) with runs of whitespace collapsed to one space, trimmed; case kept.
+
+    :func:`normalise_name` is its lower case (``lower()`` never adds or removes whitespace).
+    """
+    return _WHITESPACE.sub(" ", unicodedata.normalize("NFKC", text)).strip()
+
+
+def word_bounded_starts(needle: str, haystack: str) -> list[int]:
+    r"""Where ``needle`` starts in ``haystack`` with no word character (``\w``) right before or after.
+
+    The occurrences :func:`name_spans` finds, by position (ascending); none for an empty needle.
+    """
+    found: list[int] = []
+    start = haystack.find(needle) if needle else -1
+    while start >= 0:
+        end = start + len(needle)
+        before = start == 0 or _WORD_CHAR.match(haystack[start - 1]) is None
+        after = end == len(haystack) or _WORD_CHAR.match(haystack[end]) is None
+        if before and after:
+            found.append(start)
+        start = haystack.find(needle, start + 1)
+    return found
 
 
 def name_occurs_in(name: str, text: str) -> bool:

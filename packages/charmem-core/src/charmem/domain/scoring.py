@@ -9,7 +9,9 @@ fields of the :class:`~charmem.domain.retrieval.RetrievalContext`, not of the po
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import heapq
+from collections import defaultdict, deque
+from collections.abc import Hashable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 import attrs
@@ -25,6 +27,7 @@ __all__ = [
     "combined_road_score",
     "rank_key",
     "score_step",
+    "spread_discounts",
 ]
 
 
@@ -63,6 +66,24 @@ class ScoringPolicy:
 
     #: Score notion members scale from when no root is admitted: top cosine, the name is the evidence.
     score_without_roots: float = 1.0
+
+    #: Factor on a memory that came along with another (the turns around an answer, expansion),
+    #: per such memory of its episode ranked before it: the third turn around one answer adds
+    #: less than the answer of another conversation, so the top of the pack spans the several
+    #: conversations a question may need (:func:`spread_discounts`). What the query itself
+    #: recalled is never discounted.
+    episode_repeat_factor: float = 0.8
+
+    #: Factor on the lowest score of what corrected a belief, capping the score of a memory the
+    #: correction left behind (a source of the old belief and of no current one): the correction
+    #: and its sources come first for a question about the fact, the old source just below.
+    corrected_source_factor: float = 0.9
+
+    #: Factor on the members of a notion named by an ordinary word ("Will", "May") where the
+    #: query's case does not show it means the name (a sentence's first word, a query in one
+    #: case): they come, below what the question itself finds. Written in lower case inside a
+    #: cased query, such a word is no name cue at all (:func:`charmem.domain.names.name_use`).
+    word_name_weight: float = 0.5
 
     #: Relations from a notion to its members (about, involves, mentions): what membership means.
     notion_relations: tuple[Relation, ...] = (Relation.ABOUT, Relation.INVOLVES, Relation.MENTIONS)
@@ -187,3 +208,40 @@ def rank_key(
         tuple[int, float, str, MemoryId]: ascending order is rank order.
     """
     return (-score_step(score), -occurred_at.timestamp(), object_type.value, memory_id)
+
+
+def spread_discounts(groups: Sequence[Hashable], scores: Sequence[float], factor: float) -> list[float]:
+    """The discount of each ranked memory for the memories of its group ranked before it.
+
+    A greedy spread (maximal marginal relevance with "same group" as the similarity): walk the
+    memories, each time taking the one whose score times ``factor ** n`` is highest, where ``n``
+    counts the memories of its group already taken. The memory's discount is that ``factor **
+    n``; the first of each group keeps its score. Taken in that order the discounted scores never
+    rise, so ranking by them (:func:`rank_key`) is the spread.
+
+    Args:
+        groups: each memory's group (an episode; a memory of its own is a group of one), in rank
+            order (scores descending; ties in their canonical order).
+        scores: their scores, same order, descending.
+        factor: in (0, 1]; 1 discounts nothing.
+
+    Returns:
+        list[float]: one discount per memory, same order.
+    """
+    members: dict[Hashable, deque[int]] = defaultdict(deque)
+    for position, group in enumerate(groups):
+        members[group].append(position)
+    heap = [(-scores[queue[0]], queue[0], group) for group, queue in members.items()]
+    heapq.heapify(heap)
+    taken: dict[Hashable, int] = defaultdict(int)
+    discounts = [1.0] * len(scores)
+    while heap:
+        _negated, position, group = heapq.heappop(heap)
+        queue = members[group]
+        queue.popleft()
+        discounts[position] = factor ** taken[group]
+        taken[group] += 1
+        if queue:
+            following = queue[0]
+            heapq.heappush(heap, (-scores[following] * factor ** taken[group], following, group))
+    return discounts

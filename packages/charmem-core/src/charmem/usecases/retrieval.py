@@ -43,13 +43,18 @@ Every weight and constant is a field of the :class:`~charmem.domain.scoring.Scor
    are listed among the omissions with their status (suppressed beats superseded), or returned
    as items with that status under ``include_superseded`` / ``include_suppressed``. With
    ``as_of``, only what was recorded by then counts, with the currency it had then. With
-   ``occurred_between``, only what happened inside the window is an item.
+   ``occurred_between``, only what happened inside the window is an item. A memory a
+   correction left behind (:func:`~charmem.usecases.retrieval_expansion.corrected_sources`: a
+   source of a belief an admitted memory supersedes, and of no current belief) is noted with
+   what corrected it.
 7. Ranking (:func:`~charmem.usecases.retrieval_assembly.rank`): one score per item (a memory
    met twice keeps its best score); beliefs that assert names score
    ``policy.name_belief_weight`` times theirs (the pack's ``entities`` already show names);
    under a ``recency`` half-life every score is multiplied by
    :meth:`~charmem.domain.scoring.ScoringPolicy.recency_factor` of its age; a memory that
-   happened in a period of a time cue scores ``policy.time_cue_weight`` times more; canonical
+   happened in a period of a time cue scores ``policy.time_cue_weight`` times more; a memory a
+   correction left behind scores at most ``policy.corrected_source_factor`` times the lowest of
+   what corrected it (it ranks below the correction and its sources); canonical
    ties by :func:`~charmem.domain.scoring.rank_key` (score desc, newer first, object type, id),
    so identical stores and queries give identical packs whatever the insertion order.
 8. Assembly (:func:`~charmem.usecases.retrieval_assembly.assemble`): the first ``max_items``
@@ -90,7 +95,13 @@ from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, To
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
 from charmem.usecases.embedding import embed_cue
 from charmem.usecases.retrieval_assembly import assemble, rank
-from charmem.usecases.retrieval_expansion import currency_hop, episode_turns, expand_roots, thread_continuity
+from charmem.usecases.retrieval_expansion import (
+    corrected_sources,
+    currency_hop,
+    episode_turns,
+    expand_roots,
+    thread_continuity,
+)
 from charmem.usecases.retrieval_recall import admit_roots, recall_candidates, recall_notions, time_cue_periods
 from charmem.usecases.retrieval_scene import recall_situation
 
@@ -156,6 +167,7 @@ async def retrieve_pack(
         )
     await thread_continuity(recall)
     await currency_hop(recall)
+    await corrected_sources(recall)
     ranked = rank(recall, reference=reference, periods=periods)
     pack = await assemble(
         recall,
@@ -224,6 +236,10 @@ class Recall:
         self.links: dict[MemoryId, MemoryLink] = {}
         self.telemetry: dict[str, int] = defaultdict(int)
         self.loaded: set[MemoryId] = set()
+        #: Per superseded memory, the admitted memories that supersede it (:func:`currency_hop`).
+        self.successors: dict[MemoryId, set[MemoryId]] = defaultdict(set)
+        #: Per admitted memory a correction left behind, what corrected it (:func:`corrected_sources`).
+        self.corrected: dict[MemoryId, frozenset[MemoryId]] = {}
 
     async def load(self, ids: Iterable[MemoryId]) -> None:
         """Fetch objects and their currency (as of the context's record time) not yet loaded."""

@@ -11,7 +11,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from charmem.domain.ids import ID_ORDER, MemoryId
-from charmem.domain.model import DerivedMemory, Entity, MemoryLink, MemoryObject, known_names, object_type_of
+from charmem.domain.model import (
+    DerivedMemory,
+    Entity,
+    MemoryLink,
+    MemoryObject,
+    Observation,
+    known_names,
+    object_type_of,
+)
 from charmem.domain.obligations import RESOLVING_RELATIONS, is_obligation, obligation_direction, settled_by
 from charmem.domain.pack import (
     AdmissionRoad,
@@ -35,7 +43,7 @@ from charmem.domain.retrieval import (
     rank_key,
     same_text_key,
 )
-from charmem.domain.scoring import combined_road_score
+from charmem.domain.scoring import combined_road_score, spread_discounts
 from charmem.ports import TokenCounter
 from charmem.usecases.names import current_names
 
@@ -57,7 +65,13 @@ def rank(
     obligation naming a scene participant ``policy.obligation_lead`` times; a memory that
     happened in a time-cue period ``policy.time_cue_weight`` times more; under a ``recency``
     half-life, :meth:`~charmem.domain.scoring.ScoringPolicy.recency_factor` of its age before
-    ``reference``. The order is :func:`~charmem.domain.scoring.rank_key`'s.
+    ``reference``. Then a memory a correction left behind (``recall.corrected``) scores at most
+    ``policy.corrected_source_factor`` times the lowest of what corrected it, and is signalled
+    ``corrected_source``. Last, a memory that came along with another (not recalled by the
+    query itself) scores ``policy.episode_repeat_factor`` times less per such memory of its
+    episode ranked before it (:func:`~charmem.domain.scoring.spread_discounts`,
+    :func:`_spread_group`), so the turns around one answer do not crowd out the answers of other
+    episodes. The order is :func:`~charmem.domain.scoring.rank_key`'s.
     """
     policy = recall.policy
     half_life = recall.context.recency
@@ -75,7 +89,33 @@ def rank(
             age = (reference - event_time(obj)).total_seconds()
             _apply(candidate, "recency", policy.recency_factor(age, half_life.total_seconds()))
             candidate.signals.add("recency")
-    return sorted(recall.chosen.values(), key=_rank_key)
+    for memory_id, by in sorted(recall.corrected.items()):
+        candidate = recall.chosen[memory_id]
+        ceiling = min(recall.chosen[i].score for i in by) * policy.corrected_source_factor
+        if candidate.score > ceiling:
+            _apply(candidate, "corrected_source", ceiling / candidate.score)
+        candidate.signals.add("corrected_source")
+    ranked = sorted(recall.chosen.values(), key=_rank_key)
+    groups = [_spread_group(candidate) for candidate in ranked]
+    discounts = spread_discounts(groups, [c.score for c in ranked], policy.episode_repeat_factor)
+    for candidate, discount in zip(ranked, discounts, strict=True):
+        if discount < 1.0:
+            _apply(candidate, "episode_repeat", discount)
+    return sorted(ranked, key=_rank_key)
+
+
+def _spread_group(candidate: Candidate) -> MemoryId:
+    """What a memory is spread from (:func:`~charmem.domain.scoring.spread_discounts`).
+
+    A memory the query itself recalled (candidate recall's ``vector`` signal) stands on its own
+    relevance: its own group. One that came along (the turns around it, expansion, a notion)
+    shares its episode's group: an observation's episode, an episode itself; any other memory is
+    its own group.
+    """
+    obj = candidate.obj
+    if "vector" in candidate.signals:
+        return obj.id
+    return obj.episode_id if isinstance(obj, Observation) else obj.id
 
 
 def _apply(candidate: Candidate, name: str, factor: float) -> None:

@@ -7,7 +7,7 @@ The stages run in the order :func:`charmem.usecases.retrieval.retrieve_pack` lis
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from charmem.domain.ids import ID_ORDER, MemoryId
@@ -23,13 +23,13 @@ from charmem.domain.model import (
     object_type_of,
 )
 from charmem.domain.pack import event_time
-from charmem.domain.retrieval import GraphLimits
+from charmem.domain.retrieval import CurrencyStatus, GraphLimits
 from charmem.ports import EpisodeTurn, EpisodeTurnReader, GraphStore
 
 if TYPE_CHECKING:
     from charmem.usecases.retrieval import Candidate, Recall
 
-__all__ = ["currency_hop", "episode_turns", "expand_roots", "thread_continuity"]
+__all__ = ["corrected_sources", "currency_hop", "episode_turns", "expand_roots", "thread_continuity"]
 
 #: A root observation with its episode's turns in order and its place among them.
 _Place = tuple["Candidate", list[EpisodeTurn], int]
@@ -111,6 +111,8 @@ async def currency_hop(recall: Recall) -> None:
     visible = [lk for lk in supersedes if as_of is None or lk.created_at <= as_of]
     hop: dict[MemoryId, tuple[float, str]] = {}
     for link in visible:
+        if link.from_id in recall.chosen:
+            recall.successors[link.to_id].add(link.from_id)
         for here, there, signal in (
             (link.from_id, link.to_id, "supersedes:predecessor"),
             (link.to_id, link.from_id, "supersedes:successor"),
@@ -123,6 +125,66 @@ async def currency_hop(recall: Recall) -> None:
     await recall.load(hop)
     for other, (score, signal) in sorted(hop.items(), key=_by_id):
         recall.offer(other, score, signal)
+
+
+async def corrected_sources(recall: Recall) -> None:
+    """Corrections: the admitted memories a correction left behind, and what corrected them.
+
+    A memory is left behind when it is a source (``derived_from``, recorded by ``as_of``) of a
+    belief that an admitted current memory supersedes (the hop :func:`currency_hop` read), and
+    a source of no current belief. What corrected it is every such successor and the
+    successors' own sources, among the admitted memories; :func:`~charmem.usecases.
+    retrieval_assembly.rank` ranks the memory below all of them. Runs no query when no admitted
+    memory supersedes another.
+    """
+    chosen = recall.chosen
+    corrected = {
+        predecessor: current
+        for predecessor, successors in recall.successors.items()
+        if (current := {s for s in successors if chosen[s].status is CurrencyStatus.CURRENT})
+    }
+    if not corrected:
+        return
+    successors = sorted({s for group in corrected.values() for s in group}, key=ID_ORDER)
+    ends = [*sorted(corrected, key=ID_ORDER), *successors]
+    sources = _sources_of(recall, await recall.graph.links_of(ends, relations=[Relation.DERIVED_FROM]))
+    behind = sorted({x for p in corrected for x in sources.get(p, ()) if x in chosen}, key=ID_ORDER)
+    grounded = await _grounding_current_beliefs(recall, behind) if behind else set()
+    for memory_id in behind:
+        by = _correctors(memory_id, corrected, sources) & chosen.keys() - {memory_id}
+        if by and memory_id not in grounded:
+            recall.corrected[memory_id] = frozenset(by)
+
+
+def _correctors(
+    memory_id: MemoryId,
+    corrected: Mapping[MemoryId, set[MemoryId]],
+    sources: Mapping[MemoryId, set[MemoryId]],
+) -> set[MemoryId]:
+    """The successors of the beliefs ``memory_id`` grounded, with the successors' sources."""
+    by = {s for p, group in corrected.items() if memory_id in sources.get(p, ()) for s in group}
+    return by | {x for s in by for x in sources.get(s, ())}
+
+
+async def _grounding_current_beliefs(recall: Recall, ids: Sequence[MemoryId]) -> set[MemoryId]:
+    """Which of ``ids`` are a source of a current belief (``derived_from``, recorded by ``as_of``)."""
+    as_of = recall.context.as_of
+    links = await recall.graph.links_of(ids, relations=[Relation.DERIVED_FROM])
+    wanted = set(ids)
+    grounding = [lk for lk in links if lk.to_id in wanted and (as_of is None or lk.created_at <= as_of)]
+    beliefs = sorted({lk.from_id for lk in grounding}, key=ID_ORDER)
+    currency = await recall.graph.currency(beliefs, as_of=as_of) if beliefs else {}
+    return {lk.to_id for lk in grounding if currency.get(lk.from_id) is CurrencyStatus.CURRENT}
+
+
+def _sources_of(recall: Recall, links: Sequence[MemoryLink]) -> dict[MemoryId, set[MemoryId]]:
+    """Each memory's ``derived_from`` targets among ``links`` (recorded by ``as_of``)."""
+    as_of = recall.context.as_of
+    sources: dict[MemoryId, set[MemoryId]] = defaultdict(set)
+    for link in links:
+        if link.relation is Relation.DERIVED_FROM and (as_of is None or link.created_at <= as_of):
+            sources[link.from_id].add(link.to_id)
+    return sources
 
 
 async def episode_turns(

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import Entity, object_type_of
-from charmem.domain.names import NameAssertion
+from charmem.domain.names import NameAssertion, NameUse, name_use
 from charmem.domain.pack import event_time
 from charmem.domain.retrieval import CurrencyStatus, RetrievalContext
-from charmem.domain.scoring import rank_key
+from charmem.domain.scoring import ScoringPolicy, rank_key
 from charmem.domain.timecues import time_cues
 from charmem.log import get_logger
 from charmem.ports import (
@@ -115,29 +115,32 @@ async def recall_notions(
     degrees = await stats.degrees(sorted(seeds))
     for seed in sorted(seeds):
         around = members.get(seed, set())
+        signal, weight = seeds[seed]
         fanout, score = _notion_reach(recall, max(degrees.get(seed, 0), len(around)), top)
+        score *= weight
         chosen = await _most_relevant(recall.graph, vectors, query_vector, recall.context, around, fanout)
         await recall.load(chosen)
         for memory_id in chosen:
-            recall.offer(memory_id, score, seeds[seed])
+            recall.offer(memory_id, score, signal)
         for memory_id in await _not_current_members(recall, around, fanout):
-            recall.offer(memory_id, score, seeds[seed])
+            recall.offer(memory_id, score, signal)
 
 
-async def _notion_seeds(recall: Recall) -> Mapping[MemoryId, str] | None:
-    """The notions to recall around -> their signal (``focus_entity`` or ``named_notion``).
+async def _notion_seeds(recall: Recall) -> Mapping[MemoryId, tuple[str, float]] | None:
+    """The notions to recall around -> (signal, weight): ``focus_entity`` or ``named_notion``.
 
-    Focus entities first, then notions named in the query; only ids the graph holds as
-    entities. They are listed in the pack's ``entities``. ``None`` when none is in focus or
-    named (no notion stage at all).
+    Focus entities first (weight 1), then notions named in the query (their weight:
+    :func:`_named_notions`); only ids the graph holds as entities. They are listed in the pack's
+    ``entities``. ``None`` when none is in focus or named (no notion stage at all).
     """
-    seeds = dict.fromkeys(recall.context.focus_entity_ids, "focus_entity")
-    for subject in await _named_notions(recall.graph, recall.context):
-        seeds.setdefault(subject, "named_notion")
+    seeds = dict.fromkeys(recall.context.focus_entity_ids, ("focus_entity", 1.0))
+    named = await _named_notions(recall.graph, recall.context, recall.policy)
+    for subject, weight in sorted(named.items()):
+        seeds.setdefault(subject, ("named_notion", weight))
     if not seeds:
         return None
     entities = await recall.graph.get_objects(sorted(seeds))
-    seeds = {i: signal for i, signal in seeds.items() if isinstance(entities.get(i), Entity)}
+    seeds = {i: seed for i, seed in seeds.items() if isinstance(entities.get(i), Entity)}
     recall.entity_ids.update(seeds)
     return seeds
 
@@ -156,25 +159,49 @@ def _notion_reach(recall: Recall, degree: int, top: float) -> tuple[int, float]:
     return fanout, score
 
 
-async def _named_notions(graph: GraphStore, context: RetrievalContext) -> list[MemoryId]:
-    """Notions whose current ``KnownAs`` name occurs in the query.
+async def _named_notions(
+    graph: GraphStore, context: RetrievalContext, policy: ScoringPolicy
+) -> dict[MemoryId, float]:
+    """Notions whose current ``KnownAs`` name the query uses as a name -> the weight of the cue.
 
     A name occurs when :func:`~charmem.domain.rules.name_occurs_in` says so, which the store's
     :class:`~charmem.domain.names.NameIndex` answers in work that does not grow with the number
-    of names; the belief asserting it must be current and recorded as of the context.
+    of names; the belief asserting it must be current and recorded as of the context. How the
+    query uses it (:func:`~charmem.domain.names.name_use`) weighs the cue: 1 as a name,
+    ``policy.word_name_weight`` for an ordinary word whose case tells nothing, none for the
+    ordinary word. A notion named twice takes its strongest cue.
     """
     if context.query is None:
-        return []
+        return {}
+    query = context.query
     index = await graph.name_index()
-    return sorted(await current_subjects(graph, index.occurring_in(context.query), context.as_of))
+    weights = {NameUse.NAME: 1.0, NameUse.UNMARKED: policy.word_name_weight, NameUse.WORD: 0.0}
+    occurring = index.occurring_in(query)
+    uses = {name: name_use(name, query) for _belief, _subject, name in occurring}
+    cues = {
+        assertion: weights[use]
+        for assertion in occurring
+        if (use := uses[assertion[2]]) is not None and weights[use] > 0
+    }
+    named: dict[MemoryId, float] = {}
+    for assertion in await current_assertions(graph, sorted(cues), context.as_of):
+        named[assertion[1]] = max(named.get(assertion[1], 0.0), cues[assertion])
+    return named
 
 
 async def current_subjects(
     graph: GraphStore, assertions: Sequence[NameAssertion], as_of: datetime | None
 ) -> set[MemoryId]:
     """The subjects of the name ``assertions`` whose belief is current and recorded by ``as_of``."""
+    return {subject for _belief, subject, _name in await current_assertions(graph, assertions, as_of)}
+
+
+async def current_assertions(
+    graph: GraphStore, assertions: Sequence[NameAssertion], as_of: datetime | None
+) -> list[NameAssertion]:
+    """The name ``assertions`` whose belief is current and recorded by ``as_of`` (same order)."""
     if not assertions:
-        return set()
+        return []
     beliefs = sorted({belief for belief, _subject, _name in assertions})
     currency = await graph.currency(beliefs, as_of=as_of)
     if as_of is not None:
@@ -182,11 +209,7 @@ async def current_subjects(
         recorded = {i for i, o in stored.items() if o.created_at <= as_of}
     else:
         recorded = set(beliefs)
-    return {
-        subject
-        for belief, subject, _name in assertions
-        if belief in recorded and currency.get(belief) is CurrencyStatus.CURRENT
-    }
+    return [a for a in assertions if a[0] in recorded and currency.get(a[0]) is CurrencyStatus.CURRENT]
 
 
 async def _most_relevant(

@@ -1,0 +1,162 @@
+"""Names that are ordinary words ("Will", "May", "Hope") count as a name cue where the query means the name.
+
+The rule (:func:`charmem.domain.names.name_use`) reads the query's own letter case; retrieval weighs
+the notion's members by it: in full as a name, ``word_name_weight`` where case tells nothing,
+not at all for the ordinary word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from charmem import (
+    BeliefAssertion,
+    CharacterMemory,
+    DerivedMemoryDraft,
+    DerivedType,
+    EntityDraft,
+    KnownAs,
+    MemoryId,
+    RememberDrafts,
+    RememberInput,
+)
+from charmem.domain.names import WORD_NAMES, NameUse, name_use
+from charmem.stats import InMemoryRetrievalStatsStore
+from charmem.testing import HashingEmbeddingProvider, ReferenceGraphStore, ReferenceVectorIndex
+
+T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("query", "use"),
+    [
+        ("When will my flight leave?", NameUse.WORD),
+        ("What did Will say about the trip?", NameUse.NAME),
+        ("I asked whether Will, or maybe will power, decides.", NameUse.NAME),
+        ("Will my flight leave on time?", NameUse.UNMARKED),  # a sentence's first word
+        ("It rained. Will called after.", NameUse.UNMARKED),
+        ('She said: "Will is late."', NameUse.UNMARKED),
+        ("what did will say", NameUse.UNMARKED),  # one case only: no evidence
+        ("WHAT DID WILL SAY", NameUse.UNMARKED),
+        ("what did ｗｉｌｌ say, Mum?", NameUse.WORD),  # width normalised, case kept
+        ("willow and goodwill", None),  # no occurrence on word boundaries
+    ],
+)
+def test_the_case_of_a_word_name_in_the_query_tells_how_it_is_used(query: str, use: NameUse | None) -> None:
+    assert name_use("Will", query) is use
+
+
+@pytest.mark.parametrize(
+    "query", ["when did caroline call", "CAROLINE?", "Caroline called.", "did caroline, Mum?"]
+)
+def test_a_name_that_is_no_ordinary_word_is_always_a_name(query: str) -> None:
+    assert "caroline" not in WORD_NAMES
+    assert name_use("Caroline", query) is NameUse.NAME
+
+
+def test_a_name_of_several_words_is_a_name_even_when_each_is_a_word() -> None:
+    assert name_use("Will  Hope", "when will hope come?") is NameUse.NAME
+
+
+@given(st.sampled_from(sorted(WORD_NAMES)), st.sampled_from(["Yesterday I saw", "Did you see", "Ask"]))
+def test_every_word_name_capitalised_inside_a_sentence_is_a_name_and_lower_case_is_the_word(
+    word: str, lead: str
+) -> None:
+    assert name_use(word.title(), f"{lead} {word.title()} today?") is NameUse.NAME
+    assert name_use(word.title(), f"{lead} {word} today?") is NameUse.WORD
+
+
+# ------------------------------------------------------------------------------ in retrieval
+
+
+@pytest.fixture
+async def memory() -> AsyncIterator[CharacterMemory]:
+    embedder = HashingEmbeddingProvider()
+    mem = CharacterMemory(
+        graph=ReferenceGraphStore("names"),
+        vectors=ReferenceVectorIndex("names", model_id=embedder.model_id, vector_size=embedder.vector_size),
+        embedder=embedder,
+        stats=InMemoryRetrievalStatsStore("names"),
+        collection="names",
+    )
+    try:
+        yield mem
+    finally:
+        await mem.close()
+
+
+async def _person(memory: CharacterMemory, name: str, said: list[str]) -> tuple[MemoryId, list[MemoryId]]:
+    """A person notion known as ``name`` and one episode per text mentioning them."""
+    notion = MemoryId.new()
+    await memory.remember(
+        RememberDrafts(
+            entities=[EntityDraft(id=notion, entity_type="person", created_at=T0)],
+            derived=[
+                DerivedMemoryDraft(
+                    DerivedType.REFLECTION,
+                    f"A friend of mine is called {name}.",
+                    entity_ids=[notion],
+                    assertions=[BeliefAssertion(notion, KnownAs(name))],
+                    given_by_application=True,
+                    created_at=T0,
+                )
+            ],
+        )
+    )
+    observations = []
+    for n, text in enumerate(said):
+        outcome = await memory.remember(
+            RememberInput(text, occurred_at=T0 + timedelta(hours=n), mentioned_entity_ids=[notion])
+        )
+        observations.append(outcome.object_ids[1])
+    return notion, observations
+
+
+async def _world(memory: CharacterMemory) -> tuple[MemoryId, list[MemoryId], MemoryId]:
+    notion, about_will = await _person(
+        memory,
+        "Will",
+        [f"Our chat about gardening tools, part {n}." for n in range(6)],
+    )
+    flight = await memory.remember(
+        RememberInput(
+            "My flight to Lisbon will leave on time, at 7 from gate 12.", occurred_at=T0 + timedelta(days=1)
+        )
+    )
+    return notion, about_will, flight.object_ids[1]
+
+
+def _named(pack: object, members: list[MemoryId]) -> list[object]:
+    return [i for i in pack.items if "named_notion" in i.signals and i.id in members]  # type: ignore[attr-defined]
+
+
+async def test_the_ordinary_word_does_not_bring_the_notion(memory: CharacterMemory) -> None:
+    notion, about_will, flight = await _world(memory)
+    pack = await memory.retrieve("When will my flight leave?")
+    assert pack.items[0].id == flight
+    assert not _named(pack, about_will)
+    assert notion not in {e.id for e in pack.entities}
+
+
+async def test_the_name_meant_as_a_name_brings_the_notion(memory: CharacterMemory) -> None:
+    notion, about_will, _flight = await _world(memory)
+    pack = await memory.retrieve("What did Will tell me?")
+    assert len(_named(pack, about_will)) == len(about_will)
+    assert notion in {e.id for e in pack.entities}
+
+
+async def test_an_unmarked_word_name_comes_below_what_the_question_finds(memory: CharacterMemory) -> None:
+    _notion, about_will, flight = await _world(memory)
+    unmarked = await memory.retrieve("Will my flight leave on time?")
+    assert unmarked.items[0].id == flight
+    assert _named(unmarked, about_will), "case tells nothing: the name still counts, weighed less"
+    meant = await memory.retrieve("Did Will ask when my flight leaves?")
+    scores = {i.id: i.score for i in meant.items}
+    weighed = {i.id: i.score for i in unmarked.items}
+    member = about_will[0]
+    assert weighed[member] < scores[member]
