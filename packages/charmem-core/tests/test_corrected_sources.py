@@ -8,10 +8,7 @@ must not outrank what corrected it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-
-import pytest
 
 from charmem import (
     CharacterMemory,
@@ -26,33 +23,9 @@ from charmem import (
     RetrievalContext,
     SourceProvenanceReference,
 )
-from charmem.stats import InMemoryRetrievalStatsStore
-from charmem.testing import HashingEmbeddingProvider, ReferenceGraphStore, ReferenceVectorIndex
 
-T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+T0 = datetime(2024, 2, 1, 9, 0, tzinfo=UTC)  # 97 days before the fixture clock's now
 QUESTION = "Where do I live now: in the flat by the harbour in Oslo?"
-
-
-class LaterClock:
-    def now(self) -> datetime:
-        return T0 + timedelta(days=60)
-
-
-@pytest.fixture
-async def memory() -> AsyncIterator[CharacterMemory]:
-    embedder = HashingEmbeddingProvider()
-    mem = CharacterMemory(
-        graph=ReferenceGraphStore("corr"),
-        vectors=ReferenceVectorIndex("corr", model_id=embedder.model_id, vector_size=embedder.vector_size),
-        embedder=embedder,
-        stats=InMemoryRetrievalStatsStore("corr"),
-        collection="corr",
-        clock=LaterClock(),
-    )
-    try:
-        yield mem
-    finally:
-        await mem.close()
 
 
 async def _world(memory: CharacterMemory, *, grounded_on_the_move: bool) -> dict[str, MemoryId]:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from charmem.domain.scoring import spread_discounts
+from charmem import CharacterMemory, EpisodeDraft, ObservationDraft, RememberDrafts, RetrievalContext
+from charmem.domain.ids import MemoryId
+from charmem.domain.scoring import DEFAULT_SCORING, spread_discounts
 
 
 def test_the_memories_of_one_episode_are_discounted_one_step_each() -> None:
@@ -47,24 +51,10 @@ def test_each_episode_keeps_its_order_and_the_first_of_each_keeps_its_score(
 # ------------------------------------------------------------------------------ in retrieval
 
 
-async def test_a_turn_that_came_along_is_discounted_per_such_turn_of_its_episode_before_it() -> None:
-    from datetime import UTC, datetime, timedelta
-
-    from charmem import CharacterMemory, EpisodeDraft, ObservationDraft, RememberDrafts, RetrievalContext
-    from charmem.domain.ids import MemoryId
-    from charmem.domain.scoring import DEFAULT_SCORING
-    from charmem.stats import InMemoryRetrievalStatsStore
-    from charmem.testing import HashingEmbeddingProvider, ReferenceGraphStore, ReferenceVectorIndex
-
-    t0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
-    embedder = HashingEmbeddingProvider()
-    memory = CharacterMemory(
-        graph=ReferenceGraphStore("spread"),
-        vectors=ReferenceVectorIndex("spread", model_id=embedder.model_id, vector_size=embedder.vector_size),
-        embedder=embedder,
-        stats=InMemoryRetrievalStatsStore("spread"),
-        collection="spread",
-    )
+async def test_a_turn_that_came_along_is_discounted_per_such_turn_of_its_episode_before_it(
+    memory: CharacterMemory,
+) -> None:
+    t0 = datetime(2024, 4, 1, 9, 0, tzinfo=UTC)  # before the fixture clock's now
     episodes, observations = [], []
     for e, topic in enumerate(["garden", "boat", "kitchen"]):
         episode = MemoryId.new()
@@ -78,7 +68,6 @@ async def test_a_turn_that_came_along_is_discounted_per_such_turn_of_its_episode
     # three roots: the rest of each episode comes along as the turns around them
     context = RetrievalContext(query="fresh paint for the boat", trace=True, candidate_limit=3)
     pack = await memory.retrieve(context)
-    await memory.close()
     seen: dict[MemoryId, int] = {}
     by_text = {o.text: o.episode_id for o in observations}
     came_along = [by_text[i.text] for i in pack.items if "vector" not in i.signals]

@@ -7,7 +7,6 @@ not at all for the ordinary word.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -26,10 +25,8 @@ from charmem import (
     RememberInput,
 )
 from charmem.domain.names import WORD_NAMES, NameUse, name_use
-from charmem.stats import InMemoryRetrievalStatsStore
-from charmem.testing import HashingEmbeddingProvider, ReferenceGraphStore, ReferenceVectorIndex
 
-T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+T0 = datetime(2024, 4, 1, 9, 0, tzinfo=UTC)  # before the fixture clock's now
 
 
 @pytest.mark.parametrize(
@@ -72,22 +69,7 @@ def test_every_word_name_capitalised_inside_a_sentence_is_a_name_and_lower_case_
 
 
 # ------------------------------------------------------------------------------ in retrieval
-
-
-@pytest.fixture
-async def memory() -> AsyncIterator[CharacterMemory]:
-    embedder = HashingEmbeddingProvider()
-    mem = CharacterMemory(
-        graph=ReferenceGraphStore("names"),
-        vectors=ReferenceVectorIndex("names", model_id=embedder.model_id, vector_size=embedder.vector_size),
-        embedder=embedder,
-        stats=InMemoryRetrievalStatsStore("names"),
-        collection="names",
-    )
-    try:
-        yield mem
-    finally:
-        await mem.close()
+# (``memory``: the reference stack of conftest.py)
 
 
 async def _person(memory: CharacterMemory, name: str, said: list[str]) -> tuple[MemoryId, list[MemoryId]]:
