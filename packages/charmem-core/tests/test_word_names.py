@@ -14,17 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from charmem import (
-    BeliefAssertion,
     CharacterMemory,
-    DerivedMemoryDraft,
-    DerivedType,
-    EntityDraft,
-    KnownAs,
     MemoryId,
-    RememberDrafts,
     RememberInput,
 )
 from charmem.domain.names import WORD_NAMES, NameUse, name_use
+from charmem_contract._lifecycle_steps import LifecycleSteps
 
 T0 = datetime(2024, 4, 1, 9, 0, tzinfo=UTC)  # before the fixture clock's now
 
@@ -74,22 +69,7 @@ def test_every_word_name_capitalised_inside_a_sentence_is_a_name_and_lower_case_
 
 async def _person(memory: CharacterMemory, name: str, said: list[str]) -> tuple[MemoryId, list[MemoryId]]:
     """A person notion known as ``name`` and one episode per text mentioning them."""
-    notion = MemoryId.new()
-    await memory.remember(
-        RememberDrafts(
-            entities=[EntityDraft(id=notion, entity_type="person", created_at=T0)],
-            derived=[
-                DerivedMemoryDraft(
-                    DerivedType.REFLECTION,
-                    f"A friend of mine is called {name}.",
-                    entity_ids=[notion],
-                    assertions=[BeliefAssertion(notion, KnownAs(name))],
-                    given_by_application=True,
-                    created_at=T0,
-                )
-            ],
-        )
-    )
+    notion, _belief = await LifecycleSteps._notion_with_name(memory, name)
     observations = []
     for n, text in enumerate(said):
         outcome = await memory.remember(
@@ -118,11 +98,11 @@ def _named(pack: object, members: list[MemoryId]) -> list[object]:
 
 
 async def test_the_ordinary_word_does_not_bring_the_notion(memory: CharacterMemory) -> None:
-    notion, about_will, flight = await _world(memory)
+    _notion, about_will, flight = await _world(memory)
     pack = await memory.retrieve("When will my flight leave?")
     assert pack.items[0].id == flight
     assert not _named(pack, about_will)
-    assert notion not in {e.id for e in pack.entities}
+    assert not [i for i in pack.items if "named_notion" in i.signals], "no name cue at all"
 
 
 async def test_the_name_meant_as_a_name_brings_the_notion(memory: CharacterMemory) -> None:

@@ -46,6 +46,7 @@ __all__ = [
 
 A = TypeVar("A")
 P = TypeVar("P")
+T = TypeVar("T")
 #: A point id as a driver keeps it: the canonical UUID string, or the UUID's integer (the same
 #: order: fixed-width lowercase hex), which Qdrant Edge's ids give without formatting a string.
 Key = TypeVar("Key", str, int)
@@ -390,10 +391,7 @@ class StageRanker(Generic[A, P]):
         Raises:
             RuntimeError: some stage is still pending.
         """
-        done = [points for points in self._ranked if points is not None]
-        if len(done) != len(self._ranked):
-            raise RuntimeError("some stages are still pending")
-        return done
+        return _settled(self._ranked)
 
     def ranks(self) -> list[list[int]]:
         """The competition ranks of each stage's :meth:`ranked` points, once none is pending.
@@ -404,10 +402,19 @@ class StageRanker(Generic[A, P]):
         Raises:
             RuntimeError: some stage is still pending.
         """
-        done = [ranks for ranks in self._ranks if ranks is not None]
-        if len(done) != len(self._ranks):
-            raise RuntimeError("some stages are still pending")
-        return done
+        return _settled(self._ranks)
+
+
+def _settled(stages: Sequence[T | None]) -> list[T]:
+    """Every stage's value, once all are settled (none is None).
+
+    Raises:
+        RuntimeError: some stage is still pending.
+    """
+    done = [stage for stage in stages if stage is not None]
+    if len(done) != len(stages):
+        raise RuntimeError("some stages are still pending")
+    return done
 
 
 def _by_score(answer: Sequence[A], score_of: Callable[[A], float]) -> tuple[list[A], list[float]]:
