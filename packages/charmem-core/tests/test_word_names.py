@@ -18,7 +18,7 @@ from charmem import (
     MemoryId,
     RememberInput,
 )
-from charmem.domain.names import WORD_NAMES, NameUse, name_use
+from charmem.domain.names import MONTH_NAMES, WORD_NAMES, NameUse, name_use
 from charmem_contract._lifecycle_steps import LifecycleSteps
 
 T0 = datetime(2024, 4, 1, 9, 0, tzinfo=UTC)  # before the fixture clock's now
@@ -37,10 +37,27 @@ T0 = datetime(2024, 4, 1, 9, 0, tzinfo=UTC)  # before the fixture clock's now
         ("WHAT DID WILL SAY", NameUse.UNMARKED),
         ("what did ｗｉｌｌ say, Mum?", NameUse.WORD),  # width normalised, case kept
         ("willow and goodwill", None),  # no occurrence on word boundaries
+        ("When WILL my flight leave, Mum?", NameUse.UNMARKED),  # capitals throughout: shouting
     ],
 )
 def test_the_case_of_a_word_name_in_the_query_tells_how_it_is_used(query: str, use: NameUse | None) -> None:
     assert name_use("Will", query) is use
+
+
+@pytest.mark.parametrize(
+    ("query", "use"),
+    [
+        ("What happened in May?", NameUse.UNMARKED),  # a month is always capitalised
+        ("What did May say?", NameUse.UNMARKED),
+        ("What did we do in May 2023?", NameUse.WORD),  # part of a date
+        ("On 9 May we hiked, didn't we?", NameUse.WORD),
+        ("It was the 3rd of May, Mum.", NameUse.WORD),
+        ("may I ask, Mum?", NameUse.WORD),
+    ],
+)
+def test_a_month_is_a_name_only_unmarked_and_never_in_a_date(query: str, use: NameUse) -> None:
+    assert "may" in MONTH_NAMES
+    assert name_use("May", query) is use
 
 
 @pytest.mark.parametrize(
@@ -55,7 +72,10 @@ def test_a_name_of_several_words_is_a_name_even_when_each_is_a_word() -> None:
     assert name_use("Will  Hope", "when will hope come?") is NameUse.NAME
 
 
-@given(st.sampled_from(sorted(WORD_NAMES)), st.sampled_from(["Yesterday I saw", "Did you see", "Ask"]))
+@given(
+    st.sampled_from(sorted(WORD_NAMES - MONTH_NAMES)),
+    st.sampled_from(["Yesterday I saw", "Did you see", "Ask"]),
+)
 def test_every_word_name_capitalised_inside_a_sentence_is_a_name_and_lower_case_is_the_word(
     word: str, lead: str
 ) -> None:

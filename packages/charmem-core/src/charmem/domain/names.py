@@ -16,6 +16,7 @@ cue in full only then (:data:`WORD_NAMES` lists such words).
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Mapping
 from typing import Final, TypeVar
 
@@ -24,7 +25,7 @@ import attrs
 from charmem.domain.ids import MemoryId
 from charmem.domain.rules import name_spans, normalise_name, spaced, word_bounded_starts
 
-__all__ = ["WORD_NAMES", "NameAssertion", "NameIndex", "NameUse", "name_use"]
+__all__ = ["MONTH_NAMES", "WORD_NAMES", "NameAssertion", "NameIndex", "NameUse", "name_use"]
 
 K = TypeVar("K")
 
@@ -117,16 +118,23 @@ class NameUse(enum.Enum):
 #: is never one of them.
 # fmt: off
 WORD_NAMES: Final = frozenset((
-    "amber", "angel", "april", "art", "august", "autumn", "bill", "bob", "buck", "bud", "candy",
-    "carol", "chase", "chip", "cliff", "crystal", "daisy", "dale", "dawn", "destiny", "drew",
-    "duke", "earl", "faith", "forest", "frank", "gene", "ginger", "glen", "grace", "grant", "guy",
-    "harmony", "hazel", "heath", "holly", "honey", "hope", "hunter", "iris", "ivy", "jack", "jade",
-    "jay", "jewel", "joy", "june", "king", "lily", "major", "mark", "max", "may", "melody", "miles",
-    "misty", "olive", "pat", "patience", "pearl", "penny", "pierce", "rich", "river", "rob",
-    "robin", "rose", "ruby", "rusty", "sage", "sandy", "skip", "sky", "storm", "summer", "sunny",
-    "violet", "wade", "will", "winter",
+    "ace", "amber", "angel", "april", "art", "august", "autumn", "bear", "bill", "bob", "buck",
+    "bud", "bunny", "candy", "carol", "chase", "chip", "chuck", "cliff", "crystal", "daisy", "dale",
+    "dash", "dawn", "dean", "destiny", "don", "dot", "drew", "duke", "earl", "echo", "faith",
+    "forest", "frank", "gale", "gene", "ginger", "glen", "grace", "grant", "guy", "happy",
+    "harmony", "hazel", "heath", "holly", "honey", "honor", "hope", "hunter", "iris", "ivy", "jack",
+    "jade", "jay", "jewel", "joy", "june", "king", "kitty", "lark", "lily", "lucky", "major",
+    "mark", "max", "may", "melody", "mercy", "miles", "misty", "nick", "olive", "opal", "pat",
+    "patience", "pearl", "penny", "pepper", "pierce", "poppy", "raven", "ray", "reed", "rich",
+    "river", "rob", "robin", "rocky", "rod", "rose", "ruby", "rusty", "sage", "sandy", "scout",
+    "skip", "sky", "storm", "sue", "summer", "sunny", "violet", "wade", "will", "winter", "wren",
 ))
 # fmt: on
+
+#: The names among :data:`WORD_NAMES` that are months: always capitalised in English, so a capital
+#: tells nothing about them, and next to a number they are part of a date ("May 2023", "9 May").
+MONTH_NAMES: Final = frozenset(("april", "august", "june", "may"))
+_NEXT_TO_A_NUMBER: Final = re.compile(r"\d(?:st|nd|rd|th)?\s+(?:of\s+)?$|^\s*\d")
 
 #: What may stand between a sentence's end and its first word: spaces, opening quotes, brackets.
 _OPENERS: Final = " \"'\u201c\u2018([{"
@@ -141,7 +149,9 @@ def name_use(name: str, text: str) -> NameUse | None:
     :attr:`NameUse.NAME`. For one that is, each occurrence is read by the case of its first
     letter in ``text`` (width and spacing normalised, case kept): a capital that does not start a
     sentence is a name, a small letter the ordinary word, a capital starting a sentence (or a text
-    with no capitals, or no small letters) tells nothing. Any occurrence used as a name makes the
+    with no capitals, or no small letters, or the word in capitals throughout) tells nothing. A
+    month (:data:`MONTH_NAMES`) is always capitalised, so its capital tells nothing, and next to
+    a number it is part of a date: the ordinary word. Any occurrence used as a name makes the
     answer :attr:`NameUse.NAME`; else any that tells nothing makes it :attr:`NameUse.UNMARKED`.
 
     Args:
@@ -162,13 +172,20 @@ def name_use(name: str, text: str) -> NameUse | None:
     cased_text = any(c.isupper() for c in cased) and any(c.islower() for c in cased)
     if not cased_text or len(lowered) != len(cased):  # no case to read, or no way to align it
         return NameUse.UNMARKED
-    uses = {_use_at(cased, start) for start in starts}
+    uses = {_use_at(cased, start, len(needle), month=needle in MONTH_NAMES) for start in starts}
     return min(uses, key=[NameUse.NAME, NameUse.UNMARKED, NameUse.WORD].index)
 
 
-def _use_at(cased: str, start: int) -> NameUse:
-    """The use the case of ``cased[start]`` shows (:func:`name_use`)."""
-    if cased[start].islower():
+def _use_at(cased: str, start: int, length: int, *, month: bool) -> NameUse:
+    """The use the occurrence ``cased[start:start + length]`` shows (:func:`name_use`)."""
+    word = cased[start : start + length]
+    if word[0].islower():
         return NameUse.WORD
+    if month and (
+        _NEXT_TO_A_NUMBER.search(cased[:start]) or _NEXT_TO_A_NUMBER.search(cased[start + length :])
+    ):
+        return NameUse.WORD  # part of a date
+    if month or (len(word) > 1 and word.isupper()):  # a month's capital, or shouting: no evidence
+        return NameUse.UNMARKED
     before = cased[:start].rstrip(_OPENERS)
     return NameUse.UNMARKED if not before or before[-1] in _SENTENCE_ENDS else NameUse.NAME

@@ -65,13 +65,13 @@ def rank(
     obligation naming a scene participant ``policy.obligation_lead`` times; a memory that
     happened in a time-cue period ``policy.time_cue_weight`` times more; under a ``recency``
     half-life, :meth:`~charmem.domain.scoring.ScoringPolicy.recency_factor` of its age before
-    ``reference``. Then a memory a correction left behind (``recall.corrected``) scores at most
-    ``policy.corrected_source_factor`` times the lowest of what corrected it, and is signalled
-    ``corrected_source``. Last, a memory that came along with another (not recalled by the
-    query itself) scores ``policy.episode_repeat_factor`` times less per such memory of its
-    episode ranked before it (:func:`~charmem.domain.scoring.spread_discounts`,
-    :func:`_spread_group`), so the turns around one answer do not crowd out the answers of other
-    episodes. The order is :func:`~charmem.domain.scoring.rank_key`'s.
+    ``reference``. Then a memory that came along with another (not recalled by the query
+    itself) scores ``policy.episode_repeat_factor`` times less per such memory of its episode
+    ranked before it (:func:`~charmem.domain.scoring.spread_discounts`, :func:`_spread_group`),
+    so the turns around one answer do not crowd out the answers of other episodes. Last, a
+    memory a correction left behind (``recall.corrected``) scores at most
+    ``policy.corrected_source_factor`` times the lowest final score of what corrected it, and is
+    signalled ``corrected_source``. The order is :func:`~charmem.domain.scoring.rank_key`'s.
     """
     policy = recall.policy
     half_life = recall.context.recency
@@ -89,18 +89,18 @@ def rank(
             age = (reference - event_time(obj)).total_seconds()
             _apply(candidate, "recency", policy.recency_factor(age, half_life.total_seconds()))
             candidate.signals.add("recency")
-    for memory_id, by in sorted(recall.corrected.items()):
-        candidate = recall.chosen[memory_id]
-        ceiling = min(recall.chosen[i].score for i in by) * policy.corrected_source_factor
-        if candidate.score > ceiling:
-            _apply(candidate, "corrected_source", ceiling / candidate.score)
-        candidate.signals.add("corrected_source")
     ranked = sorted(recall.chosen.values(), key=_rank_key)
     groups = [_spread_group(candidate) for candidate in ranked]
     discounts = spread_discounts(groups, [c.score for c in ranked], policy.episode_repeat_factor)
     for candidate, discount in zip(ranked, discounts, strict=True):
         if discount < 1.0:
             _apply(candidate, "episode_repeat", discount)
+    for memory_id, by in sorted(recall.corrected.items()):
+        candidate = recall.chosen[memory_id]
+        ceiling = min(recall.chosen[i].score for i in by) * policy.corrected_source_factor
+        if candidate.score > ceiling:
+            _apply(candidate, "corrected_source", ceiling / candidate.score)
+        candidate.signals.add("corrected_source")
     return sorted(ranked, key=_rank_key)
 
 

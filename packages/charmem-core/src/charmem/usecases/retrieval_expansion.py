@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import (
@@ -131,11 +131,12 @@ async def corrected_sources(recall: Recall) -> None:
     """Corrections: the admitted memories a correction left behind, and what corrected them.
 
     A memory is left behind when it is a source (``derived_from``, recorded by ``as_of``) of a
-    belief that an admitted current memory supersedes (the hop :func:`currency_hop` read), and
-    a source of no current belief. What corrected it is every such successor and the
-    successors' own sources, among the admitted memories; :func:`~charmem.usecases.
-    retrieval_assembly.rank` ranks the memory below all of them. Runs no query when no admitted
-    memory supersedes another.
+    belief that an admitted current memory supersedes, directly (the hop :func:`currency_hop`
+    read) or through earlier corrections (:func:`_earlier_in_chains`), and a source of no
+    current belief. What corrected it is every such current successor and the successors' own
+    sources, among the admitted memories; :func:`~charmem.usecases.retrieval_assembly.rank`
+    ranks the memory below all of them. Runs no query when no admitted memory supersedes
+    another.
     """
     chosen = recall.chosen
     corrected = {
@@ -145,6 +146,7 @@ async def corrected_sources(recall: Recall) -> None:
     }
     if not corrected:
         return
+    await _earlier_in_chains(recall, corrected)
     successors = sorted({s for group in corrected.values() for s in group}, key=ID_ORDER)
     ends = [*sorted(corrected, key=ID_ORDER), *successors]
     sources = _sources_of(recall, await recall.graph.links_of(ends, relations=[Relation.DERIVED_FROM]))
@@ -154,6 +156,35 @@ async def corrected_sources(recall: Recall) -> None:
         by = _correctors(memory_id, corrected, sources) & chosen.keys() - {memory_id}
         if by and memory_id not in grounded:
             recall.corrected[memory_id] = frozenset(by)
+
+
+#: The most ``supersedes`` hops a correction's chain is followed back (one query each).
+MAX_CHAIN_HOPS: Final = 32
+
+
+async def _earlier_in_chains(recall: Recall, corrected: dict[MemoryId, set[MemoryId]]) -> None:
+    """Add to ``corrected`` every earlier belief of each chain, with the chain's current successors.
+
+    After Oslo -> Bergen -> Trondheim, the Oslo belief was corrected by Trondheim too: follows
+    ``supersedes`` (recorded by ``as_of``) back from each predecessor, at most
+    :data:`MAX_CHAIN_HOPS` hops; a belief met twice is followed once.
+    """
+    as_of = recall.context.as_of
+    frontier = dict(corrected)
+    for _hop in range(MAX_CHAIN_HOPS):
+        links = await recall.graph.links_of(sorted(frontier, key=ID_ORDER), relations=[Relation.SUPERSEDES])
+        earlier: dict[MemoryId, set[MemoryId]] = defaultdict(set)
+        for link in links:
+            if (
+                link.from_id in frontier
+                and link.to_id not in corrected
+                and (as_of is None or link.created_at <= as_of)
+            ):
+                earlier[link.to_id] |= frontier[link.from_id]
+        if not earlier:
+            return
+        corrected.update(earlier)
+        frontier = earlier
 
 
 def _correctors(
