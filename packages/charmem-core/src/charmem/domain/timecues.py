@@ -93,8 +93,21 @@ _ASTRONOMICAL_LAG = timedelta(days=23)
 _NUMBER_WORDS = (
     *("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
     *("eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen"),
-    *("nineteen", "twenty"),
+    "nineteen",
 )
+_TENS = ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+
+
+def _number_words() -> dict[str, int]:
+    """Number words one to ninety-nine; a compound as ``twenty-one`` or ``twenty one``."""
+    words = {word: n for n, word in enumerate(_NUMBER_WORDS, start=1)}
+    for tens, base in zip(_TENS, range(20, 100, 10), strict=True):
+        words[tens] = base
+        for unit, n in zip(_NUMBER_WORDS[:9], range(1, 10), strict=True):
+            words[f"{tens}-{unit}"] = words[f"{tens} {unit}"] = base + n
+    return words
+
+
 #: Count words -> the (fewest, most) units they mean.
 _COUNTS: Mapping[str, tuple[int, int]] = {
     "a": (1, 1),
@@ -105,13 +118,19 @@ _COUNTS: Mapping[str, tuple[int, int]] = {
     "few": (2, 4),
     "several": (3, 6),
     "couple of": (2, 2),
-    **{word: (n, n) for n, word in enumerate(_NUMBER_WORDS, start=1)},
+    **{word: (n, n) for word, n in _number_words().items()},
 }
 #: Nominal length of a unit, for the margin of a count back.
 _UNIT_DAYS = {"day": 1.0, "week": 7.0, "month": 365.25 / 12, "year": 365.25}
 
-_W = r"(?<!\w)"  # a word starts here
-_E = r"(?!\w)"  # a word ends here
+# A hyphen joined to a letter joins one word: "non-yesterday" and "twenty-one" are not
+# "yesterday" and "one". A hyphen between digits is a range ("8-9 November 2022"), one before a
+# space or another hyphen punctuation ("yesterday--the party").
+_LETTER = r"[^\W\d_]"
+_W = rf"(?<!\w)(?<!{_LETTER}-)"  # a word starts here
+_E = rf"(?!\w)(?!-{_LETTER})"  # a word ends here
+#: Before a month or season name of a year, a prefix narrows inside it: "mid-November 2022".
+_W_NAMED = r"(?<!\w)"
 _MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
@@ -272,7 +291,7 @@ def _earlier(groups: Mapping[str, str], today: date, reading: _Reading) -> Perio
 
 def _calendar(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
     offset = {"last": -1, "this": 0, "next": 1}[groups["rel"].lower()]
-    unit = groups["unit"].lower()
+    unit = groups["unit"].lower().replace("-", "")  # "week-end" is a weekend
     if unit == "weekend":
         saturday = _add(_unit_start(today, "week"), "week", offset) + timedelta(days=5)
         return _days(saturday, saturday + timedelta(days=1), reading)
@@ -317,9 +336,9 @@ def _compile(pattern: str) -> re.Pattern[str]:
 _FORMS: tuple[tuple[re.Pattern[str], Callable[[Mapping[str, str], _Reading], Period | None]], ...] = (
     (_compile(rf"{_W}(?P<y>(?:19|20)\d\d)-(?P<m>[01]\d)-(?P<d>[0-3]\d){_E}"), _iso_day),
     (_compile(rf"{_W}{_DAY} (?:of )?{_MONTH},? {_YEAR}{_E}"), _named_day),
-    (_compile(rf"{_W}{_MONTH} {_DAY},? {_YEAR}{_E}"), _named_day),
-    (_compile(rf"{_W}{_MONTH},? {_YEAR}{_E}"), _named_month),
-    (_compile(rf"{_W}{_SEASON}(?: of|,)? {_YEAR}{_E}"), _named_season),
+    (_compile(rf"{_W_NAMED}{_MONTH} {_DAY},? {_YEAR}{_E}"), _named_day),
+    (_compile(rf"{_W_NAMED}{_MONTH},? {_YEAR}{_E}"), _named_month),
+    (_compile(rf"{_W_NAMED}{_SEASON}(?: of|,)? {_YEAR}{_E}"), _named_season),
     (_compile(rf"{_W}(?P<word>the day (?:before yesterday|after tomorrow)){_E}"), _relative(_day_word)),
     (_compile(rf"{_W}(?P<word>today|tonight|yesterday|tomorrow|last night){_E}"), _relative(_day_word)),
     (_compile(rf"{_W}(?P<word>this (?:morning|afternoon|evening)){_E}"), _relative(_day_word)),
@@ -327,7 +346,10 @@ _FORMS: tuple[tuple[re.Pattern[str], Callable[[Mapping[str, str], _Reading], Per
     (_compile(rf"{_W}this time last (?P<unit>week|month|year){_E}"), _relative(_this_time_last)),
     (_compile(rf"{_W}(?:the|this) (?:past|last) (?:{_COUNT} )?{_UNIT}{_E}"), _relative(_past)),
     (_compile(rf"{_W}earlier this (?P<unit>week|month|year){_E}"), _relative(_earlier)),
-    (_compile(rf"{_W}(?P<rel>last|this|next) (?P<unit>weekend|week|month|year){_E}"), _relative(_calendar)),
+    (
+        _compile(rf"{_W}(?P<rel>last|this|next) (?P<unit>weekend|week-end|week|month|year){_E}"),
+        _relative(_calendar),
+    ),
     (_compile(rf"{_W}(?P<rel>last|next) {_WEEKDAY}{_E}"), _relative(_weekday)),
     (_compile(rf"{_W}(?P<rel>last|this|next) {_SEASON}{_E}"), _relative(_relative_season)),
     (re.compile(rf"(?<![\w/.:-]){_YEAR}(?![\w/.:-])"), _named_year),
