@@ -111,6 +111,7 @@ def around(
         ("in the last twenty-one days", around(day(2024, 2, 21), day(2024, 3, 13))),
         ("what happened yesterday--the party", around(day(2024, 3, 12), day(2024, 3, 12))),
         ("last week-end", around(day(2024, 3, 9), day(2024, 3, 10))),
+        ("at last year's party", (day(2023, 1, 1), day(2024, 1, 1))),
         ("last week", (day(2024, 3, 4), day(2024, 3, 11))),
         ("this week", (day(2024, 3, 11), day(2024, 3, 18))),
         ("next week", (day(2024, 3, 18), day(2024, 3, 25))),
@@ -264,10 +265,28 @@ def test_relative_forms_need_a_reference(text: str) -> None:
         "last week-long trip",
         "the seventy-something years ago",
         "summer-2023",
+        # "of" names another period than the one before or after the reference.
+        "the last week of June",
+        "the last month of the year",
+        "the last three months of his life",
+        "in the last week of the trip",
+        "last week of the term",
+        "next month of the lease",
+        "the last Monday of the month",
+        "the last summer of the decade",
+        "the last night of the festival",
+        "her last year of school",
     ],
 )
 def test_words_that_name_no_period(text: str) -> None:
     assert time_cues(text, reference=WEDNESDAY) == ()
+
+
+def test_the_last_week_of_a_named_month_is_that_month() -> None:
+    """The relative form is not read; the month of a year, an absolute form, still is."""
+    assert time_cues("the last week of June 2023", reference=WEDNESDAY) == (
+        (day(2023, 6, 1), day(2023, 7, 1)),
+    )
 
 
 def test_forms_in_order_of_appearance() -> None:

@@ -131,6 +131,9 @@ _W = rf"(?<!\w)(?<!{_LETTER}-)"  # a word starts here
 _E = rf"(?!\w)(?!-{_LETTER})"  # a word ends here
 #: Before a month or season name of a year, a prefix narrows inside it: "mid-November 2022".
 _W_NAMED = r"(?<!\w)"
+#: "the last week of June", "last Monday of the month": ``of`` names another period than the
+#: one before (or after) the reference, so the relative form is not read there.
+_NOT_OF = r"(?!\s+of(?!\w))"
 _MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
@@ -340,18 +343,20 @@ _FORMS: tuple[tuple[re.Pattern[str], Callable[[Mapping[str, str], _Reading], Per
     (_compile(rf"{_W_NAMED}{_MONTH},? {_YEAR}{_E}"), _named_month),
     (_compile(rf"{_W_NAMED}{_SEASON}(?: of|,)? {_YEAR}{_E}"), _named_season),
     (_compile(rf"{_W}(?P<word>the day (?:before yesterday|after tomorrow)){_E}"), _relative(_day_word)),
-    (_compile(rf"{_W}(?P<word>today|tonight|yesterday|tomorrow|last night){_E}"), _relative(_day_word)),
+    (_compile(rf"{_W}(?P<word>today|tonight|yesterday|tomorrow){_E}"), _relative(_day_word)),
+    (_compile(rf"{_W}(?P<word>last night){_E}{_NOT_OF}"), _relative(_day_word)),
     (_compile(rf"{_W}(?P<word>this (?:morning|afternoon|evening)){_E}"), _relative(_day_word)),
     (_compile(rf"{_W}{_COUNT} {_UNIT} ago{_E}"), _relative(_ago)),
     (_compile(rf"{_W}this time last (?P<unit>week|month|year){_E}"), _relative(_this_time_last)),
-    (_compile(rf"{_W}(?:the|this) (?:past|last) (?:{_COUNT} )?{_UNIT}{_E}"), _relative(_past)),
+    (_compile(rf"{_W}(?:the|this) past (?:{_COUNT} )?{_UNIT}{_E}"), _relative(_past)),
+    (_compile(rf"{_W}(?:the|this) last (?:{_COUNT} )?{_UNIT}{_E}{_NOT_OF}"), _relative(_past)),
     (_compile(rf"{_W}earlier this (?P<unit>week|month|year){_E}"), _relative(_earlier)),
     (
-        _compile(rf"{_W}(?P<rel>last|this|next) (?P<unit>weekend|week-end|week|month|year){_E}"),
+        _compile(rf"{_W}(?P<rel>last|this|next) (?P<unit>weekend|week-end|week|month|year){_E}{_NOT_OF}"),
         _relative(_calendar),
     ),
-    (_compile(rf"{_W}(?P<rel>last|next) {_WEEKDAY}{_E}"), _relative(_weekday)),
-    (_compile(rf"{_W}(?P<rel>last|this|next) {_SEASON}{_E}"), _relative(_relative_season)),
+    (_compile(rf"{_W}(?P<rel>last|next) {_WEEKDAY}{_E}{_NOT_OF}"), _relative(_weekday)),
+    (_compile(rf"{_W}(?P<rel>last|this|next) {_SEASON}{_E}{_NOT_OF}"), _relative(_relative_season)),
     (re.compile(rf"(?<![\w/.:-]){_YEAR}(?![\w/.:-])"), _named_year),
 )
 
