@@ -138,7 +138,7 @@ def around(
         ("last summer", (day(2023, 6, 1), day(2023, 9, 24))),
         ("this summer", (day(2024, 6, 1), day(2024, 9, 24))),
         ("next summer", (day(2024, 6, 1), day(2024, 9, 24))),
-        ("last winter", (day(2023, 12, 1), day(2024, 3, 24))),
+        ("last winter", (day(2022, 12, 1), day(2023, 3, 24))),
         ("this winter", (day(2023, 12, 1), day(2024, 3, 24))),
         ("next winter", (day(2024, 12, 1), day(2025, 3, 24))),
         ("last spring", (day(2023, 3, 1), day(2023, 6, 24))),
@@ -198,6 +198,14 @@ def test_a_season_of_a_year_needs_no_reference(text: str, period: tuple[datetime
         (datetime(2023, 10, 3, tzinfo=UTC), "this summer", (day(2023, 6, 1), day(2023, 9, 24))),
         (datetime(2023, 10, 3, tzinfo=UTC), "this winter", (day(2023, 12, 1), day(2024, 3, 24))),
         (datetime(2024, 1, 20, tzinfo=UTC), "last winter", (day(2022, 12, 1), day(2023, 3, 24))),
+        # "last": the latest season whose whole period (to its astronomical end, the 24th) is
+        # over; no flip at the meteorological end (1 March) while it is still winter.
+        (datetime(2024, 2, 29, tzinfo=UTC), "last winter", (day(2022, 12, 1), day(2023, 3, 24))),
+        (datetime(2024, 3, 1, tzinfo=UTC), "last winter", (day(2022, 12, 1), day(2023, 3, 24))),
+        (datetime(2024, 3, 23, 23, tzinfo=UTC), "last winter", (day(2022, 12, 1), day(2023, 3, 24))),
+        (datetime(2024, 3, 24, tzinfo=UTC), "last winter", (day(2023, 12, 1), day(2024, 3, 24))),
+        (datetime(2023, 9, 23, tzinfo=UTC), "last summer", (day(2022, 6, 1), day(2022, 9, 24))),
+        (datetime(2023, 9, 24, tzinfo=UTC), "last summer", (day(2023, 6, 1), day(2023, 9, 24))),
     ],
 )
 def test_calendar_edges(reference: datetime, text: str, period: tuple[datetime, datetime]) -> None:

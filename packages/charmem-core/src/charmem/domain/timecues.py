@@ -305,8 +305,8 @@ def _calendar(groups: Mapping[str, str], today: date, reading: _Reading) -> Peri
 def _relative_season(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
     season, rel = groups["season"].lower(), groups["rel"].lower()
     spans = {year: _season_span(season, year) for year in range(today.year - 2, today.year + 2)}
-    if rel == "last":
-        year = max(year for year, (_start, end) in spans.items() if end <= today)
+    if rel == "last":  # the latest whose whole period, to its astronomical end, is over
+        year = max(year for year, (_start, end) in spans.items() if end + _ASTRONOMICAL_LAG <= today)
     elif rel == "next":
         year = min(year for year, (start, _end) in spans.items() if start > today)
     else:
