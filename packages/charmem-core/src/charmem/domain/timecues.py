@@ -271,15 +271,26 @@ def _weekday(groups: Mapping[str, str], today: date, reading: _Reading) -> Perio
     return _days(day, day, reading)
 
 
+def _count_margin(unit: str, reading: _Reading) -> timedelta:
+    """How far a day counted back in ``unit`` extends on each side: at least the day margin."""
+    return max(reading.day_margin, timedelta(days=_UNIT_DAYS[unit] * reading.count_margin))
+
+
 def _ago(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
     fewest, most = _count(groups["count"])
     unit = groups["unit"].lower()
-    margin = max(reading.day_margin, timedelta(days=_UNIT_DAYS[unit] * reading.count_margin))
+    margin = _count_margin(unit, reading)
     return _days(_add(today, unit, -most), _add(today, unit, -fewest), reading, margin)
 
 
+#: The next smaller unit: "this time last year" is the same date a year back, to the month.
+_FINER = {"week": "day", "month": "week", "year": "month"}
+
+
 def _this_time_last(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
-    return _ago({"count": "a", "unit": groups["unit"]}, today, reading)
+    unit = groups["unit"].lower()
+    day = _add(today, unit, -1)
+    return _days(day, day, reading, _count_margin(_FINER[unit], reading))
 
 
 def _past(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
