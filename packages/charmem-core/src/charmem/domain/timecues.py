@@ -18,8 +18,9 @@ Relative forms, read only against a reference time (its own calendar and time zo
   night``, ``the day before yesterday``, ``tomorrow``, ``the day after tomorrow``, ``last
   Monday`` (the latest Monday before the reference day), ``next Friday`` (the first after it);
 * a count back: ``3 days ago``, ``two weeks ago``, ``a month ago``, ``a couple of years ago``,
-  ``a few weeks ago`` (2-4), ``several months ago`` (3-6), ``this time last year`` (a year ago);
-  numbers as digits or words up to twenty;
+  ``a few weeks ago`` (2-4), ``several months ago`` (3-6), ``this time last year`` (the same
+  date a year back); numbers as digits or words up to ninety-nine (``twenty-one``, ``twenty
+  one``);
 * a span up to the reference day: ``the past week``, ``the last three months``, ``this past
   year``, ``earlier this week|month|year``;
 * a calendar period: ``last|this|next week|weekend|month|year`` (ISO weeks, Monday to Sunday; a
@@ -29,12 +30,22 @@ Relative forms, read only against a reference time (its own calendar and time zo
 How wide each period is grows with how vague its words are. A day is the day widened by
 ``time_cue_day_margin`` on each side (time zones). A count back is the day that many units
 before the reference day, widened by ``time_cue_count_margin`` of the unit on each side (at
-least the day margin): "two months ago" covers what rounds to two months. A calendar period is
-its span; a season runs from its meteorological start (1 March, June, September, December:
-northern hemisphere) to the end of its astronomical span (the next equinox or solstice), so both
-readings of "summer" are inside. A winter belongs to the year it starts in (``winter 2022`` is
-December 2022 to March 2023). ``this summer`` is the summer nearest the reference day, ``last
-summer`` the latest that ended by it, ``next summer`` the first that starts after it.
+least the day margin): "two months ago" covers what rounds to two months. ``this time last
+year|month|week`` is the same date one unit back widened by the count margin of the next smaller
+unit (a month, a week, a day; at least the day margin): around that date, not anywhere in that
+year. A calendar period is its span; a season runs from its meteorological start (1 March, June,
+September, December: northern hemisphere) to the end of its astronomical span (the next equinox
+or solstice), so both readings of "summer" are inside. A winter belongs to the year it starts in
+(``winter 2022`` is December 2022 to March 2023). ``this summer`` is the summer nearest the
+reference day, ``last summer`` the latest whose whole period (to its astronomical end) is over
+by it, ``next summer`` the first that starts after it: on 13 March 2024 winter is still running,
+so ``last winter`` is December 2022 to March 2023 until 24 March.
+
+Words are whole words; a hyphen joined to a letter joins one word ("twenty-one" is not "one",
+"non-yesterday" not "yesterday"), while a prefix before a month or season of a year narrows
+inside it ("mid-November 2022" is November 2022). A calendar period, weekday, season, ``last
+night`` or ``the last ...`` span followed by ``of`` names another period ("the last week of
+June", "her last year of school") and is not read.
 
 Left alone, because reading them would be a guess: dates without a year ("on 9 November"),
 weekday names without ``last``/``next``, counts forward ("in two weeks"), and vague words
@@ -283,7 +294,7 @@ def _ago(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
     return _days(_add(today, unit, -most), _add(today, unit, -fewest), reading, margin)
 
 
-#: The next smaller unit: "this time last year" is the same date a year back, to the month.
+#: The next smaller unit, whose count margin widens "this time last <unit>" (the same date).
 _FINER = {"week": "day", "month": "week", "year": "month"}
 
 
