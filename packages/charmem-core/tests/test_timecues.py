@@ -114,6 +114,7 @@ def around(
         ("what happened yesterday--the party", around(day(2024, 3, 12), day(2024, 3, 12))),
         ("last week-end", around(day(2024, 3, 9), day(2024, 3, 10))),
         ("at last year's party", (day(2023, 1, 1), day(2024, 1, 1))),
+        ("we met last week of course", (day(2024, 3, 4), day(2024, 3, 11))),
         ("last week", (day(2024, 3, 4), day(2024, 3, 11))),
         ("this week", (day(2024, 3, 11), day(2024, 3, 18))),
         ("next week", (day(2024, 3, 18), day(2024, 3, 25))),

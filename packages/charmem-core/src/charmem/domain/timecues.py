@@ -143,8 +143,9 @@ _E = rf"(?!\w)(?!-{_LETTER})"  # a word ends here
 #: Before a month or season name of a year, a prefix narrows inside it: "mid-November 2022".
 _W_NAMED = r"(?<!\w)"
 #: "the last week of June", "last Monday of the month": ``of`` names another period than the
-#: one before (or after) the reference, so the relative form is not read there.
-_NOT_OF = r"(?!\s+of(?!\w))"
+#: one before (or after) the reference, so the relative form is not read there ("of course"
+#: names nothing).
+_NOT_OF = r"(?!\s+of(?!\w)(?!\s+course(?!\w)))"
 _MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
