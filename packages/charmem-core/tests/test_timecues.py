@@ -23,6 +23,10 @@ def day(y: int, m: int, d: int) -> datetime:
         ("What did Nate make on 9 November, 2022?", [(day(2022, 11, 8), day(2022, 11, 11))]),
         ("on November 9th 2022", [(day(2022, 11, 8), day(2022, 11, 11))]),
         ("on 9 Nov. 2022", [(day(2022, 11, 8), day(2022, 11, 11))]),
+        # A prefix narrows inside the month or season; a hyphen between digits is a range.
+        ("in mid-November 2022", [(day(2022, 11, 1), day(2022, 12, 1))]),
+        ("the late-summer 2023 trip", [(day(2023, 6, 1), day(2023, 9, 24))]),
+        ("on 8-9 November 2022", [(day(2022, 11, 8), day(2022, 11, 11))]),
         ("the note of 2022-11-09", [(day(2022, 11, 8), day(2022, 11, 11))]),
         ("Which city did John recommend in January 2024?", [(day(2024, 1, 1), day(2024, 2, 1))]),
         ("in December, 2023", [(day(2023, 12, 1), day(2024, 1, 1))]),
@@ -98,7 +102,19 @@ def around(
         ("several months ago", around(day(2023, 9, 13), day(2023, 12, 13), timedelta(days=365.25 / 24))),
         ("an year ago", around(day(2023, 3, 13), day(2023, 3, 13), timedelta(days=365.25 / 2))),
         ("10 years ago", around(day(2014, 3, 13), day(2014, 3, 13), timedelta(days=365.25 / 2))),
-        ("this time last year", around(day(2023, 3, 13), day(2023, 3, 13), timedelta(days=365.25 / 2))),
+        ("this time last year", around(day(2023, 3, 13), day(2023, 3, 13), timedelta(days=365.25 / 24))),
+        ("this time last month", around(day(2024, 2, 13), day(2024, 2, 13), timedelta(days=3.5))),
+        ("this time last week", around(day(2024, 3, 6), day(2024, 3, 6))),
+        ("twenty-one days ago", around(day(2024, 2, 21), day(2024, 2, 21))),
+        ("twenty one days ago", around(day(2024, 2, 21), day(2024, 2, 21))),
+        ("Twenty-Two years ago", around(day(2002, 3, 13), day(2002, 3, 13), timedelta(days=365.25 / 2))),
+        ("ninety-nine days ago", around(day(2023, 12, 5), day(2023, 12, 5))),
+        ("thirty days ago", around(day(2024, 2, 12), day(2024, 2, 12))),
+        ("in the last twenty-one days", around(day(2024, 2, 21), day(2024, 3, 13))),
+        ("what happened yesterday--the party", around(day(2024, 3, 12), day(2024, 3, 12))),
+        ("last week-end", around(day(2024, 3, 9), day(2024, 3, 10))),
+        ("at last year's party", (day(2023, 1, 1), day(2024, 1, 1))),
+        ("we met last week of course", (day(2024, 3, 4), day(2024, 3, 11))),
         ("last week", (day(2024, 3, 4), day(2024, 3, 11))),
         ("this week", (day(2024, 3, 11), day(2024, 3, 18))),
         ("next week", (day(2024, 3, 18), day(2024, 3, 25))),
@@ -125,7 +141,7 @@ def around(
         ("last summer", (day(2023, 6, 1), day(2023, 9, 24))),
         ("this summer", (day(2024, 6, 1), day(2024, 9, 24))),
         ("next summer", (day(2024, 6, 1), day(2024, 9, 24))),
-        ("last winter", (day(2023, 12, 1), day(2024, 3, 24))),
+        ("last winter", (day(2022, 12, 1), day(2023, 3, 24))),
         ("this winter", (day(2023, 12, 1), day(2024, 3, 24))),
         ("next winter", (day(2024, 12, 1), day(2025, 3, 24))),
         ("last spring", (day(2023, 3, 1), day(2023, 6, 24))),
@@ -185,6 +201,14 @@ def test_a_season_of_a_year_needs_no_reference(text: str, period: tuple[datetime
         (datetime(2023, 10, 3, tzinfo=UTC), "this summer", (day(2023, 6, 1), day(2023, 9, 24))),
         (datetime(2023, 10, 3, tzinfo=UTC), "this winter", (day(2023, 12, 1), day(2024, 3, 24))),
         (datetime(2024, 1, 20, tzinfo=UTC), "last winter", (day(2022, 12, 1), day(2023, 3, 24))),
+        # "last": the latest season whose whole period (to its astronomical end, the 24th) is
+        # over; no flip at the meteorological end (1 March) while it is still winter.
+        (datetime(2024, 2, 29, tzinfo=UTC), "last winter", (day(2022, 12, 1), day(2023, 3, 24))),
+        (datetime(2024, 3, 1, tzinfo=UTC), "last winter", (day(2022, 12, 1), day(2023, 3, 24))),
+        (datetime(2024, 3, 23, 23, tzinfo=UTC), "last winter", (day(2022, 12, 1), day(2023, 3, 24))),
+        (datetime(2024, 3, 24, tzinfo=UTC), "last winter", (day(2023, 12, 1), day(2024, 3, 24))),
+        (datetime(2023, 9, 23, tzinfo=UTC), "last summer", (day(2022, 6, 1), day(2022, 9, 24))),
+        (datetime(2023, 9, 24, tzinfo=UTC), "last summer", (day(2023, 6, 1), day(2023, 9, 24))),
     ],
 )
 def test_calendar_edges(reference: datetime, text: str, period: tuple[datetime, datetime]) -> None:
@@ -242,10 +266,38 @@ def test_relative_forms_need_a_reference(text: str) -> None:
         "several days",
         "the next meeting",
         "in two weeks",
+        # A hyphen between letters joins one word.
+        "non-yesterday",
+        "pre-yesterday",
+        "yesterday-ish",
+        "the non-today list",
+        "a one-two days ago",
+        "ex-last week",
+        "last week-long trip",
+        "the seventy-something years ago",
+        "summer-2023",
+        # "of" names another period than the one before or after the reference.
+        "the last week of June",
+        "the last month of the year",
+        "the last three months of his life",
+        "in the last week of the trip",
+        "last week of the term",
+        "next month of the lease",
+        "the last Monday of the month",
+        "the last summer of the decade",
+        "the last night of the festival",
+        "her last year of school",
     ],
 )
 def test_words_that_name_no_period(text: str) -> None:
     assert time_cues(text, reference=WEDNESDAY) == ()
+
+
+def test_the_last_week_of_a_named_month_is_that_month() -> None:
+    """The relative form is not read; the month of a year, an absolute form, still is."""
+    assert time_cues("the last week of June 2023", reference=WEDNESDAY) == (
+        (day(2023, 6, 1), day(2023, 7, 1)),
+    )
 
 
 def test_forms_in_order_of_appearance() -> None:

@@ -18,8 +18,9 @@ Relative forms, read only against a reference time (its own calendar and time zo
   night``, ``the day before yesterday``, ``tomorrow``, ``the day after tomorrow``, ``last
   Monday`` (the latest Monday before the reference day), ``next Friday`` (the first after it);
 * a count back: ``3 days ago``, ``two weeks ago``, ``a month ago``, ``a couple of years ago``,
-  ``a few weeks ago`` (2-4), ``several months ago`` (3-6), ``this time last year`` (a year ago);
-  numbers as digits or words up to twenty;
+  ``a few weeks ago`` (2-4), ``several months ago`` (3-6), ``this time last year`` (the same
+  date a year back); numbers as digits or words up to ninety-nine (``twenty-one``, ``twenty
+  one``);
 * a span up to the reference day: ``the past week``, ``the last three months``, ``this past
   year``, ``earlier this week|month|year``;
 * a calendar period: ``last|this|next week|weekend|month|year`` (ISO weeks, Monday to Sunday; a
@@ -29,12 +30,22 @@ Relative forms, read only against a reference time (its own calendar and time zo
 How wide each period is grows with how vague its words are. A day is the day widened by
 ``time_cue_day_margin`` on each side (time zones). A count back is the day that many units
 before the reference day, widened by ``time_cue_count_margin`` of the unit on each side (at
-least the day margin): "two months ago" covers what rounds to two months. A calendar period is
-its span; a season runs from its meteorological start (1 March, June, September, December:
-northern hemisphere) to the end of its astronomical span (the next equinox or solstice), so both
-readings of "summer" are inside. A winter belongs to the year it starts in (``winter 2022`` is
-December 2022 to March 2023). ``this summer`` is the summer nearest the reference day, ``last
-summer`` the latest that ended by it, ``next summer`` the first that starts after it.
+least the day margin): "two months ago" covers what rounds to two months. ``this time last
+year|month|week`` is the same date one unit back widened by the count margin of the next smaller
+unit (a month, a week, a day; at least the day margin): around that date, not anywhere in that
+year. A calendar period is its span; a season runs from its meteorological start (1 March, June,
+September, December: northern hemisphere) to the end of its astronomical span (the next equinox
+or solstice), so both readings of "summer" are inside. A winter belongs to the year it starts in
+(``winter 2022`` is December 2022 to March 2023). ``this summer`` is the summer nearest the
+reference day, ``last summer`` the latest whose whole period (to its astronomical end) is over
+by it, ``next summer`` the first that starts after it: on 13 March 2024 winter is still running,
+so ``last winter`` is December 2022 to March 2023 until 24 March.
+
+Words are whole words; a hyphen joined to a letter joins one word ("twenty-one" is not "one",
+"non-yesterday" not "yesterday"), while a prefix before a month or season of a year narrows
+inside it ("mid-November 2022" is November 2022). A calendar period, weekday, season, ``last
+night`` or ``the last ...`` span followed by ``of`` names another period ("the last week of
+June", "her last year of school") and is not read.
 
 Left alone, because reading them would be a guess: dates without a year ("on 9 November"),
 weekday names without ``last``/``next``, counts forward ("in two weeks"), and vague words
@@ -93,8 +104,21 @@ _ASTRONOMICAL_LAG = timedelta(days=23)
 _NUMBER_WORDS = (
     *("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
     *("eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen"),
-    *("nineteen", "twenty"),
+    "nineteen",
 )
+_TENS = ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+
+
+def _number_words() -> dict[str, int]:
+    """Number words one to ninety-nine; a compound as ``twenty-one`` or ``twenty one``."""
+    words = {word: n for n, word in enumerate(_NUMBER_WORDS, start=1)}
+    for tens, base in zip(_TENS, range(20, 100, 10), strict=True):
+        words[tens] = base
+        for unit, n in zip(_NUMBER_WORDS[:9], range(1, 10), strict=True):
+            words[f"{tens}-{unit}"] = words[f"{tens} {unit}"] = base + n
+    return words
+
+
 #: Count words -> the (fewest, most) units they mean.
 _COUNTS: Mapping[str, tuple[int, int]] = {
     "a": (1, 1),
@@ -105,13 +129,23 @@ _COUNTS: Mapping[str, tuple[int, int]] = {
     "few": (2, 4),
     "several": (3, 6),
     "couple of": (2, 2),
-    **{word: (n, n) for n, word in enumerate(_NUMBER_WORDS, start=1)},
+    **{word: (n, n) for word, n in _number_words().items()},
 }
 #: Nominal length of a unit, for the margin of a count back.
 _UNIT_DAYS = {"day": 1.0, "week": 7.0, "month": 365.25 / 12, "year": 365.25}
 
-_W = r"(?<!\w)"  # a word starts here
-_E = r"(?!\w)"  # a word ends here
+# A hyphen joined to a letter joins one word: "non-yesterday" and "twenty-one" are not
+# "yesterday" and "one". A hyphen between digits is a range ("8-9 November 2022"), one before a
+# space or another hyphen punctuation ("yesterday--the party").
+_LETTER = r"[^\W\d_]"
+_W = rf"(?<!\w)(?<!{_LETTER}-)"  # a word starts here
+_E = rf"(?!\w)(?!-{_LETTER})"  # a word ends here
+#: Before a month or season name of a year, a prefix narrows inside it: "mid-November 2022".
+_W_NAMED = r"(?<!\w)"
+#: "the last week of June", "last Monday of the month": ``of`` names another period than the
+#: one before (or after) the reference, so the relative form is not read there ("of course"
+#: names nothing).
+_NOT_OF = r"(?!\s+of(?!\w)(?!\s+course(?!\w)))"
 _MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
@@ -249,15 +283,26 @@ def _weekday(groups: Mapping[str, str], today: date, reading: _Reading) -> Perio
     return _days(day, day, reading)
 
 
+def _count_margin(unit: str, reading: _Reading) -> timedelta:
+    """How far a day counted back in ``unit`` extends on each side: at least the day margin."""
+    return max(reading.day_margin, timedelta(days=_UNIT_DAYS[unit] * reading.count_margin))
+
+
 def _ago(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
     fewest, most = _count(groups["count"])
     unit = groups["unit"].lower()
-    margin = max(reading.day_margin, timedelta(days=_UNIT_DAYS[unit] * reading.count_margin))
+    margin = _count_margin(unit, reading)
     return _days(_add(today, unit, -most), _add(today, unit, -fewest), reading, margin)
 
 
+#: The next smaller unit, whose count margin widens "this time last <unit>" (the same date).
+_FINER = {"week": "day", "month": "week", "year": "month"}
+
+
 def _this_time_last(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
-    return _ago({"count": "a", "unit": groups["unit"]}, today, reading)
+    unit = groups["unit"].lower()
+    day = _add(today, unit, -1)
+    return _days(day, day, reading, _count_margin(_FINER[unit], reading))
 
 
 def _past(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
@@ -272,7 +317,7 @@ def _earlier(groups: Mapping[str, str], today: date, reading: _Reading) -> Perio
 
 def _calendar(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
     offset = {"last": -1, "this": 0, "next": 1}[groups["rel"].lower()]
-    unit = groups["unit"].lower()
+    unit = groups["unit"].lower().replace("-", "")  # "week-end" is a weekend
     if unit == "weekend":
         saturday = _add(_unit_start(today, "week"), "week", offset) + timedelta(days=5)
         return _days(saturday, saturday + timedelta(days=1), reading)
@@ -283,8 +328,8 @@ def _calendar(groups: Mapping[str, str], today: date, reading: _Reading) -> Peri
 def _relative_season(groups: Mapping[str, str], today: date, reading: _Reading) -> Period:
     season, rel = groups["season"].lower(), groups["rel"].lower()
     spans = {year: _season_span(season, year) for year in range(today.year - 2, today.year + 2)}
-    if rel == "last":
-        year = max(year for year, (_start, end) in spans.items() if end <= today)
+    if rel == "last":  # the latest whose whole period, to its astronomical end, is over
+        year = max(year for year, (_start, end) in spans.items() if end + _ASTRONOMICAL_LAG <= today)
     elif rel == "next":
         year = min(year for year, (start, _end) in spans.items() if start > today)
     else:
@@ -317,19 +362,24 @@ def _compile(pattern: str) -> re.Pattern[str]:
 _FORMS: tuple[tuple[re.Pattern[str], Callable[[Mapping[str, str], _Reading], Period | None]], ...] = (
     (_compile(rf"{_W}(?P<y>(?:19|20)\d\d)-(?P<m>[01]\d)-(?P<d>[0-3]\d){_E}"), _iso_day),
     (_compile(rf"{_W}{_DAY} (?:of )?{_MONTH},? {_YEAR}{_E}"), _named_day),
-    (_compile(rf"{_W}{_MONTH} {_DAY},? {_YEAR}{_E}"), _named_day),
-    (_compile(rf"{_W}{_MONTH},? {_YEAR}{_E}"), _named_month),
-    (_compile(rf"{_W}{_SEASON}(?: of|,)? {_YEAR}{_E}"), _named_season),
+    (_compile(rf"{_W_NAMED}{_MONTH} {_DAY},? {_YEAR}{_E}"), _named_day),
+    (_compile(rf"{_W_NAMED}{_MONTH},? {_YEAR}{_E}"), _named_month),
+    (_compile(rf"{_W_NAMED}{_SEASON}(?: of|,)? {_YEAR}{_E}"), _named_season),
     (_compile(rf"{_W}(?P<word>the day (?:before yesterday|after tomorrow)){_E}"), _relative(_day_word)),
-    (_compile(rf"{_W}(?P<word>today|tonight|yesterday|tomorrow|last night){_E}"), _relative(_day_word)),
+    (_compile(rf"{_W}(?P<word>today|tonight|yesterday|tomorrow){_E}"), _relative(_day_word)),
+    (_compile(rf"{_W}(?P<word>last night){_E}{_NOT_OF}"), _relative(_day_word)),
     (_compile(rf"{_W}(?P<word>this (?:morning|afternoon|evening)){_E}"), _relative(_day_word)),
     (_compile(rf"{_W}{_COUNT} {_UNIT} ago{_E}"), _relative(_ago)),
     (_compile(rf"{_W}this time last (?P<unit>week|month|year){_E}"), _relative(_this_time_last)),
-    (_compile(rf"{_W}(?:the|this) (?:past|last) (?:{_COUNT} )?{_UNIT}{_E}"), _relative(_past)),
+    (_compile(rf"{_W}(?:the|this) past (?:{_COUNT} )?{_UNIT}{_E}"), _relative(_past)),
+    (_compile(rf"{_W}(?:the|this) last (?:{_COUNT} )?{_UNIT}{_E}{_NOT_OF}"), _relative(_past)),
     (_compile(rf"{_W}earlier this (?P<unit>week|month|year){_E}"), _relative(_earlier)),
-    (_compile(rf"{_W}(?P<rel>last|this|next) (?P<unit>weekend|week|month|year){_E}"), _relative(_calendar)),
-    (_compile(rf"{_W}(?P<rel>last|next) {_WEEKDAY}{_E}"), _relative(_weekday)),
-    (_compile(rf"{_W}(?P<rel>last|this|next) {_SEASON}{_E}"), _relative(_relative_season)),
+    (
+        _compile(rf"{_W}(?P<rel>last|this|next) (?P<unit>weekend|week-end|week|month|year){_E}{_NOT_OF}"),
+        _relative(_calendar),
+    ),
+    (_compile(rf"{_W}(?P<rel>last|next) {_WEEKDAY}{_E}{_NOT_OF}"), _relative(_weekday)),
+    (_compile(rf"{_W}(?P<rel>last|this|next) {_SEASON}{_E}{_NOT_OF}"), _relative(_relative_season)),
     (re.compile(rf"(?<![\w/.:-]){_YEAR}(?![\w/.:-])"), _named_year),
 )
 
