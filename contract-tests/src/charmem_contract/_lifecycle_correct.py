@@ -288,7 +288,7 @@ class LifecycleCorrectionTests(LifecycleSteps):
         stored = cast(DerivedMemory, (await stores_of(memory).graph.get_objects([new]))[new])
         assert stored.given_by_application
         assert stored.source_ids == ()
-        assert [a.predicate.name for a in stored.assertions] == ["Carol"]
+        assert [a.predicate for a in stored.assertions] == [KnownAs("Carol")]
         [record] = await stores_of(memory).graph.get_records([belief])
         assert record.external_refs == ("application:name-change",)
         pack = await memory.retrieve(RetrievalContext(query="Carol", focus_entity_ids=[notion]))
