@@ -97,6 +97,43 @@ class LifecycleCorrectionTests(LifecycleSteps):
         assert claim not in await stores_of(memory).vectors.point_ids()
         assert replacement_id in await stores_of(memory).vectors.point_ids()
 
+    async def test_what_a_chain_of_corrections_left_behind_ranks_below_the_last_correction(
+        self, memory: Any
+    ) -> None:
+        """Oslo, then Bergen, then Trondheim, each correction grounded on the utterance that told
+        it: for a question about where the character lives, the Oslo and Bergen utterances (still
+        current: utterances are never superseded) rank below the Trondheim correction and its
+        source, with the signal ``corrected_source``.
+
+        If this fails: ``links_of`` must return ``supersedes`` and ``derived_from`` links from
+        either end, and ``currency`` the status of every belief in the chain.
+        """
+        _episode, oslo, target = await self._grounded_belief(
+            memory, "I live in the flat by the harbour in Oslo.", "Lives in Oslo."
+        )
+        told: list[MemoryId] = [oslo]
+        for said, fact in [
+            ("We moved to Bergen; I live there now.", "Lives in Bergen now."),
+            ("We relocated to Trondheim last month.", "Lives in Trondheim now."),
+        ]:
+            moved = await memory.remember(RememberInput(said, occurred_at=T0))
+            told.append(moved.object_ids[1])
+            outcome = await memory.correct(
+                CorrectMemoryDraft(
+                    CorrectionTarget.derived_memory(target),
+                    "Moved.",
+                    correction_origin=SourceProvenanceReference(observation_ids=[told[-1]]),
+                ).with_replacement(ReplacementDerivedMemoryDraft(DerivedType.CORRECTION, fact))
+            )
+            [target] = outcome.replacement_ids
+        pack = await memory.retrieve("Where do I live now: in the flat by the harbour in Oslo?")
+        order = [item.id for item in pack.items]
+        assert target in order and told[-1] in order
+        for left_behind in told[:-1]:
+            assert left_behind in order
+            assert order.index(left_behind) > max(order.index(target), order.index(told[-1]))
+            assert "corrected_source" in pack.items[order.index(left_behind)].signals
+
     async def test_replaying_a_correction_creates_no_second_replacement_or_link(self, memory: Any) -> None:
         """Replacement ids derive from the target and the replacement's content, so replaying a
         correction (even at another time) writes nothing new.

@@ -210,6 +210,24 @@ class LifecycleContract(
         exact = await memory.retrieve("straße")
         assert [i for i in exact.items if "named_notion" in i.signals and street in i.entity_ids]
 
+    async def test_a_name_that_is_an_ordinary_word_counts_where_the_query_means_the_name(
+        self, memory: Any
+    ) -> None:
+        """A notion known as "Will": "When will my flight leave?" uses the word, and brings none
+        of Will's memories through the name; "What did Will say?" means the name.
+
+        If this fails: ``name_index`` must return every KnownAs assertion with its name as
+        spelled (the case of the query is read against it).
+        """
+        will, _b = await self._notion_with_name(memory, "Will")
+        await memory.remember(
+            RememberInput("Our chat about gardening tools.", occurred_at=T0, mentioned_entity_ids=[will])
+        )
+        word = await memory.retrieve("When will my flight leave?")
+        assert not [i for i in word.items if "named_notion" in i.signals]
+        name = await memory.retrieve("What did Will say?")
+        assert [i for i in name.items if "named_notion" in i.signals and will in i.entity_ids]
+
     async def test_as_of_shows_what_the_character_believed_then(self, memory: Any) -> None:
         """``as_of`` reads lifecycle records at their record time: before a correction the old
         belief is current; after it, the replacement.
