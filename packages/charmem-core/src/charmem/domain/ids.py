@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import operator
+import threading
 import uuid
+import weakref
 from typing import Any, Final
 
 import attrs
@@ -37,7 +39,45 @@ def _to_uuid(value: Any) -> uuid.UUID:
     )
 
 
-@attrs.frozen(repr=False, cache_hash=True)
+class _Live(weakref.ref["MemoryId"]):
+    """The weak reference :data:`_LIVE` holds to a live id, with the key it is held under."""
+
+    __slots__ = ("key",)
+    key: int
+
+
+#: The one live :class:`MemoryId` per UUID integer (weakly held: an id no one holds is dropped).
+_LIVE: Final[dict[int, _Live]] = {}
+#: Serialises making a new id; re-entrant because a collection it triggers may drop ids.
+_MAKING: Final = threading.RLock()
+
+
+def _forget(ref: _Live, live: dict[int, _Live] = _LIVE, lock: threading.RLock = _MAKING) -> None:
+    """Drop a dead id's entry (a weakref callback; its globals are bound for interpreter exit)."""
+    with lock:
+        if live.get(ref.key) is ref:
+            del live[ref.key]
+
+
+def _make(value: Any) -> MemoryId:
+    """The live id of ``value``, made (under :data:`_MAKING`) unless one exists.
+
+    Raises:
+        DraftValidationError: the value is not a UUID.
+    """
+    found = _to_uuid(value)
+    with _MAKING:
+        ref = _LIVE.get(found.int)
+        made = None if ref is None else ref()
+        if made is None:
+            made = object.__new__(MemoryId)
+            object.__setattr__(made, "value", found)
+            ref = _LIVE[found.int] = _Live(made, _forget)
+            ref.key = found.int
+        return made
+
+
+@attrs.frozen(repr=False, eq=False, init=False)
 class MemoryId:
     """The id of a memory object or link: a UUID, unique across all object types.
 
@@ -45,11 +85,39 @@ class MemoryId:
     canonical lowercase hyphenated form. Ids order by their canonical string, the tie-breaker of
     every canonical ordering in charmem.
 
+    Ids are interned: the process holds one live ``MemoryId`` per UUID, however it was made (a
+    UUID, a string, :meth:`deterministic`, unpickling, :mod:`copy`, :func:`attrs.evolve`), so two
+    ids are equal exactly when they are the same object, and equality and hashing are Python's own
+    identity operations, done in C. Ids are hashed and compared thousands of times per retrieve;
+    attrs' generated ``__eq__``/``__hash__`` made each a Python-level call (measured). A hash is
+    therefore not stable across processes (it never was: attrs salts it with a string hash).
+
     Raises:
         DraftValidationError: the value is not a UUID.
     """
 
-    value: uuid.UUID = attrs.field(converter=_to_uuid)
+    value: uuid.UUID
+
+    def __new__(cls, value: MemoryId | uuid.UUID | str) -> MemoryId:  # noqa: D102 - the class says it
+        kind = value.__class__
+        if kind is MemoryId:
+            return value  # type: ignore[return-value]  # narrowed by the class check
+        if kind is uuid.UUID:
+            ref = _LIVE.get(value.int)  # type: ignore[union-attr]  # narrowed by the class check
+            made = None if ref is None else ref()
+            if made is not None:
+                return made
+        return _make(value)
+
+    def __reduce__(self) -> tuple[type[MemoryId], tuple[uuid.UUID]]:
+        # Unpickling (and copy's fallback) goes through ``MemoryId(value)``, so it finds the live id.
+        return MemoryId, (self.value,)
+
+    def __copy__(self) -> MemoryId:
+        return self
+
+    def __deepcopy__(self, memo: object) -> MemoryId:
+        return self
 
     @classmethod
     def new(cls) -> MemoryId:
