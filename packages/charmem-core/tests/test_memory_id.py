@@ -122,3 +122,21 @@ def test_an_id_from_another_process_is_the_live_id_here() -> None:
         there = pool.submit(_deterministic_in_child, "D1:1").result()
     assert there is here
     assert hash(there) == hash(here)
+
+
+@given(
+    st.one_of(
+        st.text(alphabet="0123456789abcdefABCDEF-{}:urnid+_ x", max_size=45),
+        st.uuids().map(str),
+        st.uuids().map(lambda raw: raw.hex),
+    )
+)
+def test_an_id_reads_a_string_exactly_as_uuid_does(text: str) -> None:
+    try:
+        expected = uuid.UUID(text)
+    except ValueError:
+        with pytest.raises(DraftValidationError):
+            MemoryId(text)
+        return
+    assert MemoryId(text).value == expected
+    assert MemoryId(text) is MemoryId(expected)

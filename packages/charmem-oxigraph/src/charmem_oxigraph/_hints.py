@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable
 from typing import Final
 
@@ -46,5 +45,5 @@ def reference_kinds(nodes: Iterable[NodeTriples]) -> dict[MemoryId, str]:
                 for term in terms:
                     match = v.NODE_IRI.fullmatch(term.value)
                     if match is not None and match.group(1) in _STORED_KINDS:
-                        hints[MemoryId(uuid.UUID(match.group(2)))] = match.group(1)
+                        hints[MemoryId(match.group(2))] = match.group(1)
     return hints

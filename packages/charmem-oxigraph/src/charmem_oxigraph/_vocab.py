@@ -7,7 +7,6 @@ Every IRI the adapter puts into a quad or into SPARQL text is built here, from c
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterable
 from typing import Final
 
@@ -210,7 +209,7 @@ def _node_parts(iri: str) -> tuple[str, MemoryId]:
     match = NODE_IRI.fullmatch(iri)
     if match is None:
         raise ValueError(f"{iri!r} is not a charmem node IRI")
-    return match.group(1), MemoryId(uuid.UUID(match.group(2)))
+    return match.group(1), MemoryId(match.group(2))
 
 
 def memory_id_of(iri: str) -> MemoryId:

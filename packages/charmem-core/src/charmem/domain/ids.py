@@ -77,6 +77,27 @@ def _make(value: Any) -> MemoryId:
         return made
 
 
+def _of_text(text: str) -> MemoryId:
+    """The id of a UUID's string, without building a :class:`uuid.UUID` when its id is live.
+
+    The digits are read as :class:`uuid.UUID` reads them (hyphens dropped, 32 left, ``int(.., 16)``);
+    a string that does not read so (braces, a ``urn:uuid:`` prefix, junk) goes the general way.
+
+    Raises:
+        DraftValidationError: the text is not a UUID.
+    """
+    digits = text.replace("-", "")
+    if len(digits) != 32:
+        return _make(text)
+    try:
+        key = int(digits, 16)
+    except ValueError:
+        return _make(text)
+    ref = _LIVE.get(key)
+    made = None if ref is None else ref()
+    return _make(uuid.UUID(int=key)) if made is None else made
+
+
 @attrs.frozen(repr=False, eq=False, init=False)
 class MemoryId:
     """The id of a memory object or link: a UUID, unique across all object types.
@@ -107,6 +128,8 @@ class MemoryId:
             made = None if ref is None else ref()
             if made is not None:
                 return made
+        elif kind is str:
+            return _of_text(value)  # type: ignore[arg-type]  # narrowed by the class check
         return _make(value)
 
     def __reduce__(self) -> tuple[type[MemoryId], tuple[uuid.UUID]]:
