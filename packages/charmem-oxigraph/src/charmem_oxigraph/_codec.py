@@ -450,7 +450,10 @@ def kind_of_node(node: NodeTriples) -> str | None:
     Raises:
         CorruptNodeError: the node carries more than one charmem item class.
     """
-    kinds = {v.ITEM_CLASSES[t.value] for t in node.props.get(v.RDF_TYPE, ()) if t.value in v.ITEM_CLASSES}
+    types = node.props.get(v.RDF_TYPE, ())
+    if len(types) == 1:  # almost every node: one type, no set to build
+        return v.ITEM_CLASSES.get(types[0].value)
+    kinds = {v.ITEM_CLASSES[t.value] for t in types if t.value in v.ITEM_CLASSES}
     if len(kinds) > 1:
         raise CorruptNodeError(f"{node.iri} is typed as several kinds: {sorted(kinds)}")
     return next(iter(kinds), None)
@@ -539,7 +542,8 @@ def decode_item(node: NodeTriples, memory_id: MemoryId | None = None) -> StoredI
     try:
         kwargs: dict[str, Any] = {"id": v.memory_id_of(node.iri) if memory_id is None else memory_id}
         for attr, convert in _DECODERS[cls]:
-            kwargs[attr] = value if (value := data[attr]) is None or convert is None else convert(value)
+            value = data[attr]
+            kwargs[attr] = value if convert is None or value is None else convert(value)
         if cls is DerivedMemory:
             kwargs["assertions"] = [_assertion_from_json(a) for a in data["assertions"]]
         elif cls is Episode:
