@@ -315,9 +315,15 @@ def column_nodes(rows: Iterable[Row], predicates: Sequence[str]) -> list[NodeTri
         node = nodes.get(iri)
         if node is None:
             node = nodes[iri] = NodeTriples(iri)
+        props = node.props  # filled inline: a call of NodeTriples.add per value cost a tenth more
         for predicate, term in zip(predicates, columns, strict=True):
-            if term is not None and term not in node.props.get(predicate, ()):
-                node.add(predicate, term)
+            if term is None:
+                continue
+            values = props.get(predicate)
+            if values is None:
+                props[predicate] = [term]
+            elif term not in values:
+                values.append(term)
     return list(nodes.values())
 
 
