@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 import gc
 import multiprocessing
+import os
 import pickle
+import signal
 import threading
 import uuid
 import weakref
@@ -140,3 +142,28 @@ def test_an_id_reads_a_string_exactly_as_uuid_does(text: str) -> None:
         return
     assert MemoryId(text).value == expected
     assert MemoryId(text) is MemoryId(expected)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_an_id_is_being_made_can_make_ids() -> None:
+    from charmem.domain import ids
+
+    held, release = threading.Event(), threading.Event()
+
+    def make_an_id_slowly() -> None:
+        with ids._MAKING:  # another thread in the middle of making an id at the fork
+            held.set()
+            release.wait()
+
+    other = threading.Thread(target=make_an_id_slowly)
+    other.start()
+    held.wait()
+    pid = os.fork()
+    if pid == 0:  # the child: a new id needs the lock, which no thread of the child holds
+        signal.alarm(10)  # a deadlock ends the child (exit by SIGALRM) instead of the test
+        made = MemoryId.new()
+        os._exit(0 if MemoryId(str(made)) is made else 1)
+    release.set()
+    other.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import os
 import threading
 import uuid
 import weakref
@@ -50,6 +51,9 @@ class _Live(weakref.ref["MemoryId"]):
 _LIVE: Final[dict[int, _Live]] = {}
 #: Serialises making a new id; re-entrant because a collection it triggers may drop ids.
 _MAKING: Final = threading.RLock()
+if hasattr(os, "register_at_fork"):  # a child forked while another thread made an id: unlock
+    # the stdlib's own way (concurrent.futures, logging); typeshed does not declare it
+    os.register_at_fork(after_in_child=_MAKING._at_fork_reinit)  # type: ignore[attr-defined]
 
 
 def _forget(ref: _Live, live: dict[int, _Live] = _LIVE, lock: threading.RLock = _MAKING) -> None:
