@@ -26,6 +26,7 @@ __all__ = [
     "ScoringPolicy",
     "combined_road_score",
     "context_score",
+    "period_lifts",
     "rank_key",
     "score_step",
     "spread_discounts",
@@ -240,6 +241,31 @@ def context_score(root_score: float, steps: int, *, reply: bool, policy: Scoring
     if reply:
         return root_score * policy.reply_factor
     return root_score * policy.context_decay**steps * policy.context_aside_factor
+
+
+def period_lifts(scores: Sequence[float], inside: Sequence[bool]) -> list[float]:
+    """Candidates' scores with those inside a time-cue period ranked as a list of their own.
+
+    A date or a relative time in a query is a ranking of its own, fused with the query's: the
+    candidates that happened in the period it names, in their order, from the top. The ``j``-th
+    of them (from 0) scores at least what the ``j``-th candidate overall scores, so the best
+    memory of the named day competes with the best memory of all, however far down the meaning
+    alone ranked it. Scale-free: it compares ranks, whatever a vector index's scores are.
+
+    Args:
+        scores: the candidates' scores in rank order (descending).
+        inside: whether each happened in a period the query names, same order.
+
+    Returns:
+        list[float]: the lifted scores, same order (no longer sorted).
+    """
+    lifted = list(scores)
+    place = 0
+    for position, is_inside in enumerate(inside):
+        if is_inside:
+            lifted[position] = max(scores[position], scores[place])
+            place += 1
+    return lifted
 
 
 def spread_discounts(groups: Sequence[Hashable], scores: Sequence[float], factor: float) -> list[float]:

@@ -44,6 +44,7 @@ from charmem.domain.retrieval import (
     same_text_key,
 )
 from charmem.domain.scoring import combined_road_score, spread_discounts
+from charmem.domain.timecues import happened_in
 from charmem.ports import TokenCounter
 from charmem.usecases.names import current_names
 
@@ -82,7 +83,7 @@ def rank(
         if OWED_BY_SOMEONE_PRESENT in candidate.signals:
             _apply(candidate, "obligation", policy.obligation_lead)
         when = event_time(obj)
-        if any(start <= when < end for start, end in periods):
+        if happened_in(when, periods):
             _apply(candidate, "time_cue", policy.time_cue_weight)
             candidate.signals.add("time_cue")
         if half_life is not None:
