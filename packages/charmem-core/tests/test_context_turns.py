@@ -130,21 +130,23 @@ async def test_the_reply_to_a_recalled_question_comes_with_it_and_framing_turns_
             ("ann", "Thanks, see you tomorrow."),
         ],
     )
-    pack = await memory.retrieve(
-        RetrievalContext(query="where is the spare garage key hidden", candidate_limit=1)
-    )
+    context = RetrievalContext(query="where is the spare garage key hidden", candidate_limit=1, trace=True)
+    pack = await memory.retrieve(context)
     by_id = {item.id: item for item in pack.items}
     question = by_id[ids["Where did you hide the spare garage key?"]]
     reply = by_id[ids["Under the blue flowerpot by the door."]]
     before = by_id[ids["Lovely weather for the walk."]]
     assert "vector" in question.signals and "vector" not in reply.signals
-    assert reply.score == pytest.approx(question.score * DEFAULT_SCORING.reply_factor)
-    order = [item.id for item in pack.items]
-    assert order.index(reply.id) < order.index(before.id)
-    assert before.score < reply.score
-    assert (
-        before.score <= question.score * DEFAULT_SCORING.context_decay * DEFAULT_SCORING.context_aside_factor
-    )
+    assert question.trace is not None and reply.trace is not None
+    policy = DEFAULT_SCORING
+    # the question asks, its reply tells: the reply keeps the question's recalled score
+    assert dict(question.trace.factors)["question"] == pytest.approx(policy.question_factor)
+    assert "question" not in dict(reply.trace.factors)
+    recalled = question.score / policy.question_factor
+    assert reply.score == pytest.approx(recalled * policy.reply_factor)
+    assert [item.id for item in pack.items][:2] == [reply.id, question.id]
+    assert before.score < question.score
+    assert before.score <= recalled * policy.context_decay * policy.context_aside_factor
 
 
 async def test_the_turn_after_a_recalled_statement_is_no_reply(memory: CharacterMemory) -> None:

@@ -67,9 +67,9 @@ RECORDED_AT_SKEW: Final = timedelta(minutes=5)
 OBLIGATION_TYPES: Final = frozenset({DerivedType.COMMITMENT, DerivedType.OPEN_LOOP})
 
 _WHITESPACE = re.compile(r"\s+")
-#: A run of sentence-final marks: ``. ! ?``, the ellipsis and interrobang, the ideographic full
-#: stop, the full-width exclamation and question marks and the Arabic question mark.
-_SENTENCE_END = re.compile("[.!?\u2026\u203d\u3002\uff01\uff1f\u061f]+")
+#: Sentence-final marks: ``. ! ?``, the ellipsis and interrobang, the ideographic full stop, the
+#: full-width exclamation and question marks and the Arabic question mark.
+_SENTENCE_MARKS = frozenset(".!?\u2026\u203d\u3002\uff01\uff1f\u061f")
 _QUESTION_MARKS = frozenset("?\u203d\uff1f\u061f")
 _WORD_CHAR = re.compile(r"\w")
 
@@ -511,8 +511,13 @@ def asks_question(text: str) -> bool:
     Marks: ``. ! ?``, the ellipsis and the interrobang, the ideographic full stop, the full-width
     exclamation and question marks (U+FF01, U+FF1F) and the Arabic question mark.
     """
-    runs = _SENTENCE_END.findall(text)
-    return bool(runs) and not _QUESTION_MARKS.isdisjoint(runs[-1])
+    end = max(text.rfind(mark) for mark in _SENTENCE_MARKS)  # C-level scans: it runs per candidate
+    if end < 0:
+        return False
+    start = end
+    while start > 0 and text[start - 1] in _SENTENCE_MARKS:
+        start -= 1
+    return not _QUESTION_MARKS.isdisjoint(text[start : end + 1])
 
 
 def replies_to(turn: MemoryObject | None, recalled: Observation) -> bool:
