@@ -27,6 +27,7 @@ from charmem.domain.model import (
     DerivedType,
     MemoryLink,
     MemoryObject,
+    Observation,
     Relation,
 )
 from charmem.errors import LifecycleErrorKind, LifecycleValidationError
@@ -37,6 +38,7 @@ __all__ = [
     "BeliefBreach",
     "BeliefBreachKind",
     "TimeOrderBreach",
+    "asks_question",
     "belief_breaches",
     "canonical_content",
     "conflicting_successors",
@@ -47,6 +49,7 @@ __all__ = [
     "name_spans",
     "normalise_name",
     "recorded_in_order",
+    "replies_to",
     "spaced",
     "supersession_cycles",
     "time_order_breach",
@@ -64,6 +67,10 @@ RECORDED_AT_SKEW: Final = timedelta(minutes=5)
 OBLIGATION_TYPES: Final = frozenset({DerivedType.COMMITMENT, DerivedType.OPEN_LOOP})
 
 _WHITESPACE = re.compile(r"\s+")
+#: Sentence-final marks: ``. ! ?``, the ellipsis and interrobang, the ideographic full stop, the
+#: full-width exclamation and question marks and the Arabic question mark.
+_SENTENCE_MARKS = frozenset(".!?\u2026\u203d\u3002\uff01\uff1f\u061f")
+_QUESTION_MARKS = frozenset("?\u203d\uff1f\u061f")
 _WORD_CHAR = re.compile(r"\w")
 
 
@@ -494,3 +501,33 @@ def voiced_text(text: str, speaker_names: Sequence[str]) -> str:
 def sorted_ids(ids: Iterable[MemoryId]) -> tuple[MemoryId, ...]:
     """De-duplicate and sort ids canonically."""
     return tuple(sorted(set(ids)))
+
+
+def asks_question(text: str) -> bool:
+    """Whether an utterance ends by asking: its last run of sentence-final marks holds a question mark.
+
+    ``"Where did you go? [image: a lake]"`` asks (an appended caption has no mark), and so does
+    ``"You did?!"``; ``"Really? That's great."`` does not, nor does a text without any mark.
+    Marks: ``. ! ?``, the ellipsis and the interrobang, the ideographic full stop, the full-width
+    exclamation and question marks (U+FF01, U+FF1F) and the Arabic question mark.
+    """
+    end = max(text.rfind(mark) for mark in _SENTENCE_MARKS)  # C-level scans: it runs per candidate
+    if end < 0:
+        return False
+    start = end
+    while start > 0 and text[start - 1] in _SENTENCE_MARKS:
+        start -= 1
+    return not _QUESTION_MARKS.isdisjoint(text[start : end + 1])
+
+
+def replies_to(turn: MemoryObject | None, recalled: Observation) -> bool:
+    """Whether ``turn``, the observation right after ``recalled`` in its episode, is its reply.
+
+    It is when ``recalled`` asks a question (:func:`asks_question`) and ``turn`` is an observation
+    not said by the same speaker (an unknown speaker on either side counts as another): the next
+    turn of a conversation answers the question before it.
+    """
+    if not isinstance(turn, Observation) or not asks_question(recalled.text):
+        return False
+    speaker = recalled.speaker_entity_id
+    return speaker is None or turn.speaker_entity_id is None or turn.speaker_entity_id != speaker

@@ -57,14 +57,14 @@ from __future__ import annotations
 
 import calendar
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta, tzinfo
 
 import attrs
 
 from charmem.domain.scoring import DEFAULT_SCORING, ScoringPolicy
 
-__all__ = ["time_cues"]
+__all__ = ["Period", "happened_in", "time_cues"]
 
 #: A half-open ``[start, end)`` event-time period, UTC.
 Period = tuple[datetime, datetime]
@@ -423,3 +423,8 @@ def time_cues(
             taken[match.start() : match.end()] = [True] * (match.end() - match.start())
             found.append((match.start(), period))
     return tuple(dict.fromkeys(period for _start, period in sorted(found)))
+
+
+def happened_in(when: datetime, periods: Sequence[Period]) -> bool:
+    """Whether ``when`` (an event time) falls inside one of the half-open ``[start, end)`` ``periods``."""
+    return any(start <= when < end for start, end in periods)

@@ -15,7 +15,9 @@ Every weight and constant is a field of the :class:`~charmem.domain.scoring.Scor
    candidates with one lookup each.
 3. Graph authority (:func:`~charmem.usecases.retrieval_recall.admit_roots`): a candidate the
    graph does not hold is omitted (``not_in_graph``); one that is not current is omitted with
-   its status (``suppressed`` beats ``superseded``).
+   its status (``suppressed`` beats ``superseded``). Under time cues the candidates that
+   happened in a cue period are first ranked as a list of their own
+   (:func:`~charmem.domain.scoring.period_lifts`).
 4. Notions (:func:`~charmem.usecases.retrieval_recall.recall_notions`): focus entities and
    notions whose current ``KnownAs`` name occurs in the query lead to the memories about,
    involving or mentioning them: the vector index ranks a notion's members against the query
@@ -154,7 +156,7 @@ async def retrieve_pack(
         query_vector = await embed_cue(embedder, context.query, timeout_s=embed_timeout_s)
         periods = time_cue_periods(recall)
         found = await recall_candidates(recall, vectors, query_vector, periods)
-        roots = admit_roots(recall, found.hits)
+        roots = admit_roots(recall, found.hits, periods)
         await recall_notions(recall, vectors, stats, query_vector, roots)
         await expand_roots(recall, roots)
         completeness, considered, admitted = found.completeness, len(found.hits), len(roots)

@@ -43,7 +43,9 @@ from charmem.domain.retrieval import (
     rank_key,
     same_text_key,
 )
+from charmem.domain.rules import asks_question
 from charmem.domain.scoring import combined_road_score, spread_discounts
+from charmem.domain.timecues import happened_in
 from charmem.ports import TokenCounter
 from charmem.usecases.names import current_names
 
@@ -67,7 +69,9 @@ def rank(
     """Ranking: adjust every chosen memory's score once all are known, then sort them.
 
     Beliefs that assert names score ``policy.name_belief_weight`` times theirs; an unsettled
-    obligation naming a scene participant ``policy.obligation_lead`` times; a memory that
+    obligation naming a scene participant ``policy.obligation_lead`` times; an observation that
+    asks a question (:func:`~charmem.domain.rules.asks_question`) ``policy.question_factor``
+    times (its reply tells: :func:`~charmem.domain.scoring.context_score`); a memory that
     happened in a time-cue period ``policy.time_cue_weight`` times more; under a ``recency``
     half-life, :meth:`~charmem.domain.scoring.ScoringPolicy.recency_factor` of its age before
     ``reference``. Then a memory that came along with another (not recalled by the query
@@ -86,8 +90,10 @@ def rank(
             _apply(candidate, "name_belief", policy.name_belief_weight)
         if OWED_BY_SOMEONE_PRESENT in candidate.signals:
             _apply(candidate, "obligation", policy.obligation_lead)
+        if isinstance(obj, Observation) and asks_question(obj.text):
+            _apply(candidate, "question", policy.question_factor)
         when = event_time(obj)
-        if any(start <= when < end for start, end in periods):
+        if happened_in(when, periods):
             _apply(candidate, "time_cue", policy.time_cue_weight)
             candidate.signals.add("time_cue")
         if half_life is not None:

@@ -24,6 +24,8 @@ from charmem.domain.model import (
 )
 from charmem.domain.pack import event_time
 from charmem.domain.retrieval import CurrencyStatus, GraphLimits
+from charmem.domain.rules import replies_to
+from charmem.domain.scoring import context_score
 from charmem.ports import EpisodeTurn, EpisodeTurnReader, GraphStore
 
 if TYPE_CHECKING:
@@ -362,14 +364,22 @@ def _context_turn_ids(places: Sequence[_Place], window: int) -> Iterator[MemoryI
 
 
 def _offer_context(recall: Recall, places: Sequence[_Place], window: int) -> None:
-    """Offer the turns just before and after each recalled observation (signal ``context:adjacent``)."""
-    decay = recall.policy.context_decay
+    """Offer the turns just before and after each recalled observation (signal ``context:adjacent``).
+
+    Scored by :func:`~charmem.domain.scoring.context_score`: the reply to a recalled question
+    (:func:`~charmem.domain.rules.replies_to`) as high as the question, the others lower.
+    """
+    policy, objects = recall.policy, recall.objects
     for root, sequence, position in places:  # in root order: an offer may raise a later root's score
+        question = root.obj
+        assert isinstance(question, Observation)  # places hold observations only
         for offset in range(1, window + 1):
             for neighbour in (position - offset, position + offset):
                 if 0 <= neighbour < len(sequence):
-                    score = root.score * decay**offset
-                    recall.offer(sequence[neighbour].observation_id, score, "context:adjacent")
+                    turn_id = sequence[neighbour].observation_id
+                    reply = neighbour == position + 1 and replies_to(objects.get(turn_id), question)
+                    score = context_score(root.score, offset, reply=reply, policy=policy)
+                    recall.offer(turn_id, score, "context:adjacent")
 
 
 def _note_members(recall: Recall, links: Sequence[MemoryLink]) -> None:

@@ -17,8 +17,8 @@ from charmem.domain.model import Entity, object_type_of
 from charmem.domain.names import NameAssertion, NameUse, name_use
 from charmem.domain.pack import event_time
 from charmem.domain.retrieval import CurrencyStatus, RetrievalContext
-from charmem.domain.scoring import ScoringPolicy, rank_key
-from charmem.domain.timecues import time_cues
+from charmem.domain.scoring import ScoringPolicy, period_lifts, rank_key
+from charmem.domain.timecues import happened_in, time_cues
 from charmem.log import get_logger
 from charmem.ports import (
     GraphStore,
@@ -81,12 +81,30 @@ async def recall_candidates(
     return found
 
 
-def admit_roots(recall: Recall, hits: Sequence[VectorHit]) -> list[MemoryId]:
-    """Graph authority: offer each candidate in rank order; the admitted ones are the roots."""
+def admit_roots(
+    recall: Recall, hits: Sequence[VectorHit], periods: Sequence[tuple[datetime, datetime]] = ()
+) -> list[MemoryId]:
+    """Graph authority: offer each candidate in rank order; the admitted ones are the roots.
+
+    Under time cues, the candidates that happened in a cue period are first ranked as a list of
+    their own (:func:`~charmem.domain.scoring.period_lifts`): the ``j``-th of them scores at least
+    what the ``j``-th candidate overall does (trace factor ``time_cue_rank``); the order of the
+    offers is that of the lifted scores.
+    """
+    scores = [float(hit.score) for hit in hits]
+    if periods:
+        objects = recall.objects
+        inside = [
+            (obj := objects.get(hit.id)) is not None and happened_in(event_time(obj), periods) for hit in hits
+        ]
+        scores = period_lifts(scores, inside)
     roots: list[MemoryId] = []
-    for hit in hits:
-        if recall.offer(hit.id, float(hit.score), "vector"):
+    for position in sorted(range(len(hits)), key=lambda n: -scores[n]):  # stable: ties keep their order
+        hit, score = hits[position], scores[position]
+        if recall.offer(hit.id, score, "vector"):
             roots.append(hit.id)
+            if score > hit.score:
+                recall.chosen[hit.id].factors.append(("time_cue_rank", score / float(hit.score)))
     return roots
 
 
