@@ -6,9 +6,12 @@ Rules: :func:`charmem.domain.rules.asks_question`, :func:`charmem.domain.rules.r
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from charmem import (
     CharacterMemory,
@@ -49,6 +52,16 @@ T0 = datetime(2024, 4, 1, 9, 0, tzinfo=UTC)  # before the fixture clock's now
 )
 def test_an_utterance_asks_when_its_last_sentence_mark_is_a_question_mark(text: str, asks: bool) -> None:
     assert asks_question(text) is asks
+
+
+_MARKS = ".!?\u2026\u203d\u3002\uff01\uff1f\u061f"
+
+
+@given(st.text(alphabet=st.sampled_from([*_MARKS, "a", " ", "]", "\n", "😊"]), max_size=30))
+def test_asking_is_decided_by_the_last_run_of_sentence_marks(text: str) -> None:
+    runs = re.findall(f"[{_MARKS}]+", text)
+    expected = bool(runs) and any(mark in runs[-1] for mark in "?\u203d\uff1f\u061f")
+    assert asks_question(text) is expected
 
 
 def _turn(text: str, speaker: MemoryId | None) -> Observation:

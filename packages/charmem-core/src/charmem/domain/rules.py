@@ -511,7 +511,9 @@ def asks_question(text: str) -> bool:
     Marks: ``. ! ?``, the ellipsis and the interrobang, the ideographic full stop, the full-width
     exclamation and question marks (U+FF01, U+FF1F) and the Arabic question mark.
     """
-    end = max(text.rfind(mark) for mark in _SENTENCE_MARKS)  # C-level scans: it runs per candidate
+    end = len(text.rstrip()) - 1  # most utterances end on their mark; else C-level scans
+    if end < 0 or text[end] not in _SENTENCE_MARKS:
+        end = max(text.rfind(mark) for mark in _SENTENCE_MARKS)
     if end < 0:
         return False
     start = end
