@@ -82,7 +82,7 @@ def test_an_id_is_frozen() -> None:
 def test_bad_input_is_refused_and_leaves_no_id() -> None:
     for bad in ("not-a-uuid", "", 3, None, b"\x00" * 16):
         with pytest.raises(DraftValidationError):
-            MemoryId(bad)  # type: ignore[arg-type]
+            MemoryId(bad)
 
 
 def test_an_id_no_one_holds_is_dropped_and_remade_equal() -> None:

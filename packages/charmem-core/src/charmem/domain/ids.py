@@ -123,12 +123,14 @@ class MemoryId:
 
     value: uuid.UUID
 
-    def __new__(cls, value: MemoryId | uuid.UUID | str) -> MemoryId:  # noqa: D102 - the class says it
+    def __new__(cls, value: object) -> MemoryId:  # noqa: D102 - the class says it
+        # ``object``: anything may be passed (a vector store's point id may be an int); what is
+        # not a MemoryId, a UUID or its string raises DraftValidationError.
         kind = value.__class__
         if kind is MemoryId:
             return value  # type: ignore[return-value]  # narrowed by the class check
         if kind is uuid.UUID:
-            ref = _LIVE.get(value.int)  # type: ignore[union-attr]  # narrowed by the class check
+            ref = _LIVE.get(value.int)  # type: ignore[attr-defined]  # narrowed by the class check
             made = None if ref is None else ref()
             if made is not None:
                 return made
