@@ -44,7 +44,7 @@ from charmem.domain.retrieval import (
     same_text_key,
 )
 from charmem.domain.rules import asks_question
-from charmem.domain.scoring import combined_road_score, spread_discounts
+from charmem.domain.scoring import ScoringPolicy, combined_road_score, spread_discounts
 from charmem.domain.timecues import happened_in
 from charmem.ports import TokenCounter
 from charmem.usecases.names import current_names
@@ -85,19 +85,9 @@ def rank(
     policy = recall.policy
     half_life = recall.context.recency
     for candidate in recall.chosen.values():
-        obj = candidate.obj
-        if isinstance(obj, DerivedMemory) and known_names(obj.assertions):
-            _apply(candidate, "name_belief", policy.name_belief_weight)
-        if OWED_BY_SOMEONE_PRESENT in candidate.signals:
-            _apply(candidate, "obligation", policy.obligation_lead)
-        if isinstance(obj, Observation) and asks_question(obj.text):
-            _apply(candidate, "question", policy.question_factor)
-        when = event_time(obj)
-        if happened_in(when, periods):
-            _apply(candidate, "time_cue", policy.time_cue_weight)
-            candidate.signals.add("time_cue")
+        _weigh(candidate, policy, periods)
         if half_life is not None:
-            age = (reference - event_time(obj)).total_seconds()
+            age = (reference - event_time(candidate.obj)).total_seconds()
             _apply(candidate, "recency", policy.recency_factor(age, half_life.total_seconds()))
             candidate.signals.add("recency")
     ranked = sorted(recall.chosen.values(), key=_rank_key)
@@ -113,6 +103,24 @@ def rank(
             _apply(candidate, "corrected_source", ceiling / candidate.score)
         candidate.signals.add("corrected_source")
     return sorted(ranked, key=_rank_key)
+
+
+def _weigh(candidate: Candidate, policy: ScoringPolicy, periods: Sequence[tuple[datetime, datetime]]) -> None:
+    """Apply the factors of what a memory is (:func:`rank`).
+
+    A name belief, an obligation owed by someone present, a question, something that happened in
+    a time-cue period.
+    """
+    obj = candidate.obj
+    if isinstance(obj, DerivedMemory) and known_names(obj.assertions):
+        _apply(candidate, "name_belief", policy.name_belief_weight)
+    if OWED_BY_SOMEONE_PRESENT in candidate.signals:
+        _apply(candidate, "obligation", policy.obligation_lead)
+    if isinstance(obj, Observation) and asks_question(obj.text):
+        _apply(candidate, "question", policy.question_factor)
+    if happened_in(event_time(obj), periods):
+        _apply(candidate, "time_cue", policy.time_cue_weight)
+        candidate.signals.add("time_cue")
 
 
 def _spread_group(candidate: Candidate) -> MemoryId:
