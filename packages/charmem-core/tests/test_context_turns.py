@@ -23,7 +23,7 @@ from charmem import (
 )
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import Entity, Observation
-from charmem.domain.rules import asks_question, replies_to
+from charmem.domain.rules import asks_question, replies_to, spoken_question
 from charmem.domain.scoring import DEFAULT_SCORING, ScoringPolicy, context_score
 
 T0 = datetime(2024, 4, 1, 9, 0, tzinfo=UTC)  # before the fixture clock's now
@@ -48,28 +48,35 @@ T0 = datetime(2024, 4, 1, 9, 0, tzinfo=UTC)  # before the fixture clock's now
         ("no marks at all", False),
         ("", False),
         ("行きました。", False),
+        ("Are you coming❓", True),
+        ("Τι ώρα είναι\u037e", True),  # the Greek question mark (NFC turns it into ";", not read)
+        ("Which one﹖", True),
+        ("Really? That's great", True),
+        ("Where did you go? [image: a lake.]", False),
+        ("?" * 100_000 + " done.", False),
     ],
 )
 def test_an_utterance_asks_when_its_last_sentence_mark_is_a_question_mark(text: str, asks: bool) -> None:
     assert asks_question(text) is asks
 
 
-_MARKS = ".!?\u2026\u203d\u3002\uff01\uff1f\u061f"
+_QUESTION_MARKS = "?\u203d\u2047\u2048\u2049\uff1f\ufe56\u061f\u037e\u2753\u2754"
+_MARKS = ".!\u2026\u3002\uff01" + _QUESTION_MARKS
 
 
 @given(st.text(alphabet=st.sampled_from([*_MARKS, "a", " ", "]", "\n", "😊"]), max_size=30))
 def test_asking_is_decided_by_the_last_run_of_sentence_marks(text: str) -> None:
     runs = re.findall(f"[{_MARKS}]+", text)
-    expected = bool(runs) and any(mark in runs[-1] for mark in "?\u203d\uff1f\u061f")
+    expected = bool(runs) and any(mark in runs[-1] for mark in _QUESTION_MARKS)
     assert asks_question(text) is expected
 
 
-def _turn(text: str, speaker: MemoryId | None) -> Observation:
+def _turn(text: str, speaker: MemoryId | None, minute: int = 0) -> Observation:
     return Observation(
         id=MemoryId.new(),
         episode_id=MemoryId.new(),
         text=text,
-        observed_at=T0,
+        observed_at=T0 + timedelta(minutes=minute),
         speaker_entity_id=speaker,
         created_at=T0,
     )
@@ -77,19 +84,27 @@ def _turn(text: str, speaker: MemoryId | None) -> Observation:
 
 def test_the_next_turn_by_someone_else_replies_to_a_question() -> None:
     ann, bob = MemoryId.new(), MemoryId.new()
-    question = _turn("Where is the key?", ann)
-    assert replies_to(_turn("Under the pot.", bob), question)
-    assert replies_to(_turn("Under the pot.", None), question), "an unknown speaker is another"
-    assert replies_to(_turn("Under the pot.", bob), _turn("Where is the key?", None))
+    assert replies_to(_turn("Under the pot.", bob, 1), _turn("Where is the key?", ann))
 
 
 def test_a_second_turn_of_the_asker_or_a_statement_has_no_reply() -> None:
     ann, bob = MemoryId.new(), MemoryId.new()
-    assert not replies_to(_turn("I mean the red one.", ann), _turn("Where is the key?", ann))
-    assert not replies_to(_turn("Nice.", bob), _turn("The key is under the pot.", ann))
+    assert not replies_to(_turn("I mean the red one.", ann, 1), _turn("Where is the key?", ann))
+    assert not replies_to(_turn("Nice.", bob, 1), _turn("The key is under the pot.", ann))
     entity = Entity(id=MemoryId.new(), entity_type="person", created_at=T0)
     assert not replies_to(entity, _turn("Where is the key?", ann))
     assert not replies_to(None, _turn("Where is the key?", ann))
+
+
+def test_without_speakers_or_an_order_there_is_no_question_and_no_reply() -> None:
+    ann, bob = MemoryId.new(), MemoryId.new()
+    # a whole exchange stored as one text, as an assistant loop does, is no spoken question
+    exchange = _turn("User: I met Ana.\nAssistant: Will you visit her?", None)
+    assert asks_question(exchange.text) and not spoken_question(exchange)
+    assert not replies_to(_turn("User: Yes.", None, 1), exchange)
+    assert not replies_to(_turn("Under the pot.", None, 1), _turn("Where is the key?", ann))
+    # turns observed at the same instant have no order: neither replies to the other
+    assert not replies_to(_turn("Under the pot.", bob, 0), _turn("Where is the key?", ann, 0))
 
 
 def test_a_reply_keeps_the_questions_score_and_other_turns_rank_below() -> None:

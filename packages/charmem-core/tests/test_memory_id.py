@@ -167,3 +167,14 @@ def test_a_child_forked_while_an_id_is_being_made_can_make_ids() -> None:
     other.join()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_pickle_of_an_id_from_before_interning_says_how_to_rebuild_it() -> None:
+    # MemoryId(UUID(int=1)) pickled (protocol 4) by the release before ids were interned
+    old = (
+        b"\x80\x04\x95Q\x00\x00\x00\x00\x00\x00\x00\x8c\x12charmem.domain.ids\x94\x8c\x08MemoryId"
+        b"\x94\x93\x94)\x81\x94}\x94\x8c\x05value\x94\x8c\x04uuid\x94\x8c\x04UUID\x94\x93\x94)"
+        b"\x81\x94}\x94\x8c\x03int\x94K\x01sbsb."
+    )
+    with pytest.raises(TypeError, match="rebuild them with MemoryId"):
+        pickle.loads(old)

@@ -84,6 +84,27 @@ async def test_the_named_day_comes_first_however_far_down_its_meaning_ranks(memo
     first = cued.items[0]
     assert first.id == fixed.id
     assert first.trace is not None
-    factors = dict(first.trace.factors)
-    assert factors["time_cue_rank"] > 1.0
-    assert factors["time_cue"] == pytest.approx(2.0)
+    assert "time_cue_rank" in first.signals
+    assert dict(first.trace.factors)["time_cue"] == pytest.approx(2.0)
+    product = first.trace.combined
+    for _name, factor in first.trace.factors:
+        product *= factor
+    assert first.score == pytest.approx(product), "the trace explains the score"
+
+
+async def test_a_candidate_scoring_zero_is_lifted_without_error(memory: CharacterMemory) -> None:
+    day = datetime(2024, 3, 16, 12, 0, tzinfo=UTC)
+    for text, when in (("hiking with my dog", day - timedelta(days=15)), ("zebra crossing", day)):
+        episode = MemoryId.new()
+        await memory.remember(
+            RememberDrafts(
+                episodes=[EpisodeDraft(id=episode, occurred_at=when)],
+                observations=[ObservationDraft(text=text, episode_id=episode)],
+            )
+        )
+    query = "hiking dog on 16 March 2024"
+    pack = await memory.retrieve(RetrievalContext(query=query, score_floor=-1.0, trace=True))
+    by_text = {item.text: item for item in pack.items}
+    zebra = by_text["zebra crossing"]  # nothing in common with the query: cosine 0
+    assert "time_cue_rank" in zebra.signals
+    assert pack.items[0].text == "zebra crossing", "the day's only memory ranks with the best"

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import Relation
+from charmem.errors import CharmemError
 from pyoxigraph import Literal, NamedNode
 
 from charmem_oxigraph import _logic as lg
@@ -131,3 +132,11 @@ def test_a_turn_counts_when_its_record_names_the_episode_in_any_uuid_form() -> N
     assert len(lg.turns_from_rows(rows)[ep]) == 2  # the third names another episode
     with pytest.raises(CorruptNodeError):
         lg.turns_from_rows([_turn_row(ep, "not-a-uuid")])
+
+
+@pytest.mark.parametrize("uuid_part", ["0" * 34 + "--", "-" * 36, "0" * 35 + "-"])
+def test_a_node_iri_without_a_uuid_is_store_damage_not_a_callers_error(uuid_part: str) -> None:
+    # a plain ValueError: the store maps it to BackendError, never to a caller's DraftValidationError
+    with pytest.raises(ValueError, match="does not carry a UUID") as raised:
+        v.memory_id_of(f"urn:charmem:observation:{uuid_part}")
+    assert not isinstance(raised.value, CharmemError)

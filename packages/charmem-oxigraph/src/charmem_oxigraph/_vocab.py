@@ -21,6 +21,7 @@ from charmem.domain.model import (
     Observation,
     Relation,
 )
+from charmem.errors import DraftValidationError
 from pyoxigraph import NamedNode
 
 __all__ = [
@@ -209,7 +210,10 @@ def _node_parts(iri: str) -> tuple[str, MemoryId]:
     match = NODE_IRI.fullmatch(iri)
     if match is None:
         raise ValueError(f"{iri!r} is not a charmem node IRI")
-    return match.group(1), MemoryId(match.group(2))
+    try:
+        return match.group(1), MemoryId(match.group(2))
+    except DraftValidationError as exc:  # damage in the store, not a caller's bad input
+        raise ValueError(f"{iri!r} does not carry a UUID") from exc
 
 
 def memory_id_of(iri: str) -> MemoryId:

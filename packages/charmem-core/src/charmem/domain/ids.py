@@ -63,6 +63,10 @@ def _forget(ref: _Live, live: dict[int, _Live] = _LIVE, lock: threading.RLock = 
             del live[ref.key]
 
 
+#: ``MemoryId.__new__``'s default: no value was given (a pickle of an earlier release).
+_NO_VALUE: Final = object()
+
+
 def _make(value: Any) -> MemoryId:
     """The live id of ``value``, made (under :data:`_MAKING`) unless one exists.
 
@@ -123,9 +127,14 @@ class MemoryId:
 
     value: uuid.UUID
 
-    def __new__(cls, value: object) -> MemoryId:  # noqa: D102 - the class says it
+    def __new__(cls, value: object = _NO_VALUE) -> MemoryId:  # noqa: D102 - the class says it
         # ``object``: anything may be passed (a vector store's point id may be an int); what is
         # not a MemoryId, a UUID or its string raises DraftValidationError.
+        if value is _NO_VALUE:  # how pickles of earlier releases rebuild an id: no value given
+            raise TypeError(
+                "a MemoryId needs its UUID: a pickle made by a charmem release from before ids were "
+                "interned cannot be loaded; keep ids as their strings and rebuild them with MemoryId(text)"
+            )
         kind = value.__class__
         if kind is MemoryId:
             return value  # type: ignore[return-value]  # narrowed by the class check

@@ -153,13 +153,14 @@ class ItemTrace:
     Attributes:
         road_scores: the best score each road gave it before ranking, in
             :class:`AdmissionRoad` order (the topic's is candidate recall's fused relevance, or
-            expansion's share of it).
+            expansion's share of it; under a time cue, a candidate of the cue's period lifted
+            by :func:`~charmem.domain.scoring.period_lifts`, signal ``"time_cue_rank"``).
         combined: what the road scores combine to
             (:func:`~charmem.domain.scoring.combined_road_score`: the best, plus a bonus per
             further road).
         factors: the ranking factors applied after, in order, as ``(name, factor)``:
-            ``"name_belief"``, ``"obligation"``, ``"time_cue"``, ``"recency"``,
-            ``"corrected_source"``, ``"episode_repeat"``.
+            ``"name_belief"``, ``"obligation"``, ``"question"``, ``"time_cue"``, ``"recency"``,
+            ``"episode_repeat"``, ``"corrected_source"``.
         cues: the kinds of cue that reached it (its signals, sorted): ``"vector"``,
             ``"expansion:<relation>"``, ``"named_notion"``, ``"scene:<road>"``, ...
     """

@@ -51,6 +51,7 @@ __all__ = [
     "recorded_in_order",
     "replies_to",
     "spaced",
+    "spoken_question",
     "supersession_cycles",
     "time_order_breach",
     "voiced_text",
@@ -67,10 +68,14 @@ RECORDED_AT_SKEW: Final = timedelta(minutes=5)
 OBLIGATION_TYPES: Final = frozenset({DerivedType.COMMITMENT, DerivedType.OPEN_LOOP})
 
 _WHITESPACE = re.compile(r"\s+")
-#: Sentence-final marks: ``. ! ?``, the ellipsis and interrobang, the ideographic full stop, the
-#: full-width exclamation and question marks and the Arabic question mark.
-_SENTENCE_MARKS = frozenset(".!?\u2026\u203d\u3002\uff01\uff1f\u061f")
-_QUESTION_MARKS = frozenset("?\u203d\uff1f\u061f")
+#: Question marks: ``?``, the interrobang and ``⁇ ⁈ ⁉`` (U+203D, U+2047-2049), the full-width and
+#: small question marks (U+FF1F, U+FE56), the Arabic and Greek ones (U+061F, U+037E), and the
+#: question mark ornaments (U+2753, U+2754).
+_QUESTION_MARK_CHARS = "?\u203d\u2047\u2048\u2049\uff1f\ufe56\u061f\u037e\u2753\u2754"
+_QUESTION_MARKS = frozenset(_QUESTION_MARK_CHARS)
+#: Sentence-final marks: ``. ! ?``, the ellipsis, the ideographic full stop, the full-width
+#: exclamation mark, and every question mark below.
+_SENTENCE_MARKS = ".!\u2026\u3002\uff01" + _QUESTION_MARK_CHARS
 _WORD_CHAR = re.compile(r"\w")
 
 
@@ -507,29 +512,47 @@ def asks_question(text: str) -> bool:
     """Whether an utterance ends by asking: its last run of sentence-final marks holds a question mark.
 
     ``"Where did you go? [image: a lake]"`` asks (an appended caption has no mark), and so does
-    ``"You did?!"``; ``"Really? That's great."`` does not, nor does a text without any mark.
-    Marks: ``. ! ?``, the ellipsis and the interrobang, the ideographic full stop, the full-width
-    exclamation and question marks (U+FF01, U+FF1F) and the Arabic question mark.
+    ``"You did?!"``; ``"Really? That's great."`` does not, nor does a text without any mark. A
+    last sentence without a mark is not seen (``"Really? That's great"`` asks), and a mark inside
+    an appended caption is (``"Where? [image: a lake.]"`` does not ask). Marks: ``. !
+    ?``, the ellipsis, the ideographic full stop, the full-width exclamation mark, and the
+    question marks: ``?``, the interrobang, ``⁇ ⁈ ⁉``, full-width, small, Arabic and Greek ones
+    and the ornaments (U+2753, U+2754). The Greek question mark is read only as U+037E: NFC
+    normalisation turns it into a semicolon, which is not read.
     """
     end = len(text.rstrip()) - 1  # most utterances end on their mark; else C-level scans
     if end < 0 or text[end] not in _SENTENCE_MARKS:
         end = max(text.rfind(mark) for mark in _SENTENCE_MARKS)
     if end < 0:
         return False
-    start = end
-    while start > 0 and text[start - 1] in _SENTENCE_MARKS:
-        start -= 1
-    return not _QUESTION_MARKS.isdisjoint(text[start : end + 1])
+    head = text[: end + 1]
+    run = head[len(head.rstrip(_SENTENCE_MARKS)) :]
+    return not _QUESTION_MARKS.isdisjoint(run)
+
+
+def spoken_question(observation: Observation) -> bool:
+    """Whether an observation is a question someone asked: a known speaker, and it asks.
+
+    Questions and replies belong to a conversation between speakers (:func:`asks_question` for
+    the text): an observation without a speaker, a perceived detail or a whole exchange stored as
+    one text ("User: ... Assistant: ...?"), is neither.
+    """
+    return observation.speaker_entity_id is not None and asks_question(observation.text)
 
 
 def replies_to(turn: MemoryObject | None, recalled: Observation) -> bool:
     """Whether ``turn``, the observation right after ``recalled`` in its episode, is its reply.
 
-    It is when ``recalled`` asks a question (:func:`asks_question`) and ``turn`` is an observation
-    not said by the same speaker (an unknown speaker on either side counts as another): the next
-    turn of a conversation answers the question before it.
+    It is when ``recalled`` is a spoken question (:func:`spoken_question`) and ``turn`` an
+    observation said after it by another known speaker: the next turn of a conversation answers
+    the question before it. Turns observed at the same instant have no order (they are listed by
+    id), so neither is the other's reply.
     """
-    if not isinstance(turn, Observation) or not asks_question(recalled.text):
+    if not isinstance(turn, Observation) or not spoken_question(recalled):
         return False
-    speaker = recalled.speaker_entity_id
-    return speaker is None or turn.speaker_entity_id is None or turn.speaker_entity_id != speaker
+    speaker = turn.speaker_entity_id
+    return (
+        speaker is not None
+        and speaker != recalled.speaker_entity_id
+        and turn.observed_at > recalled.observed_at
+    )

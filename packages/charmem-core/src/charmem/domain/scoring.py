@@ -56,7 +56,7 @@ class ScoringPolicy:
     #: holds the evidence a few times less often than the next memory the query itself recalls.
     context_aside_factor: float = 0.8
 
-    #: Factor on an observation that asks a question (:func:`~charmem.domain.rules.asks_question`):
+    #: Factor on a spoken question (:func:`~charmem.domain.rules.spoken_question`):
     #: it asks, its reply tells (the reply comes with it at its full score). On LoCoMo a recalled
     #: question holds the evidence 2.6 times less often than a recalled statement.
     question_factor: float = 0.8

@@ -43,7 +43,7 @@ from charmem.domain.retrieval import (
     rank_key,
     same_text_key,
 )
-from charmem.domain.rules import asks_question
+from charmem.domain.rules import spoken_question
 from charmem.domain.scoring import ScoringPolicy, combined_road_score, spread_discounts
 from charmem.domain.timecues import happened_in
 from charmem.ports import TokenCounter
@@ -70,7 +70,7 @@ def rank(
 
     Beliefs that assert names score ``policy.name_belief_weight`` times theirs; an unsettled
     obligation naming a scene participant ``policy.obligation_lead`` times; an observation that
-    asks a question (:func:`~charmem.domain.rules.asks_question`) ``policy.question_factor``
+    is a spoken question (:func:`~charmem.domain.rules.spoken_question`) ``policy.question_factor``
     times (its reply tells: :func:`~charmem.domain.scoring.context_score`); a memory that
     happened in a time-cue period ``policy.time_cue_weight`` times more; under a ``recency``
     half-life, :meth:`~charmem.domain.scoring.ScoringPolicy.recency_factor` of its age before
@@ -116,7 +116,7 @@ def _weigh(candidate: Candidate, policy: ScoringPolicy, periods: Sequence[tuple[
         _apply(candidate, "name_belief", policy.name_belief_weight)
     if OWED_BY_SOMEONE_PRESENT in candidate.signals:
         _apply(candidate, "obligation", policy.obligation_lead)
-    if isinstance(obj, Observation) and asks_question(obj.text):
+    if isinstance(obj, Observation) and spoken_question(obj):
         _apply(candidate, "question", policy.question_factor)
     if happened_in(event_time(obj), periods):
         _apply(candidate, "time_cue", policy.time_cue_weight)

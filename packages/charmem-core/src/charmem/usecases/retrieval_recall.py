@@ -88,8 +88,8 @@ def admit_roots(
 
     Under time cues, the candidates that happened in a cue period are first ranked as a list of
     their own (:func:`~charmem.domain.scoring.period_lifts`): the ``j``-th of them scores at least
-    what the ``j``-th candidate overall does (trace factor ``time_cue_rank``); the order of the
-    offers is that of the lifted scores.
+    what the ``j``-th candidate overall does (signal ``time_cue_rank`` where that lifts it); the
+    order of the offers is that of the lifted scores, which are their recalled (road) scores.
     """
     scores = [float(hit.score) for hit in hits]
     if periods:
@@ -104,7 +104,7 @@ def admit_roots(
         if recall.offer(hit.id, score, "vector"):
             roots.append(hit.id)
             if score > hit.score:
-                recall.chosen[hit.id].factors.append(("time_cue_rank", score / float(hit.score)))
+                recall.chosen[hit.id].signals.add("time_cue_rank")
     return roots
 
 
