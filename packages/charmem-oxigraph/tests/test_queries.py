@@ -46,6 +46,27 @@ async def test_links_of_filters_by_relation_and_orders_by_id(store: OxigraphGrap
     assert await store.links_of([MemoryId.new()]) == []
 
 
+async def test_links_of_leaving_out_one_relation_drops_its_links(store: OxigraphGraphStore) -> None:
+    """Every relation but one (expansion's choice) is checked after decoding, not in the query."""
+    person = entity()
+    ep = episode(participant_entity_ids=[person.id])
+    obs = observation(ep.id, mentioned_entity_ids=[person.id])
+    links = [
+        link(ep.id, Relation.HAS_OBSERVATION, obs.id),
+        link(obs.id, Relation.MENTIONS, person.id),
+        link(ep.id, Relation.INVOLVES, person.id),
+    ]
+    await store.write_batch(GraphBatch(objects=[person, ep, obs], links=links))
+
+    for left_out in (Relation.MENTIONS, Relation.SUPERSEDES):
+        chosen = [r for r in Relation if r is not left_out]
+        kept = [lk for lk in links if lk.relation is not left_out]
+        assert await store.links_of([obs.id, person.id], relations=chosen) == sorted(
+            kept, key=lambda lk: lk.id
+        )
+    assert await store.links_of([obs.id, person.id]) == sorted(links, key=lambda lk: lk.id)
+
+
 async def test_get_records_orders_by_time_then_id(store: OxigraphGraphStore) -> None:
     a, b = derived(), derived()
     late = record(a.id, recorded_at=at(30, PACIFIC))

@@ -185,10 +185,19 @@ def episode_turn_iris(ids: Iterable[MemoryId], known: Mapping[MemoryId, str]) ->
 
 
 def relation_iris(relations: Sequence[Relation] | None) -> list[str] | None:
-    """The property IRIs of ``relations`` (``None`` stays ``None``: every relation)."""
+    """The property IRIs a links read filters ``relations`` by in its query (``None``: no filter).
+
+    No filter either when ``relations`` leave out at most one relation (expansion follows every
+    relation but ``supersedes``): the query checks a link's relation with a seek per link (about
+    a seventh of the read, measured), while the few links of the one left out are dropped after
+    decoding (:func:`charmem_oxigraph._logic.of_relations`).
+    """
     if relations is None:
         return None
-    return [v.relation_iri(Relation(relation)) for relation in dict.fromkeys(relations)]
+    chosen = dict.fromkeys(Relation(relation) for relation in relations)
+    if len(chosen) >= len(Relation) - 1:
+        return None
+    return [v.relation_iri(relation) for relation in chosen]
 
 
 def class_iris(object_types: Sequence[ObjectType] | None) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any, Final
 from charmem.domain.currency import currency_status
 from charmem.domain.graph import LifecycleRecord, Tombstone
 from charmem.domain.ids import MemoryId
-from charmem.domain.model import MemoryLink, MemoryObject, ObjectType
+from charmem.domain.model import MemoryLink, MemoryObject, ObjectType, Relation
 from charmem.domain.retrieval import CurrencyStatus
 from charmem.ports import EpisodeTurn
 
@@ -57,6 +57,7 @@ __all__ = [
     "node_links_and_hints",
     "nodes_from_rows",
     "objects_only",
+    "of_relations",
     "read_lookup",
     "records_from_rows",
     "suppress_from_rows",
@@ -278,6 +279,14 @@ def links_and_hints(rows: Iterable[Row]) -> tuple[list[MemoryLink], dict[MemoryI
         CorruptNodeError: a link does not decode (no record, several values of a field).
     """
     return _links_and_hints(link_nodes(rows))
+
+
+def of_relations(links: list[MemoryLink], relations: Sequence[Relation] | None) -> list[MemoryLink]:
+    """The links among ``links`` whose relation is one of ``relations`` (``None``: all), in order."""
+    if relations is None:
+        return links
+    chosen = frozenset(relations)
+    return [link for link in links if link.relation in chosen]
 
 
 def node_links_and_hints(rows: Iterable[Row]) -> tuple[list[MemoryLink], dict[MemoryId, str]]:

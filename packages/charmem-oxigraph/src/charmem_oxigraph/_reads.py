@@ -239,6 +239,7 @@ class GraphReader:
             from_iris, to_iris = endpoint_iris(unknown, cache.kinds(unknown), chosen, marked)
             query = q.links_of(self.graph, from_iris, to_iris, relation_iris(chosen))
             links, hints = lg.links_and_hints((yield query))
+            links = lg.of_relations(links, chosen)  # the query may not filter (relation_iris)
             cache.remember_links_of(generation, unknown, chosen, links)
             cache.remember_hints(hints)
             found.update((link.id, link) for link in links)
