@@ -10,6 +10,7 @@ from charmem.domain.graph import GraphBatch, LifecycleAction
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import Relation
 from charmem.domain.retrieval import CurrencyStatus
+from charmem.ports import EpisodeTurn, ExpansionReader
 
 from charmem_oxigraph import OxigraphGraphStore
 
@@ -65,6 +66,34 @@ async def test_links_of_leaving_out_one_relation_drops_its_links(store: Oxigraph
             kept, key=lambda lk: lk.id
         )
     assert await store.links_of([obs.id, person.id]) == sorted(links, key=lambda lk: lk.id)
+
+
+async def test_links_and_turns_answer_as_the_two_reads(store: OxigraphGraphStore) -> None:
+    """Expansion's one call gives what ``links_of`` and ``episode_turns`` give (cold, then cached)."""
+    person = entity()
+    ep, other = episode(participant_entity_ids=[person.id]), episode()
+    turns = [observation(ep.id, mentioned_entity_ids=[person.id]) for _ in range(3)]
+    links = [
+        *(link(ep.id, Relation.HAS_OBSERVATION, t.id) for t in turns),
+        link(turns[0].id, Relation.MENTIONS, person.id),
+        link(ep.id, Relation.INVOLVES, person.id),
+    ]
+    await store.write_batch(GraphBatch(objects=[person, ep, other, *turns], links=links))
+    assert isinstance(store, ExpansionReader)
+    roots, episodes = [turns[0].id, turns[2].id], [ep.id, other.id, MemoryId.new()]
+    chosen = [r for r in Relation if r is not Relation.SUPERSEDES]
+
+    def unordered(found: dict[MemoryId, list[EpisodeTurn]]) -> dict[MemoryId, list[MemoryId]]:
+        return {e: sorted(t.observation_id for t in listed) for e, listed in found.items()}
+
+    together = await store.links_and_turns(roots, relations=chosen, episode_ids=episodes)
+    apart = (await store.links_of(roots, relations=chosen), await store.episode_turns(episodes))
+    assert together[0] == apart[0] == sorted([links[0], links[2], links[3]], key=lambda lk: lk.id)
+    assert unordered(together[1]) == unordered(apart[1]) == {ep.id: sorted(t.id for t in turns)}
+    again = await store.links_and_turns(roots, relations=chosen, episode_ids=episodes)
+    assert again[0] == together[0]
+    assert unordered(again[1]) == unordered(together[1])
+    assert await store.links_and_turns([], relations=None, episode_ids=[]) == ([], {})
 
 
 async def test_get_records_orders_by_time_then_id(store: OxigraphGraphStore) -> None:

@@ -281,6 +281,13 @@ class GraphReader:
             found.update(turns)
         return {i: found[i] for i in wanted if i in found}
 
+    def links_and_turns(
+        self, wanted: Sequence[MemoryId], chosen: Sequence[Relation] | None, episodes: Sequence[MemoryId]
+    ) -> Plan[tuple[list[MemoryLink], dict[MemoryId, list[EpisodeTurn]]]]:
+        """:meth:`links_of` and then :meth:`episode_turns`, as one plan (one worker-thread trip)."""
+        links = yield from self.links_of(wanted, chosen)
+        return links, (yield from self.episode_turns(episodes))
+
     def occasions(self, query: OccasionQuery) -> Plan[list[Occasion]]:
         """The episodes meeting ``query``, newest first (read each time: the cache keeps none)."""
         return occasions_from_rows((yield occasions_query(self.graph, query)))
@@ -377,7 +384,8 @@ class GraphReader:
 class CachedGraphStore(abc.ABC):
     """What both graph stores share of :class:`charmem.ports.GraphStore`: every read, over plans.
 
-    Also :class:`charmem.ports.EpisodeTurnReader` and :class:`charmem.ports.ObjectTypeHints`. A
+    Also :class:`charmem.ports.EpisodeTurnReader`, :class:`charmem.ports.ExpansionReader` and
+    :class:`charmem.ports.ObjectTypeHints`. A
     transport sets ``_collection`` and ``_graph_iri``, and provides :attr:`closed`,
     :meth:`_reader`, :meth:`_read` (how a plan runs), the writes and :meth:`close`. Every argument
     is checked here, before a plan runs, so a transport's error translation only ever sees
@@ -514,6 +522,23 @@ class CachedGraphStore(abc.ABC):
         """
         wanted = unique(episode_ids)
         return await self._read("read episode turns", self._reader().episode_turns(wanted), len(wanted))
+
+    async def links_and_turns(
+        self,
+        ids: Sequence[MemoryId],
+        *,
+        relations: Sequence[Relation] | None,
+        episode_ids: Sequence[MemoryId],
+    ) -> tuple[list[MemoryLink], dict[MemoryId, list[EpisodeTurn]]]:
+        """See :meth:`charmem.ports.ExpansionReader.links_and_turns`: one hand-off for both reads.
+
+        Raises:
+            ValueError: a relation is not a :class:`~charmem.domain.model.Relation`.
+        """
+        chosen = None if relations is None else tuple(dict.fromkeys(Relation(r) for r in relations))
+        wanted, episodes = unique(ids), unique(episode_ids)
+        plan = self._reader().links_and_turns(wanted, chosen, episodes)
+        return await self._read("read links and turns", plan, len(wanted) + len(episodes))
 
     async def occasions(self, query: OccasionQuery) -> list[Occasion]:
         """See :meth:`charmem.ports.OccasionReader.occasions`, in one query."""

@@ -10,8 +10,8 @@ blocking store calls run in a worker thread.
 * graph authority: :class:`GraphStore`, the union of the memory port :class:`MemoryGraphStore`
   (what remember, correct, forget, link and retrieve use) and the admin port
   :class:`AdminGraphStore` (enumeration, counts, backup, restore, erasure: operational tools
-  only); optional capabilities :class:`EpisodeTurnReader`, :class:`ObjectTypeHints` and
-  :class:`OccasionReader`;
+  only); optional capabilities :class:`EpisodeTurnReader`, :class:`ExpansionReader`,
+  :class:`ObjectTypeHints` and :class:`OccasionReader`;
 * candidate recall: :class:`VectorIndex`;
 * retrieval statistics: :class:`RetrievalStatsStore`;
 * providers shared by every collection: :class:`EmbeddingProvider`, :class:`TokenCounter`,
@@ -25,6 +25,7 @@ from charmem.ports._graph import (
     CharacterRecord,
     EpisodeTurn,
     EpisodeTurnReader,
+    ExpansionReader,
     GraphStore,
     MemoryGraphStore,
     ObjectTypeHints,
@@ -50,6 +51,7 @@ __all__ = [
     "EmbeddingProvider",
     "EpisodeTurn",
     "EpisodeTurnReader",
+    "ExpansionReader",
     "GraphStore",
     "MemoryGraphStore",
     "ObjectTypeHints",

@@ -34,6 +34,7 @@ __all__ = [
     "CharacterRecord",
     "EpisodeTurn",
     "EpisodeTurnReader",
+    "ExpansionReader",
     "GraphStore",
     "MemoryGraphStore",
     "ObjectTypeHints",
@@ -280,6 +281,43 @@ class EpisodeTurnReader(Protocol):
             stored) may be missing.
 
         Raises:
+            BackendError: the store failed.
+        """
+        ...
+
+
+@runtime_checkable
+class ExpansionReader(Protocol):
+    """Optional :class:`GraphStore` capability: expansion's two reads in one call.
+
+    Expansion (``charmem.usecases.retrieval``) reads the links around its roots and the turns of
+    the root observations' episodes; neither depends on the other. A graph store whose reads
+    each cost a hand-off to a worker thread answers both in one (the Oxigraph stores). Graph
+    stores without it are asked ``links_of`` and then ``episode_turns``, with the same result.
+    """
+
+    async def links_and_turns(
+        self,
+        ids: Sequence[MemoryId],
+        *,
+        relations: Sequence[Relation] | None,
+        episode_ids: Sequence[MemoryId],
+    ) -> tuple[list[MemoryLink], dict[MemoryId, list[EpisodeTurn]]]:
+        """``links_of(ids, relations=relations)`` and ``episode_turns(episode_ids)`` at once.
+
+        Contract: each answer equals the one the two calls give (:meth:`MemoryGraphStore.links_of`,
+        :meth:`EpisodeTurnReader.episode_turns`, whose contracts apply).
+
+        Args:
+            ids: the ids whose links are wanted.
+            relations: only links of these relations (``None``: any).
+            episode_ids: the episodes whose turns are wanted.
+
+        Returns:
+            tuple: (the links, by id; the turns by episode id).
+
+        Raises:
+            ValueError: a relation is not a :class:`~charmem.domain.model.Relation`.
             BackendError: the store failed.
         """
         ...

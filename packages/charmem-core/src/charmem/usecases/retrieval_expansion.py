@@ -26,7 +26,7 @@ from charmem.domain.pack import event_time
 from charmem.domain.retrieval import CurrencyStatus, GraphLimits
 from charmem.domain.rules import replies_to
 from charmem.domain.scoring import context_score
-from charmem.ports import EpisodeTurn, EpisodeTurnReader, GraphStore
+from charmem.ports import EpisodeTurn, EpisodeTurnReader, ExpansionReader, GraphStore
 
 if TYPE_CHECKING:
     from charmem.usecases.retrieval import Candidate, Recall
@@ -40,15 +40,16 @@ _Place = tuple["Candidate", list[EpisodeTurn], int]
 async def expand_roots(recall: Recall, roots: list[MemoryId]) -> None:
     """Expansion: one hop of links from the roots, and the turns around the root observations.
 
-    What both reach is loaded in one go (run together, the two reads only contended for the
-    GIL: measured slower). Links are followed by :func:`_expansion_targets`; the turns around a
-    root observation score ``policy.context_decay`` per step times it.
+    What both reach is loaded in one go (run concurrently, the two reads only contended for the
+    GIL: measured slower; one call of a store implementing
+    :class:`~charmem.ports.ExpansionReader` saves a worker-thread hand-off). Links are followed
+    by :func:`_expansion_targets`; the turns around a root observation score
+    ``policy.context_decay`` per step times it.
     """
     limits = recall.context.graph_limits
     expand = limits.depth >= 1 and bool(roots) and limits.node_budget > 0
     window = limits.context_window
-    links = await recall.graph.links_of(roots, relations=_expansion_relations(limits)) if expand else []
-    turns = await _turns_around(recall, roots) if window > 0 else {}
+    links, turns = await _links_and_turns(recall, roots, expand=expand, turns=window > 0)
     reached = _expansion_targets(recall, roots, links) if expand else {}
     places = _context_places(recall, roots, turns)
     await recall.load([*reached, *_context_turn_ids(places, window)])
@@ -316,22 +317,42 @@ def _expansion_targets(
     return reached
 
 
-async def _turns_around(recall: Recall, roots: list[MemoryId]) -> dict[MemoryId, list[EpisodeTurn]]:
-    """The turns of the root observations' episodes in order (observed_at, id), as of the context.
+async def _links_and_turns(
+    recall: Recall, roots: list[MemoryId], *, expand: bool, turns: bool
+) -> tuple[list[MemoryLink], dict[MemoryId, list[EpisodeTurn]]]:
+    """Expansion's reads: the roots' links (``expand``), the turns around them (``turns``).
 
     People remember an utterance with what was said around it: the answer to a question is
-    usually the next turn. Only the order of the episodes' turns is read (:func:`episode_turns`).
+    usually the next turn. Only the order of the root observations' episodes' turns is read
+    (:func:`episode_turns`), in order (observed_at, id) as of the context. A store implementing
+    :class:`~charmem.ports.ExpansionReader` is asked both in one call.
     """
-    episodes = sorted({obj.episode_id for i in roots if isinstance(obj := recall.chosen[i].obj, Observation)})
-    if not episodes:
-        return {}
+    graph = recall.graph
+    relations = _expansion_relations(recall.context.graph_limits)
+    episodes = _root_episodes(recall, roots) if turns else []
+    if expand and episodes and isinstance(graph, ExpansionReader):
+        links, listed = await graph.links_and_turns(roots, relations=relations, episode_ids=episodes)
+        return links, _in_turn_order(recall, listed)
+    links = await graph.links_of(roots, relations=relations) if expand else []
+    return links, _in_turn_order(recall, await episode_turns(graph, episodes)) if episodes else {}
+
+
+def _root_episodes(recall: Recall, roots: list[MemoryId]) -> list[MemoryId]:
+    """The episodes of the root observations, sorted."""
+    return sorted({obj.episode_id for i in roots if isinstance(obj := recall.chosen[i].obj, Observation)})
+
+
+def _in_turn_order(
+    recall: Recall, listed: Mapping[MemoryId, list[EpisodeTurn]]
+) -> dict[MemoryId, list[EpisodeTurn]]:
+    """Each episode's turns recorded by the context's ``as_of``, in order (observed_at, id)."""
     as_of = recall.context.as_of
     return {
         episode_id: sorted(
-            (t for t in listed if as_of is None or t.created_at <= as_of),
+            (t for t in turns if as_of is None or t.created_at <= as_of),
             key=lambda t: (t.observed_at, t.observation_id),
         )
-        for episode_id, listed in (await episode_turns(recall.graph, episodes)).items()
+        for episode_id, turns in listed.items()
     }
 
 
