@@ -11,7 +11,7 @@ from charmem.domain.graph import GraphBatch, LifecycleAction
 from charmem.domain.ids import MemoryId
 from charmem.domain.model import MemoryObject, ObjectType, Observation, Relation, object_type_of
 from charmem.domain.names import NameIndex
-from charmem.ports import CharacterRecord, GraphStore, ObjectTypeHints
+from charmem.ports import CharacterRecord, EpisodeTurn, ExpansionReader, GraphStore, ObjectTypeHints
 from charmem.usecases.retrieval import episode_turns
 from charmem_contract import data
 from charmem_contract._base import requires
@@ -145,6 +145,40 @@ class GraphReadTests:
         assert await graph_store.links_of([a.id], relations=None) == sorted(
             [supports, about, loop], key=lambda lk: lk.id
         )
+
+    async def test_links_and_turns_read_together_equal_the_two_reads(self, graph_store: GraphStore) -> None:
+        """A store with :class:`~charmem.ports.ExpansionReader` answers ``links_and_turns`` as
+        ``links_of`` and ``episode_turns`` answer apart, for every relation filter.
+
+        If this fails: run the same two read plans in the one call; drop nothing and add nothing
+        (unknown ids and episodes without turns give no links and no turns).
+        """
+        if not isinstance(graph_store, ExpansionReader):
+            pytest.skip(f"{type(graph_store).__name__} has no ExpansionReader (optional capability)")
+        episode, other, person = data.episode(), data.episode(), data.entity()
+        turns = [data.observation(episode.id, observed_at=at(n)) for n in (1, 2, 3)]
+        await graph_store.write_batch(
+            GraphBatch(
+                objects=[episode, other, person, *turns],
+                links=[
+                    *(data.link(episode.id, Relation.HAS_OBSERVATION, t.id) for t in turns),
+                    data.link(episode.id, Relation.INVOLVES, person.id),
+                    data.link(turns[0].id, Relation.MENTIONS, person.id),
+                ],
+            )
+        )
+        ids = [episode.id, turns[0].id, turns[1].id, MemoryId.new()]
+        episodes = [episode.id, other.id, MemoryId.new()]
+        every_but_mentions = [r for r in Relation if r is not Relation.MENTIONS]  # one left out
+        for relations in (None, every_but_mentions, [Relation.MENTIONS], []):
+            links, turns_by_episode = await graph_store.links_and_turns(
+                ids, relations=relations, episode_ids=episodes
+            )
+            assert links == await graph_store.links_of(ids, relations=relations)
+            apart = await episode_turns(graph_store, episodes)
+            assert {i: sorted(map(_place, t)) for i, t in turns_by_episode.items() if t} == {
+                i: sorted(map(_place, t)) for i, t in apart.items() if t
+            }
 
     async def test_episode_turns_are_the_observations_linked_from_each_episode(
         self, graph_store: GraphStore
@@ -381,3 +415,7 @@ class GraphReadTests:
             assert await reopened.record_character_id(MemoryId.new()) == first
         finally:
             await reopened.close()
+
+
+def _place(turn: EpisodeTurn) -> tuple[MemoryId, datetime, datetime]:
+    return (turn.observation_id, turn.observed_at, turn.created_at)

@@ -72,7 +72,7 @@ class GraphStoreContract(
         ),
     }
     optional_capabilities: ClassVar[frozenset[str]] = frozenset(capabilities)
-    minimum_passing: ClassVar[int] = 27
+    minimum_passing: ClassVar[int] = 28
 
     supports_reopen: ClassVar[bool] = True
     supports_lock: ClassVar[bool] = True
