@@ -193,3 +193,26 @@ async def test_the_turn_after_a_recalled_statement_is_no_reply(memory: Character
     )
     expected = statement.score * DEFAULT_SCORING.context_decay * DEFAULT_SCORING.context_aside_factor
     assert after.score == pytest.approx(expected)
+
+
+async def test_a_reply_that_asks_back_lends_its_own_reply_no_more_than_it_was_recalled_at(
+    memory: CharacterMemory,
+) -> None:
+    ids = await _conversation(
+        memory,
+        [
+            ("ann", "Where did you go hiking last weekend?"),
+            ("bob", "Why do you ask?"),
+            ("ann", "curious"),
+        ],
+    )
+    context = RetrievalContext(query="where did you go hiking", trace=True)
+    pack = await memory.retrieve(context)
+    by_id = {item.id: item for item in pack.items}
+    question = by_id[ids["Where did you go hiking last weekend?"]]
+    curious = by_id[ids["curious"]]
+    # "Why do you ask?" came along as the reply; its own reply must not outrank what was asked
+    assert [item.id for item in pack.items].index(question.id) < [item.id for item in pack.items].index(
+        curious.id
+    )
+    assert curious.score < question.score

@@ -391,7 +391,10 @@ def _offer_context(recall: Recall, places: Sequence[_Place], window: int) -> Non
     (:func:`~charmem.domain.rules.replies_to`) as high as the question, the others lower.
     """
     policy, objects = recall.policy, recall.objects
-    for root, sequence, position in places:  # in root order: an offer may raise a later root's score
+    # What the query recalled each root at: a root raised as another's reply or neighbour lends
+    # its turns no more than that (a reply to a reply never outranks the question recalled).
+    recalled = [root.score for root, _sequence, _position in places]
+    for (root, sequence, position), root_score in zip(places, recalled, strict=True):
         question = root.obj
         assert isinstance(question, Observation)  # places hold observations only
         for offset in range(1, window + 1):
@@ -399,7 +402,7 @@ def _offer_context(recall: Recall, places: Sequence[_Place], window: int) -> Non
                 if 0 <= neighbour < len(sequence):
                     turn_id = sequence[neighbour].observation_id
                     reply = neighbour == position + 1 and replies_to(objects.get(turn_id), question)
-                    score = context_score(root.score, offset, reply=reply, policy=policy)
+                    score = context_score(root_score, offset, reply=reply, policy=policy)
                     recall.offer(turn_id, score, "context:adjacent")
 
 
