@@ -77,6 +77,8 @@ _QUESTION_MARKS = frozenset(_QUESTION_MARK_CHARS)
 #: exclamation mark, and every question mark below.
 _SENTENCE_MARKS = ".!\u2026\u3002\uff01" + _QUESTION_MARK_CHARS
 _WORD_CHAR = re.compile(r"\w")
+_INNER_MARKS = ".!?"  # ASCII marks that also occur inside tokens: links, decimals, domains
+_MARK_RUN = re.compile(f"[{re.escape(_SENTENCE_MARKS)}]+")
 
 
 class BeliefBreachKind(enum.Enum):
@@ -518,16 +520,29 @@ def asks_question(text: str) -> bool:
     ?``, the ellipsis, the ideographic full stop, the full-width exclamation mark, and the
     question marks: ``?``, the interrobang, ``⁇ ⁈ ⁉``, full-width, small, Arabic and Greek ones
     and the ornaments (U+2753, U+2754). The Greek question mark is read only as U+037E: NFC
-    normalisation turns it into a semicolon, which is not read.
+    normalisation turns it into a semicolon, which is not read. A run whose last mark is an
+    ASCII ``.``, ``!`` or ``?`` directly followed by a letter or digit is inside a token, not at
+    a sentence's end (a link's ``r?id=3``, ``3.5``, ``example.com``): ``"The recipe:
+    https://example.com/r?id=3"`` does not ask. Scripts written without spaces end sentences on
+    their own marks (a full-width question mark before more Japanese text asks).
     """
-    end = len(text.rstrip()) - 1  # most utterances end on their mark; else C-level scans
-    if end < 0 or text[end] not in _SENTENCE_MARKS:
-        end = max(text.rfind(mark) for mark in _SENTENCE_MARKS)
-    if end < 0:
-        return False
-    head = text[: end + 1]
-    run = head[len(head.rstrip(_SENTENCE_MARKS)) :]
+    end = len(text.rstrip()) - 1  # most utterances end on their mark; else a scan of the runs
+    if end >= 0 and text[end] in _SENTENCE_MARKS:
+        head = text[: end + 1]
+        run = head[len(head.rstrip(_SENTENCE_MARKS)) :]
+    else:
+        run = _last_final_run(text)
     return not _QUESTION_MARKS.isdisjoint(run)
+
+
+def _last_final_run(text: str) -> str:
+    """The last run of sentence marks in ``text`` that ends a sentence (not inside a token), or ``""``."""
+    last = ""
+    for match in _MARK_RUN.finditer(text):
+        run = match.group()
+        if run[-1] not in _INNER_MARKS or not text[match.end() : match.end() + 1].isalnum():
+            last = run
+    return last
 
 
 def spoken_question(observation: Observation) -> bool:
