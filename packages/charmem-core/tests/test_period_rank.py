@@ -12,6 +12,8 @@ from charmem import CharacterMemory, EpisodeDraft, ObservationDraft, RememberDra
 from charmem.domain.ids import MemoryId
 from charmem.domain.scoring import period_lifts
 from charmem.domain.timecues import happened_in
+from charmem.stats import InMemoryRetrievalStatsStore
+from charmem.testing import HashingEmbeddingProvider, ReferenceGraphStore, ReferenceVectorIndex
 
 
 def test_the_first_memory_of_the_period_scores_like_the_first_of_all() -> None:
@@ -108,3 +110,49 @@ async def test_a_candidate_scoring_zero_is_lifted_without_error(memory: Characte
     zebra = by_text["zebra crossing"]  # nothing in common with the query: cosine 0
     assert "time_cue_rank" in zebra.signals
     assert pack.items[0].text == "zebra crossing", "the day's only memory ranks with the best"
+
+
+class _OppositeQueries(HashingEmbeddingProvider):
+    """Embeds every query as the opposite of its words: each candidate's cosine is negative."""
+
+    async def embed_query(self, text: str) -> list[float]:
+        return [-value for value in self.embed(text)]
+
+
+async def test_a_negative_similarity_ranks_as_nothing_in_common_and_factors_keep_their_sense() -> None:
+    embedder = _OppositeQueries()
+    memory = CharacterMemory(
+        graph=ReferenceGraphStore("neg"),
+        vectors=ReferenceVectorIndex("neg", model_id=embedder.model_id, vector_size=embedder.vector_size),
+        embedder=embedder,
+        stats=InMemoryRetrievalStatsStore("neg"),
+        collection="neg",
+    )
+    try:
+        for text, when in (
+            ("alpha beta gamma.", datetime(2024, 1, 10, 12, tzinfo=UTC)),
+            ("alpha beta gamma!", datetime(2024, 3, 6, 12, tzinfo=UTC)),  # last week, same vector
+        ):
+            episode = MemoryId.new()
+            await memory.remember(
+                RememberDrafts(
+                    episodes=[EpisodeDraft(id=episode, occurred_at=when, created_at=when)],
+                    observations=[
+                        ObservationDraft(text=text, episode_id=episode, observed_at=when, created_at=when)
+                    ],
+                )
+            )
+        query = "alpha beta gamma last week"
+        as_of = datetime(2024, 3, 13, tzinfo=UTC)
+        context = RetrievalContext(query=query, score_floor=-1.0, as_of=as_of, trace=True)
+        pack = await memory.retrieve(context)
+    finally:
+        await memory.close()
+    assert [item.occurred_at.month for item in pack.items] == [3, 1], "last week's memory does not rank last"
+    for item in pack.items:
+        assert item.score >= 0.0
+        assert item.trace is not None
+        product = item.trace.combined
+        for _name, factor in item.trace.factors:
+            product *= factor
+        assert item.score == pytest.approx(product)

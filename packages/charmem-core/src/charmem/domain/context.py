@@ -244,7 +244,8 @@ class RetrievalContext:
         score_floor: a floor on the dense similarity (cosine) of candidate recall: memories
             less similar than this to the query are not candidates, unless the lexical cue finds
             a shared term (near-zero similarity is noise, not memory). Default 0.1; between -1
-            and 1 (``DraftValidationError`` otherwise).
+            and 1 (``DraftValidationError`` otherwise). Below 0, a less similar memory ranks as
+            one with nothing in common, at 0 (:func:`~charmem.domain.scoring.candidate_score`).
         focus_entity_ids: notions the caller is focused on; memories about, involving or
             mentioning them are recalled through the graph (hubs excepted).
         include_superseded: return superseded memories met during recall as items with status

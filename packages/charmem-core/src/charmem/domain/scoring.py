@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_SCORING",
     "SCORE_RESOLUTION",
     "ScoringPolicy",
+    "candidate_score",
     "combined_road_score",
     "context_score",
     "period_lifts",
@@ -246,6 +247,24 @@ def context_score(root_score: float, steps: int, *, reply: bool, policy: Scoring
     if reply:
         return root_score * policy.reply_factor
     return root_score * policy.context_decay**steps * policy.context_aside_factor
+
+
+def candidate_score(similarity: float) -> float:
+    """What a candidate's recalled score counts for in ranking: itself, or 0 when negative.
+
+    Ranking multiplies scores by factors (a question's 0.8, a time cue's 2.0, the spread's
+    discounts), which lower or raise a score only when it is not negative. A candidate less
+    similar to the query than one with nothing in common (a negative cosine, admitted under a
+    negative ``score_floor``) ranks as one with nothing in common: at 0, below every positive
+    score, ordered among its ties by the canonical tie-breaks (:func:`rank_key`).
+
+    Args:
+        similarity: the vector index's score for the candidate (a fused rank score, or a cosine).
+
+    Returns:
+        float: ``similarity`` if at least 0, else 0.0.
+    """
+    return max(similarity, 0.0)
 
 
 def period_lifts(scores: Sequence[float], inside: Sequence[bool]) -> list[float]:

@@ -17,7 +17,7 @@ from charmem.domain.model import Entity, object_type_of
 from charmem.domain.names import NameAssertion, NameUse, name_use
 from charmem.domain.pack import event_time
 from charmem.domain.retrieval import CurrencyStatus, RetrievalContext
-from charmem.domain.scoring import ScoringPolicy, period_lifts, rank_key
+from charmem.domain.scoring import ScoringPolicy, candidate_score, period_lifts, rank_key
 from charmem.domain.timecues import happened_in, time_cues
 from charmem.log import get_logger
 from charmem.ports import (
@@ -90,20 +90,22 @@ def admit_roots(
     their own (:func:`~charmem.domain.scoring.period_lifts`): the ``j``-th of them scores at least
     what the ``j``-th candidate overall does (signal ``time_cue_rank`` where that lifts it); the
     order of the offers is that of the lifted scores, which are their recalled (road) scores.
+    A negative score enters at 0 (:func:`~charmem.domain.scoring.candidate_score`).
     """
-    scores = [float(hit.score) for hit in hits]
+    recalled = [candidate_score(float(hit.score)) for hit in hits]
+    scores = recalled
     if periods:
         objects = recall.objects
         inside = [
             (obj := objects.get(hit.id)) is not None and happened_in(event_time(obj), periods) for hit in hits
         ]
-        scores = period_lifts(scores, inside)
+        scores = period_lifts(recalled, inside)
     roots: list[MemoryId] = []
     for position in sorted(range(len(hits)), key=lambda n: -scores[n]):  # stable: ties keep their order
         hit, score = hits[position], scores[position]
         if recall.offer(hit.id, score, "vector"):
             roots.append(hit.id)
-            if score > hit.score:
+            if score > recalled[position]:
                 recall.chosen[hit.id].signals.add("time_cue_rank")
     return roots
 
