@@ -526,12 +526,15 @@ def asks_question(text: str) -> bool:
     https://example.com/r?id=3"`` does not ask. Scripts written without spaces end sentences on
     their own marks (a full-width question mark before more Japanese text asks).
     """
-    end = len(text.rstrip()) - 1  # most utterances end on their mark; else a scan of the runs
-    if end >= 0 and text[end] in _SENTENCE_MARKS:
-        head = text[: end + 1]
-        run = head[len(head.rstrip(_SENTENCE_MARKS)) :]
-    else:
-        run = _last_final_run(text)
+    end = len(text.rstrip()) - 1  # most utterances end on their mark; else C-level scans
+    if end < 0 or text[end] not in _SENTENCE_MARKS:
+        end = max(text.rfind(mark) for mark in _SENTENCE_MARKS)
+        if end >= 0 and text[end] in _INNER_MARKS and text[end + 1 : end + 2].isalnum():
+            return not _QUESTION_MARKS.isdisjoint(_last_final_run(text))  # the last mark is in a token
+    if end < 0:
+        return False
+    head = text[: end + 1]
+    run = head[len(head.rstrip(_SENTENCE_MARKS)) :]
     return not _QUESTION_MARKS.isdisjoint(run)
 
 
