@@ -293,6 +293,16 @@ def test_words_that_name_no_period(text: str) -> None:
     assert time_cues(text, reference=WEDNESDAY) == ()
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["31 February 2023", "on February 30, 2023", "the 29th of February, 2023", "0 May 2023", "in 2023-02-29"],
+)
+def test_a_date_that_does_not_exist_names_nothing(text: str) -> None:
+    """Not the month or year around it either: the text names a day, and that day is not there."""
+    assert time_cues(text) == ()
+    assert time_cues("29 February 2024") == ((day(2024, 2, 28), day(2024, 3, 2)),)
+
+
 def test_the_last_week_of_a_named_month_is_that_month() -> None:
     """The relative form is not read; the month of a year, an absolute form, still is."""
     assert time_cues("the last week of June 2023", reference=WEDNESDAY) == (

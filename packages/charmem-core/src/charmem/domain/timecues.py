@@ -400,7 +400,8 @@ def time_cues(
         tuple[tuple[datetime, datetime], ...]: half-open ``[start, end)`` periods, UTC,
         de-duplicated; empty when the text names no time. Each character of the text belongs to
         at most one form (``9 November 2022`` is one day, not also a month and a year); a date
-        that does not exist (31 February) or falls outside the calendar names nothing.
+        that does not exist (31 February 2023) or falls outside the calendar names nothing, and
+        its text is not read as another form (not as February 2023, nor as 2023).
     """
     reading = _Reading(
         today=reference.date() if reference is not None else None,
@@ -417,11 +418,13 @@ def time_cues(
             try:
                 period = reader(match.groupdict(), reading)
             except (ValueError, OverflowError):  # 31 February, or past the calendar's ends
-                period = None
-            if period is None:
-                continue
+                period = None  # names nothing, and no other form reads its text
+            else:
+                if period is None:  # a relative form without a reference: another form may read it
+                    continue
             taken[match.start() : match.end()] = [True] * (match.end() - match.start())
-            found.append((match.start(), period))
+            if period is not None:
+                found.append((match.start(), period))
     return tuple(dict.fromkeys(period for _start, period in sorted(found)))
 
 
