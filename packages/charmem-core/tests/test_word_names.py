@@ -19,6 +19,7 @@ from charmem import (
     RememberInput,
 )
 from charmem.domain.names import MONTH_NAMES, WORD_NAMES, NameUse, name_use
+from charmem.domain.rules import name_occurs_in
 from charmem.domain.timecues import time_cues
 from charmem_contract._lifecycle_steps import LifecycleSteps
 
@@ -43,6 +44,37 @@ T0 = datetime(2024, 4, 1, 9, 0, tzinfo=UTC)  # before the fixture clock's now
 )
 def test_the_case_of_a_word_name_in_the_query_tells_how_it_is_used(query: str, use: NameUse | None) -> None:
     assert name_use("Will", query) is use
+
+
+@pytest.mark.parametrize(
+    ("query", "use"),
+    [
+        ("- Will it rain?", NameUse.UNMARKED),  # a list item starts a sentence
+        ("* Will it rain?", NameUse.UNMARKED),
+        ("\u2022 Will it rain?", NameUse.UNMARKED),
+        ("Notes:\n  - Will it rain?", NameUse.UNMARKED),
+        ("I'm tired\nWill you come", NameUse.UNMARKED),  # so does a line
+        ("I'm tired\r\n\n  \"Will you come", NameUse.UNMARKED),
+        ("I'm tired -\nWill you come", NameUse.UNMARKED),
+        ("I asked - Will said no", NameUse.NAME),  # a dash inside a line is no bullet
+        ("Mary-Will said no", NameUse.NAME),
+        ("I asked\nwhether Will said no", NameUse.NAME),
+        ("I'm tired\nwill you come", NameUse.WORD),
+    ],
+)
+def test_a_line_or_list_item_starts_a_sentence(query: str, use: NameUse) -> None:
+    assert name_use("Will", query) is use
+
+
+def test_a_name_of_several_words_occurs_across_a_line_break() -> None:
+    assert name_use("Will Hope", "I met\nWill\nHope") is NameUse.NAME
+
+
+@given(st.sampled_from(["Will", "may", "Will Hope"]), st.text(), st.text(), st.text())
+def test_a_name_is_read_where_it_occurs(name: str, lead: str, between: str, tail: str) -> None:
+    """Reading the case keeps line breaks; finding the name still ignores spacing."""
+    text = f"{lead}{name}{between}{tail}"
+    assert (name_use(name, text) is None) is (not name_occurs_in(name, text))
 
 
 @pytest.mark.parametrize(

@@ -136,9 +136,11 @@ WORD_NAMES: Final = frozenset((
 #: :func:`charmem.domain.timecues.month_in_a_date`).
 MONTH_NAMES: Final = frozenset(("april", "august", "june", "may"))
 
-#: What may stand between a sentence's end and its first word: spaces, opening quotes, brackets.
-_OPENERS: Final = " \"'\u201c\u2018([{"
-_SENTENCE_ENDS: Final = ".!?:\u2026"
+#: What may stand between a sentence's end and its first word: spaces, opening quotes, brackets,
+#: list bullets.
+_OPENERS: Final = " \"'\u201c\u2018([{-*\u2022"
+#: What ends a sentence: its marks, and the end of a line.
+_SENTENCE_ENDS: Final = ".!?:\u2026\n"
 
 
 def name_use(name: str, text: str) -> NameUse | None:
@@ -150,10 +152,12 @@ def name_use(name: str, text: str) -> NameUse | None:
     letter in ``text`` (width and spacing normalised, case kept): a capital that does not start a
     sentence is a name, a small letter the ordinary word, a capital starting a sentence (or a text
     with no capitals, or no small letters, or the word in capitals throughout) tells nothing. A
-    month (:data:`MONTH_NAMES`) is always capitalised, so its capital tells nothing, and in a
-    date (:func:`~charmem.domain.timecues.month_in_a_date`: "May 2023", "9 May") it is the
-    ordinary word. Any occurrence used as a name makes the answer :attr:`NameUse.NAME`; else any
-    that tells nothing makes it :attr:`NameUse.UNMARKED`.
+    sentence starts the text or a line, or follows ``.!?:…``, with spaces, opening quotes,
+    brackets or a list bullet (``-``, ``*``, ``•``) between. A month (:data:`MONTH_NAMES`) is
+    always capitalised, so its capital tells nothing, and in a date
+    (:func:`~charmem.domain.timecues.month_in_a_date`: "May 2023", "9 May") it is the ordinary
+    word. Any occurrence used as a name makes the answer :attr:`NameUse.NAME`; else any that
+    tells nothing makes it :attr:`NameUse.UNMARKED`.
 
     Args:
         name: the name as spelled (a ``KnownAs`` name).
@@ -163,8 +167,8 @@ def name_use(name: str, text: str) -> NameUse | None:
         NameUse | None: the strongest use of any occurrence; None when it does not occur.
     """
     needle = normalise_name(name)
-    cased = spaced(text)
-    lowered = cased.lower()
+    cased = _lined(text)
+    lowered = cased.lower().replace("\n", " ")  # a line break is a space between words
     starts = word_bounded_starts(needle, lowered)
     if not starts:
         return None
@@ -175,6 +179,14 @@ def name_use(name: str, text: str) -> NameUse | None:
         return NameUse.UNMARKED
     uses = {_use_at(cased, start, len(needle), month=needle in MONTH_NAMES) for start in starts}
     return min(uses, key=[NameUse.NAME, NameUse.UNMARKED, NameUse.WORD].index)
+
+
+def _lined(text: str) -> str:
+    r"""``text`` as :func:`~charmem.domain.rules.spaced` makes it, but a line break is ``\n``.
+
+    A run of whitespace holding a line break becomes one ``\n``, any other run one space.
+    """
+    return "\n".join(line for line in map(spaced, text.splitlines()) if line)
 
 
 def _use_at(cased: str, start: int, length: int, *, month: bool) -> NameUse:
