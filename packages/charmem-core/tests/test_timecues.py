@@ -287,10 +287,24 @@ def test_relative_forms_need_a_reference(text: str) -> None:
         "the last summer of the decade",
         "the last night of the festival",
         "her last year of school",
+        # Documented as not read.
+        "last May",
+        "next March",
+        "2022-11-09T10:00",
+        "11/09/2022",
+        "1999-2001",
     ],
 )
 def test_words_that_name_no_period(text: str) -> None:
     assert time_cues(text, reference=WEDNESDAY) == ()
+
+
+def test_a_year_ago_today_is_two_cues() -> None:
+    """As documented: "a year ago" and "today"; "this time last year" is the one date."""
+    assert time_cues("a year ago today", reference=WEDNESDAY) == (
+        around(day(2023, 3, 13), day(2023, 3, 13), timedelta(days=365.25 / 2)),
+        around(day(2024, 3, 13), day(2024, 3, 13)),
+    )
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,10 @@ Left alone, because reading them would be a guess: dates without a year ("on 9 N
 weekday names without ``last``/``next``, counts forward ("in two weeks"), and vague words
 ("recently", "lately", "the other day");
 a caller who means "recently" asks for the ``recency`` preference of the retrieval context.
+Not read either: a month with ``last``/``next`` ("last May"), a date with a time of day
+("2022-11-09T10:00"), dates in digits and slashes ("11/09/2022") and year ranges
+("1999-2001"). "a year ago today" is two cues, "a year ago" and "today" (``this time last
+year`` is the same date a year back).
 """
 
 from __future__ import annotations
