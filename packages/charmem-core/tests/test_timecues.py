@@ -287,10 +287,34 @@ def test_relative_forms_need_a_reference(text: str) -> None:
         "the last summer of the decade",
         "the last night of the festival",
         "her last year of school",
+        # Documented as not read.
+        "last May",
+        "next March",
+        "2022-11-09T10:00",
+        "11/09/2022",
+        "1999-2001",
     ],
 )
 def test_words_that_name_no_period(text: str) -> None:
     assert time_cues(text, reference=WEDNESDAY) == ()
+
+
+def test_a_year_ago_today_is_two_cues() -> None:
+    """As documented: "a year ago" and "today"; "this time last year" is the one date."""
+    assert time_cues("a year ago today", reference=WEDNESDAY) == (
+        around(day(2023, 3, 13), day(2023, 3, 13), timedelta(days=365.25 / 2)),
+        around(day(2024, 3, 13), day(2024, 3, 13)),
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["31 February 2023", "on February 30, 2023", "the 29th of February, 2023", "0 May 2023", "in 2023-02-29"],
+)
+def test_a_date_that_does_not_exist_names_nothing(text: str) -> None:
+    """Not the month or year around it either: the text names a day, and that day is not there."""
+    assert time_cues(text) == ()
+    assert time_cues("29 February 2024") == ((day(2024, 2, 28), day(2024, 3, 2)),)
 
 
 def test_the_last_week_of_a_named_month_is_that_month() -> None:

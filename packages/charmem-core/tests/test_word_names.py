@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from charmem import (
@@ -19,6 +19,8 @@ from charmem import (
     RememberInput,
 )
 from charmem.domain.names import MONTH_NAMES, WORD_NAMES, NameUse, name_use
+from charmem.domain.rules import name_occurs_in
+from charmem.domain.timecues import time_cues
 from charmem_contract._lifecycle_steps import LifecycleSteps
 
 T0 = datetime(2024, 4, 1, 9, 0, tzinfo=UTC)  # before the fixture clock's now
@@ -47,6 +49,37 @@ def test_the_case_of_a_word_name_in_the_query_tells_how_it_is_used(query: str, u
 @pytest.mark.parametrize(
     ("query", "use"),
     [
+        ("- Will it rain?", NameUse.UNMARKED),  # a list item starts a sentence
+        ("* Will it rain?", NameUse.UNMARKED),
+        ("\u2022 Will it rain?", NameUse.UNMARKED),
+        ("Notes:\n  - Will it rain?", NameUse.UNMARKED),
+        ("I'm tired\nWill you come", NameUse.UNMARKED),  # so does a line
+        ("I'm tired\r\n\n  \"Will you come", NameUse.UNMARKED),
+        ("I'm tired -\nWill you come", NameUse.UNMARKED),
+        ("I asked - Will said no", NameUse.NAME),  # a dash inside a line is no bullet
+        ("Mary-Will said no", NameUse.NAME),
+        ("I asked\nwhether Will said no", NameUse.NAME),
+        ("I'm tired\nwill you come", NameUse.WORD),
+    ],
+)
+def test_a_line_or_list_item_starts_a_sentence(query: str, use: NameUse) -> None:
+    assert name_use("Will", query) is use
+
+
+def test_a_name_of_several_words_occurs_across_a_line_break() -> None:
+    assert name_use("Will Hope", "I met\nWill\nHope") is NameUse.NAME
+
+
+@given(st.sampled_from(["Will", "may", "Will Hope"]), st.text(), st.text(), st.text())
+def test_a_name_is_read_where_it_occurs(name: str, lead: str, between: str, tail: str) -> None:
+    """Reading the case keeps line breaks; finding the name still ignores spacing."""
+    text = f"{lead}{name}{between}{tail}"
+    assert (name_use(name, text) is None) is (not name_occurs_in(name, text))
+
+
+@pytest.mark.parametrize(
+    ("query", "use"),
+    [
         ("What happened in May?", NameUse.UNMARKED),  # a month is always capitalised
         ("What did May say?", NameUse.UNMARKED),
         ("What did we do in May 2023?", NameUse.WORD),  # part of a date
@@ -58,6 +91,54 @@ def test_the_case_of_a_word_name_in_the_query_tells_how_it_is_used(query: str, u
 def test_a_month_is_a_name_only_unmarked_and_never_in_a_date(query: str, use: NameUse) -> None:
     assert "may" in MONTH_NAMES
     assert name_use("May", query) is use
+
+
+@pytest.mark.parametrize(
+    ("date", "read"),
+    [
+        ("May 2023", True),
+        ("May, 2023", True),
+        ("May. 2023", True),
+        ("May\n2023", True),
+        ("9 May 2023", True),
+        ("9th of May, 2023", True),
+        ("9TH OF May 2023", True),
+        ("May 9, 2023", True),
+        ("May 9th 2023", True),
+        ("the 3rd of May", False),  # a date without a year: not a time cue, still no name
+        ("9 May", False),
+        ("9TH May", False),
+        ("May 9", False),
+        ("May '23", False),
+        ("May \u201923", False),
+        ("May, '23", False),
+    ],
+)
+def test_a_month_in_any_date_form_is_no_name(date: str, read: bool) -> None:
+    """Every form the time cues read as a day or month of a year, and dates they leave alone."""
+    query = f"What did we do on {date}, Mum?"
+    assert bool(time_cues(query)) is read
+    assert name_use("May", query) is NameUse.WORD
+
+
+_JOINS = st.text(alphabet=" ,.'\u2019\n\tofOF", max_size=5)
+
+
+@given(
+    st.sampled_from(sorted(MONTH_NAMES)),
+    st.sampled_from(["", "9", "9th", "31", "2023"]),
+    _JOINS,
+    _JOINS,
+    st.sampled_from(["", "9", "9th", "2023", "'23"]),
+)
+@example("may", "", "", ", ", "2023")
+def test_a_month_the_time_cues_read_in_a_date_is_no_name(
+    month: str, before: str, join_before: str, join_after: str, after: str
+) -> None:
+    """What :func:`time_cues` reads as a day or a month of a year holds the month: the name rule agrees."""
+    query = f"What did we do on {before}{join_before}{month.title()}{join_after}{after} there?"
+    if any(end - start < timedelta(days=300) for start, end in time_cues(query)):
+        assert name_use(month.title(), query) is NameUse.WORD
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,6 @@ cue in full only then (:data:`WORD_NAMES` lists such words).
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable, Mapping
 from typing import Final, TypeVar
 
@@ -24,6 +23,7 @@ import attrs
 
 from charmem.domain.ids import MemoryId
 from charmem.domain.rules import name_spans, normalise_name, spaced, word_bounded_starts
+from charmem.domain.timecues import month_in_a_date
 
 __all__ = ["MONTH_NAMES", "WORD_NAMES", "NameAssertion", "NameIndex", "NameUse", "name_use"]
 
@@ -132,13 +132,15 @@ WORD_NAMES: Final = frozenset((
 # fmt: on
 
 #: The names among :data:`WORD_NAMES` that are months: always capitalised in English, so a capital
-#: tells nothing about them, and next to a number they are part of a date ("May 2023", "9 May").
+#: tells nothing about them, and in a date they are the month ("May 2023", "9 May", "May, 2023":
+#: :func:`charmem.domain.timecues.month_in_a_date`).
 MONTH_NAMES: Final = frozenset(("april", "august", "june", "may"))
-_NEXT_TO_A_NUMBER: Final = re.compile(r"\d(?:st|nd|rd|th)?\s+(?:of\s+)?$|^\s*\d")
 
-#: What may stand between a sentence's end and its first word: spaces, opening quotes, brackets.
-_OPENERS: Final = " \"'\u201c\u2018([{"
-_SENTENCE_ENDS: Final = ".!?:\u2026"
+#: What may stand between a sentence's end and its first word: spaces, opening quotes, brackets,
+#: list bullets.
+_OPENERS: Final = " \"'\u201c\u2018([{-*\u2022"
+#: What ends a sentence: its marks, and the end of a line.
+_SENTENCE_ENDS: Final = ".!?:\u2026\n"
 
 
 def name_use(name: str, text: str) -> NameUse | None:
@@ -150,9 +152,12 @@ def name_use(name: str, text: str) -> NameUse | None:
     letter in ``text`` (width and spacing normalised, case kept): a capital that does not start a
     sentence is a name, a small letter the ordinary word, a capital starting a sentence (or a text
     with no capitals, or no small letters, or the word in capitals throughout) tells nothing. A
-    month (:data:`MONTH_NAMES`) is always capitalised, so its capital tells nothing, and next to
-    a number it is part of a date: the ordinary word. Any occurrence used as a name makes the
-    answer :attr:`NameUse.NAME`; else any that tells nothing makes it :attr:`NameUse.UNMARKED`.
+    sentence starts the text or a line, or follows ``.!?:…``, with spaces, opening quotes,
+    brackets or a list bullet (``-``, ``*``, ``•``) between. A month (:data:`MONTH_NAMES`) is
+    always capitalised, so its capital tells nothing, and in a date
+    (:func:`~charmem.domain.timecues.month_in_a_date`: "May 2023", "9 May") it is the ordinary
+    word. Any occurrence used as a name makes the answer :attr:`NameUse.NAME`; else any that
+    tells nothing makes it :attr:`NameUse.UNMARKED`.
 
     Args:
         name: the name as spelled (a ``KnownAs`` name).
@@ -162,8 +167,8 @@ def name_use(name: str, text: str) -> NameUse | None:
         NameUse | None: the strongest use of any occurrence; None when it does not occur.
     """
     needle = normalise_name(name)
-    cased = spaced(text)
-    lowered = cased.lower()
+    cased = _lined(text)
+    lowered = cased.lower().replace("\n", " ")  # a line break is a space between words
     starts = word_bounded_starts(needle, lowered)
     if not starts:
         return None
@@ -176,15 +181,21 @@ def name_use(name: str, text: str) -> NameUse | None:
     return min(uses, key=[NameUse.NAME, NameUse.UNMARKED, NameUse.WORD].index)
 
 
+def _lined(text: str) -> str:
+    r"""``text`` as :func:`~charmem.domain.rules.spaced` makes it, but a line break is ``\n``.
+
+    A run of whitespace holding a line break becomes one ``\n``, any other run one space.
+    """
+    return "\n".join(line for line in map(spaced, text.splitlines()) if line)
+
+
 def _use_at(cased: str, start: int, length: int, *, month: bool) -> NameUse:
     """The use the occurrence ``cased[start:start + length]`` shows (:func:`name_use`)."""
     word = cased[start : start + length]
     if word[0].islower():
         return NameUse.WORD
-    if month and (
-        _NEXT_TO_A_NUMBER.search(cased[:start]) or _NEXT_TO_A_NUMBER.search(cased[start + length :])
-    ):
-        return NameUse.WORD  # part of a date
+    if month and month_in_a_date(cased[:start], cased[start + length :]):
+        return NameUse.WORD
     if month or (len(word) > 1 and word.isupper()):  # a month's capital, or shouting: no evidence
         return NameUse.UNMARKED
     before = cased[:start].rstrip(_OPENERS)

@@ -51,6 +51,10 @@ Left alone, because reading them would be a guess: dates without a year ("on 9 N
 weekday names without ``last``/``next``, counts forward ("in two weeks"), and vague words
 ("recently", "lately", "the other day");
 a caller who means "recently" asks for the ``recency`` preference of the retrieval context.
+Not read either: a month with ``last``/``next`` ("last May"), a date with a time of day
+("2022-11-09T10:00"), dates in digits and slashes ("11/09/2022") and year ranges
+("1999-2001"). "a year ago today" is two cues, "a year ago" and "today" (``this time last
+year`` is the same date a year back).
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ import attrs
 
 from charmem.domain.scoring import DEFAULT_SCORING, ScoringPolicy
 
-__all__ = ["Period", "happened_in", "time_cues"]
+__all__ = ["Period", "happened_in", "month_in_a_date", "time_cues"]
 
 #: A half-open ``[start, end)`` event-time period, UTC.
 Period = tuple[datetime, datetime]
@@ -146,8 +150,14 @@ _W_NAMED = r"(?<!\w)"
 #: one before (or after) the reference, so the relative form is not read there ("of course"
 #: names nothing).
 _NOT_OF = r"(?!\s+of(?!\w)(?!\s+course(?!\w)))"
-_MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")"
+_ORDINAL = r"(?:st|nd|rd|th)?"
+_DAY = rf"(?P<day>[0-3]?\d){_ORDINAL}"
+#: What joins a date's parts around a month name (a space: any run of whitespace):
+#: "9 May", "9th of May"; "May 9", "Nov. 9"; "May 2023", "May, 2023", "Nov. 2022".
+_DAY_TO_MONTH = r" (?:of )?"
+_MONTH_TO_DAY = r"\.? "
+_MONTH_TO_YEAR = r"\.?,? "
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
 _SEASON = r"(?P<season>" + "|".join(_SEASONS) + r")"
 _WEEKDAY = r"(?P<weekday>" + "|".join(_WEEKDAYS) + r")"
@@ -361,9 +371,9 @@ def _compile(pattern: str) -> re.Pattern[str]:
 #: Forms in the order they claim text: longer and more specific first.
 _FORMS: tuple[tuple[re.Pattern[str], Callable[[Mapping[str, str], _Reading], Period | None]], ...] = (
     (_compile(rf"{_W}(?P<y>(?:19|20)\d\d)-(?P<m>[01]\d)-(?P<d>[0-3]\d){_E}"), _iso_day),
-    (_compile(rf"{_W}{_DAY} (?:of )?{_MONTH},? {_YEAR}{_E}"), _named_day),
-    (_compile(rf"{_W_NAMED}{_MONTH} {_DAY},? {_YEAR}{_E}"), _named_day),
-    (_compile(rf"{_W_NAMED}{_MONTH},? {_YEAR}{_E}"), _named_month),
+    (_compile(rf"{_W}{_DAY}{_DAY_TO_MONTH}{_MONTH}{_MONTH_TO_YEAR}{_YEAR}{_E}"), _named_day),
+    (_compile(rf"{_W_NAMED}{_MONTH}{_MONTH_TO_DAY}{_DAY},? {_YEAR}{_E}"), _named_day),
+    (_compile(rf"{_W_NAMED}{_MONTH}{_MONTH_TO_YEAR}{_YEAR}{_E}"), _named_month),
     (_compile(rf"{_W_NAMED}{_SEASON}(?: of|,)? {_YEAR}{_E}"), _named_season),
     (_compile(rf"{_W}(?P<word>the day (?:before yesterday|after tomorrow)){_E}"), _relative(_day_word)),
     (_compile(rf"{_W}(?P<word>today|tonight|yesterday|tomorrow){_E}"), _relative(_day_word)),
@@ -384,6 +394,29 @@ _FORMS: tuple[tuple[re.Pattern[str], Callable[[Mapping[str, str], _Reading], Per
 )
 
 
+#: A day joined before a month name; a day or year joined after it, or a year of two digits.
+_DAY_BEFORE_MONTH = _compile(rf"\d{_ORDINAL}{_DAY_TO_MONTH}$")
+_NUMBER_AFTER_MONTH = _compile(rf"(?:{_MONTH_TO_DAY}|{_MONTH_TO_YEAR})(?:\d|['\u2019]\d\d(?!\d))")
+
+
+def month_in_a_date(before: str, after: str) -> bool:
+    """Whether a month name between the texts ``before`` and ``after`` is part of a date.
+
+    It is when a day stands before it, joined as :func:`time_cues` joins one ("9 May", "the
+    3rd of May"), or a day or year after it ("May 9", "May 2023", "May, 2023", "Nov. 2022"), or
+    a year of two digits ("May '23"). Every month :func:`time_cues` reads as part of a day or a
+    month of a year is in a date; so are the dates it leaves alone (no year: "9 May").
+
+    Args:
+        before: the text up to the month name.
+        after: the text from the end of the month name on.
+
+    Returns:
+        bool: True when a number is joined to the month as a date's day or year.
+    """
+    return bool(_DAY_BEFORE_MONTH.search(before) or _NUMBER_AFTER_MONTH.match(after))
+
+
 def time_cues(
     text: str, *, reference: datetime | None = None, policy: ScoringPolicy = DEFAULT_SCORING
 ) -> tuple[Period, ...]:
@@ -400,7 +433,8 @@ def time_cues(
         tuple[tuple[datetime, datetime], ...]: half-open ``[start, end)`` periods, UTC,
         de-duplicated; empty when the text names no time. Each character of the text belongs to
         at most one form (``9 November 2022`` is one day, not also a month and a year); a date
-        that does not exist (31 February) or falls outside the calendar names nothing.
+        that does not exist (31 February 2023) or falls outside the calendar names nothing, and
+        its text is not read as another form (not as February 2023, nor as 2023).
     """
     reading = _Reading(
         today=reference.date() if reference is not None else None,
@@ -417,11 +451,13 @@ def time_cues(
             try:
                 period = reader(match.groupdict(), reading)
             except (ValueError, OverflowError):  # 31 February, or past the calendar's ends
-                period = None
-            if period is None:
-                continue
+                period = None  # names nothing, and no other form reads its text
+            else:
+                if period is None:  # a relative form without a reference: another form may read it
+                    continue
             taken[match.start() : match.end()] = [True] * (match.end() - match.start())
-            found.append((match.start(), period))
+            if period is not None:
+                found.append((match.start(), period))
     return tuple(dict.fromkeys(period for _start, period in sorted(found)))
 
 
