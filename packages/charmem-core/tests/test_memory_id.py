@@ -169,6 +169,16 @@ def test_a_child_forked_while_an_id_is_being_made_can_make_ids() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+def test_an_id_without_a_value_says_what_to_pass() -> None:
+    with pytest.raises(
+        DraftValidationError, match=r"pass a uuid\.UUID or its string, or use MemoryId\.new\(\)"
+    ):
+        MemoryId()
+    with pytest.raises(DraftValidationError) as info:
+        MemoryId.__new__(MemoryId)
+    assert info.value.field == "id"
+
+
 def test_a_pickle_of_an_id_from_before_interning_says_how_to_rebuild_it() -> None:
     # MemoryId(UUID(int=1)) pickled (protocol 4) by the release before ids were interned
     old = (
