@@ -188,3 +188,14 @@ def test_a_pickle_of_an_id_from_before_interning_says_how_to_rebuild_it() -> Non
     )
     with pytest.raises(TypeError, match="rebuild them with MemoryId"):
         pickle.loads(old)
+
+
+def test_a_protocol_0_pickle_of_an_id_from_before_interning_is_refused_too() -> None:
+    # The same id as that release pickled it with protocol 0: it used to load as an id equal to none
+    old = (
+        b"ccopy_reg\n_reconstructor\np0\n(ccharmem.domain.ids\nMemoryId\np1\nc__builtin__\nobject\n"
+        b"p2\nNtp3\nRp4\n(dp5\nVvalue\np6\ng0\n(cuuid\nUUID\np7\ng2\nNtp8\nRp9\n(dp10\nVint\np11\n"
+        b"I1\nsbsb."
+    )
+    with pytest.raises(TypeError, match="rebuild them with MemoryId"):
+        pickle.loads(old)

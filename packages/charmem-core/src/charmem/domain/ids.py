@@ -135,8 +135,7 @@ class MemoryId:
     Raises:
         DraftValidationError: the value is not a UUID, or none is given (``MemoryId()``; the
             error is also a ``TypeError``).
-        TypeError: unpickling an id pickled by a release from before ids were interned (the
-            error above).
+        TypeError: unpickling an id pickled by a release from before ids were interned.
     """
 
     value: uuid.UUID
@@ -165,6 +164,11 @@ class MemoryId:
     def __reduce__(self) -> tuple[type[MemoryId], tuple[uuid.UUID]]:
         # Unpickling (and copy's fallback) goes through ``MemoryId(value)``, so it finds the live id.
         return MemoryId, (self.value,)
+
+    def __setstate__(self, state: object) -> None:
+        # Only pickles of earlier releases made with protocol 0 or 1 come here, on an object made
+        # outside ``__new__``: loaded, it would be an id equal to no other.
+        raise TypeError(f"a MemoryId cannot be loaded from its state: {_OLD_PICKLE}")
 
     def __copy__(self) -> MemoryId:
         return self
