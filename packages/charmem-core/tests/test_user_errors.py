@@ -20,11 +20,14 @@ from charmem import (
     DerivedMemoryDraft,
     DerivedType,
     DraftValidationError,
+    EntityDraft,
     IdConflictError,
     LifecycleErrorKind,
     LifecycleValidationError,
     LinkDraft,
+    MemoryId,
     ObjectType,
+    Observation,
     PlanValidationError,
     PrepareOptions,
     RememberDrafts,
@@ -239,3 +242,17 @@ def test_the_sync_facade_after_close_raises_a_charmem_error(memory: CharacterMem
     sync.close()
     with pytest.raises(CharmemError, match="closed"):
         sync.retrieve("anything")
+
+
+async def test_refusals_name_a_kind_with_its_article(memory: CharacterMemory) -> None:
+    notion = MemoryId.new()
+    await memory.remember(RememberDrafts(entities=[EntityDraft(id=notion, entity_type="person")]))
+    plan = await memory.prepare(RememberInput("Ana moved to Lisbon."))
+    await memory.commit(plan)
+    [observation] = [o.id for o in plan.objects if isinstance(o, Observation)]
+    with pytest.raises(LifecycleValidationError, match=f"{notion} is an entity; only"):
+        await memory.correct(CorrectMemoryDraft(CorrectionTarget.source_object(notion), "Not a person."))
+    with pytest.raises(LifecycleValidationError, match=f"{observation} is an observation; address it"):
+        await memory.correct(CorrectMemoryDraft(CorrectionTarget.derived_memory(observation), "Porto."))
+    with pytest.raises(ConfigurationError, match="'GRAPH_STORE_MODE' maps to an int"):
+        Settings.from_mapping({"GRAPH_STORE_MODE": 1})  # type: ignore[dict-item]

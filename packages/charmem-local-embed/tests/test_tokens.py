@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import os
+import pickle
 import socket
 import sys
 import threading
@@ -310,3 +312,42 @@ def test_a_huge_word_renders_cut_to_the_budget(counter: LocalTokenCounter) -> No
     header, best = rendered.split("\n")
     assert header.startswith("Known people and things: NNN") and header.endswith(" ...")
     assert best.startswith("- [2024-06-01] observation: xxx") and best.endswith(" ...")
+
+
+def test_pickles_by_what_defines_it_and_loads_again_lazily(monkeypatch: pytest.MonkeyPatch) -> None:
+    loaded = LocalTokenCounter(cache_size=7)
+    loaded.load()
+    loads: list[str] = []
+    real = Tokenizer.from_file
+
+    def spy(path: str) -> Tokenizer:
+        loads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(Tokenizer, "from_file", staticmethod(spy))
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        data = pickle.dumps(loaded, protocol)
+        assert len(data) < 300  # the model's identity, not its 700 kB tokenizer
+        back = pickle.loads(data)
+        assert isinstance(back, LocalTokenCounter) and back is not loaded
+        assert (back.name, back.tokenizer_file) == (loaded.name, loaded.tokenizer_file)
+        assert loads == []  # nothing is read until the first count
+        assert back.count(SENTENCE) == loaded.count(SENTENCE)
+        assert loads == [str(loaded.tokenizer_file)]
+        loads.clear()
+    # a copy shares the counter: it holds no state a caller could change
+    assert copy.copy(loaded) is loaded and copy.deepcopy(loaded) is loaded
+
+
+async def test_a_pack_counted_by_it_pickles_and_renders_the_same() -> None:
+    when = dt.datetime(2024, 6, 1, 18, 30, tzinfo=dt.UTC)
+    async with CharacterMemory.open(Settings.from_mapping(STACK), "tokens-pickle") as memory:
+        await memory.remember(RememberInput("Ana's sister visits museums in Lisbon.", occurred_at=when))
+        pack = await memory.retrieve(RetrievalContext(query="Ana's sister", max_tokens=12))
+    assert isinstance(pack.token_counter, LocalTokenCounter) and pack.items
+    for back in (pickle.loads(pickle.dumps(pack)), copy.deepcopy(pack)):
+        assert back == pack
+        assert isinstance(back.token_counter, LocalTokenCounter)
+        assert back.render() == pack.render() and back.render() != pack.render(max_tokens=1000)
+        assert back.render(max_tokens=1000) == pack.render(max_tokens=1000)
+        assert back.to_dict() == pack.to_dict()

@@ -64,6 +64,14 @@ _SECRET_KEY: Final = re.compile(
 )
 
 
+def with_article(word: str) -> str:
+    """``word`` after "a" or "an", for messages: ``"an observation"``, ``"a link"``, ``"an int"``.
+
+    Chosen by the first letter (a vowel takes "an"), which suits charmem's kinds and type names.
+    """
+    return f"an {word}" if word[:1].lower() in ("a", "e", "i", "o", "u") else f"a {word}"
+
+
 def mask_secrets(value: str, *, key: str | None = None) -> str:
     """``value`` with its secrets replaced by ``***``: the one masking rule of charmem.
 

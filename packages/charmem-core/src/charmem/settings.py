@@ -22,7 +22,7 @@ from charmem._placement import (
     parse_sparql_endpoints,
     shard_index,
 )
-from charmem.errors import ConfigurationError, mask_secrets
+from charmem.errors import ConfigurationError, mask_secrets, with_article
 from charmem.log import get_logger
 
 __all__ = [
@@ -394,7 +394,8 @@ class Settings:
         for key, value in mapping.items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise ConfigurationError(
-                    f"settings map str to str (as os.environ does); {key!r} maps to a {type(value).__name__}",
+                    f"settings map str to str (as os.environ does); {key!r} maps to "
+                    f"{with_article(type(value).__name__)}",
                     key=key if isinstance(key, str) else None,
                 )
         _warn_near_misses(mapping)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -70,6 +71,11 @@ class LocalTokenCounter:
     the whole text: the normaliser works character by character and the pre-tokeniser splits at
     every space (checked against the library by a property test).
 
+    Pickling keeps only ``cache_size``: unpickling builds a new counter, which finds the packaged
+    model where the loading process has it and reads the tokenizer at its first count (so it
+    raises what the constructor raises). :mod:`copy` gives the counter itself: nothing in it
+    changes what it counts.
+
     Args:
         cache_size: how many counts of pieces to remember (>= 0; 0 caches nothing).
 
@@ -99,6 +105,7 @@ class LocalTokenCounter:
                 key=TOKEN_COUNTER_KEY,
             )
         self._path = path
+        self._cache_size = cache_size
         self._lock = threading.Lock()
         self._tokenizer: Tokenizer | None = None
         self._cached = functools.lru_cache(maxsize=cache_size)(self._count_piece)
@@ -119,6 +126,17 @@ class LocalTokenCounter:
         """
         del settings
         return cls()
+
+    def __reduce__(self) -> tuple[Callable[[], LocalTokenCounter], tuple[()]]:
+        # Pickled by what defines it: the other side resolves the packaged model again and makes
+        # its own lock, cache and (at its first count) tokenizer.
+        return functools.partial(LocalTokenCounter, cache_size=self._cache_size), ()
+
+    def __copy__(self) -> LocalTokenCounter:
+        return self
+
+    def __deepcopy__(self, memo: object) -> LocalTokenCounter:
+        return self
 
     def __repr__(self) -> str:
         return f"LocalTokenCounter(name={self.NAME!r}, tokenizer_file={str(self._path)!r})"

@@ -52,7 +52,7 @@ from charmem.domain.model import (
     Observation,
 )
 from charmem.domain.rules import BeliefBreachKind, belief_breaches, conflicting_successors, recorded_in_order
-from charmem.errors import LifecycleErrorKind, LifecycleValidationError, PurgedMemoryError
+from charmem.errors import LifecycleErrorKind, LifecycleValidationError, PurgedMemoryError, with_article
 
 __all__ = [
     "CorrectionFacts",
@@ -246,7 +246,7 @@ def _correctable_target(draft: CorrectMemoryDraft, facts: CorrectionFacts) -> Co
     if isinstance(target, Entity | MemoryThread):
         raise _refuse(
             LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
-            f"{target_id} is a {target.object_type.value}; only derived memories, episodes and "
+            f"{target_id} is {with_article(target.object_type.value)}; only derived memories, episodes and "
             "observations can be corrected (rename a notion by superseding its name belief)",
         )
     wants_derived = draft.target.kind is CorrectionTargetKind.DERIVED_MEMORY
@@ -254,7 +254,7 @@ def _correctable_target(draft: CorrectMemoryDraft, facts: CorrectionFacts) -> Co
         hint = "CorrectionTarget.source_object" if wants_derived else "CorrectionTarget.derived_memory"
         raise _refuse(
             LifecycleErrorKind.UNSUPPORTED_LIFECYCLE_TARGET,
-            f"{target_id} is a {target.object_type.value}; address it with {hint}({target_id})",
+            f"{target_id} is {with_article(target.object_type.value)}; address it with {hint}({target_id})",
         )
     return target
 

@@ -63,8 +63,19 @@ def _forget(ref: _Live, live: dict[int, _Live] = _LIVE, lock: threading.RLock = 
             del live[ref.key]
 
 
-#: ``MemoryId.__new__``'s default: no value was given (a pickle of an earlier release).
+#: ``MemoryId.__new__``'s default: no value was given (a plain ``MemoryId()``, or a pickle of an
+#: earlier release, which unpickling rebuilds as ``MemoryId.__new__(MemoryId)``).
 _NO_VALUE: Final = object()
+
+#: Why a pickle of a release from before ids were interned cannot be loaded, and what to do.
+_OLD_PICKLE: Final = (
+    "a pickle made by a charmem release from before ids were interned cannot be loaded; keep ids "
+    "as their strings and rebuild them with MemoryId(text)"
+)
+
+
+class _MissingValueError(DraftValidationError, TypeError):
+    """``MemoryId()`` without a value; a ``TypeError`` too, as Python raises for a missing argument."""
 
 
 def _make(value: Any) -> MemoryId:
@@ -122,7 +133,9 @@ class MemoryId:
     therefore not stable across processes (it never was: attrs salts it with a string hash).
 
     Raises:
-        DraftValidationError: the value is not a UUID.
+        DraftValidationError: the value is not a UUID, or none is given (``MemoryId()``; the
+            error is also a ``TypeError``).
+        TypeError: unpickling an id pickled by a release from before ids were interned.
     """
 
     value: uuid.UUID
@@ -130,10 +143,11 @@ class MemoryId:
     def __new__(cls, value: object = _NO_VALUE) -> MemoryId:  # noqa: D102 - the class says it
         # ``object``: anything may be passed (a vector store's point id may be an int); what is
         # not a MemoryId, a UUID or its string raises DraftValidationError.
-        if value is _NO_VALUE:  # how pickles of earlier releases rebuild an id: no value given
-            raise TypeError(
-                "a MemoryId needs its UUID: a pickle made by a charmem release from before ids were "
-                "interned cannot be loaded; keep ids as their strings and rebuild them with MemoryId(text)"
+        if value is _NO_VALUE:  # a plain call and an old pickle both end here, told apart by nothing
+            raise _MissingValueError(
+                "a MemoryId needs its UUID: pass a uuid.UUID or its string, or use MemoryId.new() for "
+                f"a new id (when loading a pickle: {_OLD_PICKLE})",
+                field="id",
             )
         kind = value.__class__
         if kind is MemoryId:
@@ -150,6 +164,11 @@ class MemoryId:
     def __reduce__(self) -> tuple[type[MemoryId], tuple[uuid.UUID]]:
         # Unpickling (and copy's fallback) goes through ``MemoryId(value)``, so it finds the live id.
         return MemoryId, (self.value,)
+
+    def __setstate__(self, state: object) -> None:
+        # Only pickles of earlier releases made with protocol 0 or 1 come here, on an object made
+        # outside ``__new__``: loaded, it would be an id equal to no other.
+        raise TypeError(f"a MemoryId cannot be loaded from its state: {_OLD_PICKLE}")
 
     def __copy__(self) -> MemoryId:
         return self

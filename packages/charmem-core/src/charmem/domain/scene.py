@@ -144,6 +144,17 @@ class Scene:
         if not isinstance(self.at, datetime):
             raise DraftValidationError("a Scene needs its time: at=datetime(..., tzinfo=...)", field="at")
 
+    # pickle and copy: a mappingproxy cannot be pickled, so the state holds a plain dict and
+    # the proxy is rebuilt on load (attrs generates neither method once the class defines them).
+    def __getstate__(self) -> dict[str, Any]:
+        state = {field.name: getattr(self, field.name) for field in attrs.fields(type(self))}
+        state["custom_values"] = dict(self.custom_values)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, _custom_values(value) if name == "custom_values" else value)
+
     @property
     def participant_entity_ids(self) -> tuple[MemoryId, ...]:
         """The notion ids of participants given by id (sorted, unique)."""

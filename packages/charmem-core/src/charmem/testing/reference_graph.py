@@ -31,6 +31,7 @@ from charmem.errors import (
     CollectionNotEmptyError,
     IdConflictError,
     PurgedMemoryError,
+    with_article,
 )
 from charmem.settings import Settings, validate_collection_name
 
@@ -106,7 +107,7 @@ class ReferenceGraphStore:
                     existing.append(item.id)
             else:
                 conflicts.setdefault(str(item.id), []).append(
-                    f"id already stored as a {_kind(stored)} with different content"
+                    f"id already stored as {with_article(_kind(stored))} with different content"
                 )
         if conflicts:
             raise IdConflictError(
@@ -222,7 +223,9 @@ class ReferenceGraphStore:
                 continue
             item = self._items.get(tombstone.id)
             if isinstance(item, (MemoryLink, LifecycleRecord)):
-                raise BackendError(f"{tombstone.id} is a {_kind(item)}, not a memory object to erase")
+                raise BackendError(
+                    f"{tombstone.id} is {with_article(_kind(item))}, not a memory object to erase"
+                )
         for tombstone in erasure.tombstones:
             if tombstone.id not in self._tombstones:
                 self._items.pop(tombstone.id, None)

@@ -40,7 +40,13 @@ from charmem.domain.write_warnings import (
     repeated_scene_participant,
     resolver_without_common_ground,
 )
-from charmem.errors import IdConflictError, LifecycleErrorKind, PlanValidationError, PurgedMemoryError
+from charmem.errors import (
+    IdConflictError,
+    LifecycleErrorKind,
+    PlanValidationError,
+    PurgedMemoryError,
+    with_article,
+)
 from charmem.ports import GraphStore
 from charmem.usecases.planning import derive_links, index_entries
 from charmem.usecases.supersession import check_supersession
@@ -237,7 +243,7 @@ class _PlanCheck:
             elif found not in allowed:
                 names = "/".join(sorted(t.value for t in allowed))
                 self.reasons[index].append(
-                    f"{what} {memory_id} is {_article(found.value)}, not {_article(names)}"
+                    f"{what} {memory_id} is {with_article(found.value)}, not {with_article(names)}"
                 )
 
     def candidate(self, index: int, item: MemoryObject | MemoryLink) -> None:
@@ -423,21 +429,17 @@ def raise_for_invalid(validations: Sequence[CandidateValidation], *, what: str =
     )
 
 
-def _article(word: str) -> str:
-    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
-
-
 def _conflict_detail(stored: MemoryObject | MemoryLink, new: MemoryObject | MemoryLink) -> str:
     """Why an id conflicts: another kind, or the fields whose content differs."""
     if type(stored) is not type(new):
-        return f"id already stored as {_article(_kind(stored))}, not {_article(_kind(new))}"
+        return f"id already stored as {with_article(_kind(stored))}, not {with_article(_kind(new))}"
     old = unstructure_item(stored, canonical=True)
     fresh = unstructure_item(new, canonical=True)
     fields = sorted(key for key in old.keys() | fresh.keys() if old.get(key) != fresh.get(key))
     hint = ""
     if "created_at" in fields:
         hint = " (created_at defaults to the clock: pass created_at, or keep and replay the plan)"
-    return f"id already stored as {_article(_kind(stored))} with different {', '.join(fields)}{hint}"
+    return f"id already stored as {with_article(_kind(stored))} with different {', '.join(fields)}{hint}"
 
 
 def object_references(obj: MemoryObject) -> set[MemoryId]:
@@ -518,7 +520,8 @@ def time_order_reason(
     created = breach.bound.isoformat()
     return (
         f"{TIME_ORDER_PREFIX}: the {kind} is dated {at}, before its {role} {breach.earlier_id} was "
-        f"created ({created}); a {kind} cannot predate its {role}: pass a {field} at or after {created}"
+        f"created ({created}); {with_article(kind)} cannot predate its {role}: pass a {field} at or "
+        f"after {created}"
     )
 
 
