@@ -19,7 +19,7 @@ from charmem.domain.graph import GraphBatch, GraphErasure, LifecycleRecord
 from charmem.domain.ids import ID_ORDER, MemoryId
 from charmem.domain.model import MemoryLink
 from charmem.domain.rules import content_equal
-from charmem.errors import BackupFormatError, IdConflictError, PurgedMemoryError
+from charmem.errors import BackupFormatError, IdConflictError, PurgedMemoryError, with_article
 from pyoxigraph import Literal, NamedNode, Quad
 
 from charmem_oxigraph import _queries as q
@@ -149,8 +149,8 @@ def plan_write(
             existing.append(memory_id)
         elif _kind(old) != _kind(item):
             reasons.setdefault(str(memory_id), []).append(
-                f"id {memory_id} is already stored as a {_kind(old)}, not a {_kind(item)}; "
-                "ids are unique across objects, links and records"
+                f"id {memory_id} is already stored as {with_article(_kind(old))}, "
+                f"not {with_article(_kind(item))}; ids are unique across objects, links and records"
             )
         else:
             reasons.setdefault(str(memory_id), []).append(
