@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import attrs
 from charmem.admin import LayoutMigration
-from charmem.errors import StoreLayoutError
+from charmem.errors import BackupFormatError, StoreLayoutError
 from pyoxigraph import Literal
 
 from charmem_oxigraph import _legacy
@@ -36,6 +36,7 @@ __all__ = [
     "LayoutState",
     "MigrationStep",
     "batches",
+    "check_dump_layout",
     "check_layout",
     "endpoint_marks",
     "layout_state",
@@ -138,6 +139,36 @@ def check_layout(state: LayoutState, *, store: str, migrate_hint: str) -> None:
         found=state.found,
         expected=CURRENT_LAYOUT,
     )
+
+
+def check_dump_layout(term: object) -> None:
+    """Refuse a dump's recorded layout version unless a charmem wrote it and this one reads it.
+
+    Layout 1 records none; 2 and :data:`CURRENT_LAYOUT` are recorded as integer literals.
+
+    Args:
+        term: the object of a dump's ``vocab:layoutVersion`` statement.
+
+    Raises:
+        BackupFormatError: ``term`` is not an integer literal, is below 2 (a damaged backup), or
+            above :data:`CURRENT_LAYOUT` (written by a newer charmem).
+    """
+    value = term.value if isinstance(term, Literal) else str(term)
+    try:
+        found = int(value)
+    except ValueError:
+        found = None
+    if found is None or found < _UNMARKED_LAYOUT:
+        why = "which is not a number" if found is None else "which no charmem writes"
+        raise BackupFormatError(
+            f"the backup's graph records layout version {value}, {why} (layout 1 records none, "
+            f"later ones 2 to {CURRENT_LAYOUT}): the backup is damaged; restore another copy"
+        )
+    if found > CURRENT_LAYOUT:
+        raise BackupFormatError(
+            f"the backup's graph is in layout {found}, written by a newer charmem (this one reads "
+            f"layout {CURRENT_LAYOUT}): upgrade charmem-oxigraph to restore it"
+        )
 
 
 def version_line(graph: str) -> str:

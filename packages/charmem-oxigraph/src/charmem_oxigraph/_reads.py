@@ -216,6 +216,18 @@ class GraphReader:
             return []
         return lg.records_from_rows((yield q.records_about(self.graph, iris(wanted, v.NODE_KINDS))))
 
+    def every_item(self) -> Plan[None]:
+        """Decode every stored object, link, lifecycle record and tombstone, as reads do.
+
+        Raises:
+            CorruptNodeError: a node does not decode (the message names it and what is wrong).
+        """
+        objects = yield from self.typed_ids(class_iris(None))
+        yield from self.objects(objects)
+        yield from self.links((yield from self.typed_ids([v.VOCAB + v.CLASS_OF_KIND["link"]])))
+        yield from self.records(objects)
+        yield from self.tombstones(None)
+
     def links_of(
         self, wanted: Sequence[MemoryId], chosen: Sequence[Relation] | None
     ) -> Plan[list[MemoryLink]]:

@@ -15,7 +15,7 @@ import httpx
 from charmem.admin import LayoutMigration
 from charmem.domain.graph import GraphBatch, GraphErasure, GraphExport, GraphWriteResult
 from charmem.domain.ids import MemoryId
-from charmem.errors import BackendError, BackupFormatError, CollectionNotEmptyError, ConfigurationError
+from charmem.errors import BackendError, CollectionNotEmptyError, ConfigurationError
 from charmem.log import get_logger
 from charmem.settings import Settings, SparqlEndpoints, validate_collection_name
 from pyoxigraph import (
@@ -37,6 +37,7 @@ from charmem_oxigraph import _writing as wr
 from charmem_oxigraph._cache import GraphCache
 from charmem_oxigraph._http import BEARER_TOKEN_KEY, DEFAULT_TIMEOUT, PASSWORD_KEY, TIMEOUT_KEY, USERNAME_KEY
 from charmem_oxigraph._reads import CachedGraphStore, GraphReader, Plan
+from charmem_oxigraph._staging import staged_dump
 
 __all__ = [
     "BEARER_TOKEN_KEY",
@@ -441,26 +442,24 @@ class SparqlServiceGraphStore(CachedGraphStore):
     async def import_graph(self, source: BinaryIO, media_type: str) -> int:
         """Load an N-Quads dump of this collection into it while it is empty: one ``INSERT DATA``.
 
-        The whole dump is parsed and checked (every quad in this collection's named graph) before
-        the one update request is sent, which a SPARQL 1.1 server applies atomically; a very large
-        collection needs a server that accepts a request of the dump's size.
+        The whole dump is checked first (:func:`charmem_oxigraph._staging.staged_dump`: every quad
+        in this collection's named graph, a layout this charmem reads, every node decoding) and
+        upgraded to the current layout, then sent as one update request, which a SPARQL 1.1
+        server applies atomically; a very large collection needs a server that accepts a request
+        of the dump's size.
 
         Returns:
-            int: quads loaded.
+            int: statements the dump held.
 
         Raises:
             CollectionNotEmptyError: the collection holds statements; nothing written.
-            BackupFormatError: another media type, invalid N-Quads, or another graph; nothing
-                written.
+            BackupFormatError: another media type, invalid N-Quads, another graph, an unknown
+                layout version or a node that does not decode; nothing written.
             BackendError: the server failed; nothing written.
         """
         wr.check_media_type(media_type)
-        try:
-            quads = await asyncio.to_thread(
-                lambda: list(wr.check_dump(parse(source, RdfFormat.N_QUADS), self._graph))
-            )
-        except SyntaxError as exc:
-            raise BackupFormatError(f"the graph dump is not valid N-Quads: {exc}") from exc
+        staged = await asyncio.to_thread(staged_dump, source, self._graph)
+        quads = staged.quads
         async with wl.write_lock(self._update_endpoint, self._graph_iri):
             present = await self.statement_count()
             if present:
@@ -473,8 +472,7 @@ class SparqlServiceGraphStore(CachedGraphStore):
             if quads:
                 await self._insert([f"{quad.triple} ." for quad in quads], "import the graph")
                 self._cache.clear()  # ids cached as absent may be stored now
-                await self._migrate_locked()  # a dump of an older layout is upgraded in place
-        return len(quads)
+        return staged.statements
 
     # -- layout ---------------------------------------------------------------------------------
 

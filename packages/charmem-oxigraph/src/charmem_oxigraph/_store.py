@@ -16,14 +16,13 @@ from charmem.domain.graph import GraphBatch, GraphErasure, GraphExport, GraphWri
 from charmem.domain.ids import MemoryId
 from charmem.errors import (
     BackendError,
-    BackupFormatError,
     CharmemError,
     CollectionNotEmptyError,
     ConfigurationError,
 )
 from charmem.log import get_logger
 from charmem.settings import Settings, validate_collection_name
-from pyoxigraph import NamedNode, QuerySolution, QuerySolutions, RdfFormat, parse, serialize
+from pyoxigraph import NamedNode, QuerySolution, QuerySolutions, RdfFormat, serialize
 
 from charmem_oxigraph import _character as character
 from charmem_oxigraph import _disk, _registry
@@ -33,6 +32,7 @@ from charmem_oxigraph import _writing as wr
 from charmem_oxigraph._cache import GraphCache
 from charmem_oxigraph._codec import CorruptNodeError
 from charmem_oxigraph._reads import CachedGraphStore, GraphReader, Plan
+from charmem_oxigraph._staging import staged_dump
 
 __all__ = [
     "ON_LOOP_IDS",
@@ -411,29 +411,22 @@ class OxigraphGraphStore(CachedGraphStore):
     async def import_graph(self, source: BinaryIO, media_type: str) -> int:
         """See :meth:`charmem.ports.GraphStore.import_graph`: N-Quads, in one transaction.
 
-        Every quad must be in this collection's named graph (the dump of a collection of the same
-        name); the parse, the check and the write happen in one ``Store.extend``, so a bad line
-        leaves nothing behind.
+        The dump is checked whole first (:func:`charmem_oxigraph._staging.staged_dump`: every quad
+        in this collection's named graph, a layout this charmem reads, every node decoding), then
+        written, upgraded to the current layout, in one ``Store.extend``.
 
         Raises:
             CollectionNotEmptyError: the collection holds statements; nothing written.
-            BackupFormatError: another media type, invalid N-Quads, or another graph; nothing
-                written.
+            BackupFormatError: another media type, invalid N-Quads, another graph, an unknown
+                layout version or a node that does not decode; nothing written.
             BackendError: Oxigraph failed; nothing written.
         """
         return await asyncio.to_thread(self._import_graph, source, media_type)
 
     def _import_graph(self, source: BinaryIO, media_type: str) -> int:
         wr.check_media_type(media_type)
+        staged = staged_dump(source, self._graph)
         shared = self._handle()
-        count = 0
-
-        def counted() -> Iterator[Any]:
-            nonlocal count
-            for quad in wr.check_dump(parse(source, RdfFormat.N_QUADS), self._graph):
-                count += 1
-                yield quad
-
         with self._backend_errors("import the graph"), shared.write_lock:
             present = self._drive(self._reader().statement_count())
             if present:
@@ -443,13 +436,9 @@ class OxigraphGraphStore(CachedGraphStore):
                     collection=self._collection,
                     counts={"graph statements": present},
                 )
-            try:
-                shared.store.extend(counted())  # transactional: all quads or none
-                shared.cache(self._graph_iri).clear()  # absent ids may be stored now
-            except SyntaxError as exc:
-                raise BackupFormatError(f"the graph dump is not valid N-Quads: {exc}") from exc
-            self._migrate_locked(shared)  # a dump of an older layout is upgraded in place
-        return count
+            shared.store.extend(staged.quads)  # transactional: all quads or none
+            shared.cache(self._graph_iri).clear()  # absent ids may be stored now
+        return staged.statements
 
     # -- layout migration -----------------------------------------------------------------------
 

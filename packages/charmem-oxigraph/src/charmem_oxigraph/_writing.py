@@ -36,7 +36,7 @@ from charmem_oxigraph._codec import (
     record_canonical,
     referenced_ids,
 )
-from charmem_oxigraph._layout import CURRENT_LAYOUT
+from charmem_oxigraph._layout import check_dump_layout
 
 __all__ = [
     "PreparedBatch",
@@ -260,25 +260,18 @@ def check_media_type(media_type: str) -> None:
         )
 
 
-def _known_layout(term: object) -> bool:
-    return isinstance(term, Literal) and term.value.isdigit() and int(term.value) <= CURRENT_LAYOUT
-
-
 def check_dump(quads: Iterable[Quad], graph: NamedNode) -> Iterator[Quad]:
     """Pass ``quads`` through, refusing any outside the collection's named graph.
 
     Raises:
         BackupFormatError: a quad belongs to another graph (a dump of another collection), or the
-            dump records a layout newer than this charmem's (a layout-1 dump, without a record, is
-            upgraded after the load).
+            dump records a layout version this charmem does not read
+            (:func:`charmem_oxigraph._layout.check_dump_layout`).
     """
     version = NamedNode(v.VOCAB + v.LAYOUT_VERSION)
     for quad in quads:
-        if quad.predicate == version and not _known_layout(quad.object):
-            raise BackupFormatError(
-                f"the dump records graph layout {quad.object}, which this charmem does not know: "
-                "it was written by a newer charmem; upgrade charmem to restore it"
-            )
+        if quad.predicate == version:
+            check_dump_layout(quad.object)
         if quad.graph_name != graph:
             raise BackupFormatError(
                 f"the dump holds statements of graph {quad.graph_name}, not of this collection's graph "

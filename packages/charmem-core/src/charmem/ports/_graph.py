@@ -222,7 +222,8 @@ class AdminGraphStore(Protocol):
         Raises:
             CollectionNotEmptyError: the collection already holds statements; nothing written.
             BackupFormatError: the media type is not one this adapter reads, the bytes do not
-                parse, or they hold statements of another collection; nothing written.
+                parse, they hold statements of another collection, or a stored item in them would
+                not decode on a read (the message names it); nothing written.
             BackendError: the store failed; nothing written.
         """
         ...
