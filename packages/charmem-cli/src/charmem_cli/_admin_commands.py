@@ -6,6 +6,7 @@ Also ``purge`` and ``migrate``.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -237,7 +238,9 @@ async def import_backup(
         dict: the :class:`~charmem.admin.ImportReport` as a dict, plus ``seconds``.
 
     Raises:
-        BackupFormatError: a damaged or incomplete backup, or ``collection`` is not the backup's.
+        BackupFormatError: a damaged, incomplete or foreign backup, or ``collection`` is not the
+            backup's; nothing was written, and the embedded stores the command created are
+            removed again (:func:`_remove_created_stores`).
         CollectionNotEmptyError: the target stores hold data.
     """
     manifest = read_manifest(directory)
@@ -251,15 +254,45 @@ async def import_backup(
     start = time.perf_counter()
     await announce_model_load(provider)  # before the progress bar shows
     bar, on_progress = _vector_progress(progress)
+    absent = [path for path in _embedded_store_paths(settings) if not path.exists()]
     try:
         name = collection or manifest.collection
         async with CharacterMemory.open(settings, name, embedding_provider=provider) as memory:
             report = await import_collection(
                 memory, directory, batch_size=batch_size, on_progress=on_progress
             )
+    except BackupFormatError:
+        _remove_created_stores(absent)
+        raise
     finally:
         bar.close()
     return {**report.to_dict(), "consistent": report.check.consistent, "seconds": time.perf_counter() - start}
+
+
+def _embedded_store_paths(settings: Settings) -> list[Path]:
+    """The files and directories the selected embedded stores live in (SQLite's side files too)."""
+    paths = []
+    if settings.graph_store_mode == "persistent":
+        paths.append(Path(settings.oxigraph_path))
+    if settings.vector_store_mode == "embedded":
+        paths.append(Path(settings.vector_store_path))
+    if settings.retrieval_stats_store_mode == "sqlite":
+        stats = Path(settings.retrieval_stats_path)
+        paths += [stats, *(stats.with_name(stats.name + end) for end in ("-wal", "-shm", "-journal"))]
+    return paths
+
+
+def _remove_created_stores(created: Sequence[Path]) -> None:
+    """Remove the stores a refused import created (``created`` did not exist before it opened them).
+
+    A refused import wrote nothing into them; left behind, they would make later commands take a
+    mistyped ``--store`` for an empty collection instead of refusing it.
+    """
+    for path in created:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists():
+            path.unlink(missing_ok=True)
 
 
 async def purge_memories(settings: Settings, collection: str, ids: Sequence[str]) -> PurgeReport:

@@ -254,6 +254,18 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+_INTERRUPTED_DEFAULT = "charmem: interrupted; what was committed is kept; run the same command again to resume"
+#: What Ctrl-C prints for a command that cannot resume by running it again (default above).
+INTERRUPTED: dict[str, str] = {
+    # the graph loads in one transaction; once loaded, a second import is refused as not empty
+    "import": (
+        "charmem: interrupted; if the graph was loaded already (`charmem check` finds the "
+        "collection), finish the restore with `charmem check --repair` (same --store and "
+        "--collection); otherwise nothing was written: run the same command again"
+    ),
+}
+
+
 def _run(args: argparse.Namespace) -> int:
     """Run the parsed command: a plugin's handler, through a server, or on the stores here."""
     settings = cli_settings(os.environ, args.store)
@@ -285,10 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _verbose_logging(args.verbose):
             return _run(args)
     except KeyboardInterrupt:
-        print(
-            "charmem: interrupted; what was committed is kept; run the same command again to resume",
-            file=sys.stderr,
-        )
+        print(INTERRUPTED.get(args.command, _INTERRUPTED_DEFAULT), file=sys.stderr)
         return 130
     except CharmemError as exc:
         print(f"charmem: {type(exc).__name__}: {exc}", file=sys.stderr)  # mismatches name the fix

@@ -478,9 +478,15 @@ async def _refuse_a_collection_with_data(memory: CharacterMemory) -> None:
     held = {store: count for store, count in counts.items() if count}
     if held:
         listed = ", ".join(f"{count} {store}" for store, count in held.items())
+        interrupted = (
+            "; if an interrupted import left them, finish it with `charmem check --repair` "
+            "(charmem.admin.repair) instead"
+            if counts["graph statements"]
+            else ""
+        )
         raise CollectionNotEmptyError(
             f"collection {memory.collection!r} is not empty ({listed}); a restore never merges or "
-            "overwrites: restore into new, empty stores (e.g. another --store directory)",
+            f"overwrites: restore into new, empty stores (e.g. another --store directory){interrupted}",
             collection=memory.collection,
             counts=counts,
         )
