@@ -27,6 +27,7 @@ from charmem.admin import (
     purge,
     read_manifest,
     repair,
+    unreadable_items,
 )
 from charmem.usecases.lost_graph import graph_location, lost_graph_ways_out
 from charmem.usecases.maintenance import drop_vector_index
@@ -201,8 +202,12 @@ def print_check(result: dict[str, Any], as_json: bool) -> None:
 async def export_backup(settings: Settings, collection: str, directory: Path) -> dict[str, Any]:
     """Write a backup of ``collection`` into ``directory`` (``charmem export``).
 
+    The backup is written even when stored items do not decode (it keeps what can be kept), but
+    ``charmem import`` refuses such a backup: ``unreadable`` lists them for a warning.
+
     Returns:
-        dict: the manifest (plain JSON types) and ``seconds``.
+        dict: the manifest (plain JSON types), ``unreadable`` (``"<id>: <what is wrong>"`` per
+        stored item that does not decode; empty: none) and ``seconds``.
 
     Raises:
         ConfigurationError: there is no graph store where the settings point (nothing is created).
@@ -214,7 +219,12 @@ async def export_backup(settings: Settings, collection: str, directory: Path) ->
     provider = embedding_provider(settings)
     async with CharacterMemory.open(settings, collection, embedding_provider=provider) as memory:
         manifest = await export_collection(memory, directory, allow_empty=False)
-    return {"manifest": json.loads(manifest.to_json()), "seconds": time.perf_counter() - start}
+        unreadable = [f"{p.id}: {p.detail}" for p in await unreadable_items(memory)]
+    return {
+        "manifest": json.loads(manifest.to_json()),
+        "unreadable": unreadable,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 async def import_backup(

@@ -181,6 +181,15 @@ def _export(args: argparse.Namespace, settings: Settings) -> int:
         f"{manifest['graph']['size']} bytes), {sum(counts['objects'].values())} objects, "
         f"{counts['links']} links, {counts['tombstones']} tombstones in {exported['seconds']:.1f} s"
     )
+    unreadable = exported["unreadable"]
+    if unreadable:
+        print(
+            f"charmem: {len(unreadable)} stored item(s) do not decode, so this backup cannot be "
+            "restored (`charmem import` refuses it); keep a copy of the store directory too. "
+            "`charmem check` lists them:\n  " + "\n  ".join(unreadable),
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -254,7 +263,9 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-_INTERRUPTED_DEFAULT = "charmem: interrupted; what was committed is kept; run the same command again to resume"
+_INTERRUPTED_DEFAULT = (
+    "charmem: interrupted; what was committed is kept; run the same command again to resume"
+)
 #: What Ctrl-C prints for a command that cannot resume by running it again (default above).
 INTERRUPTED: dict[str, str] = {
     # the graph loads in one transaction; once loaded, a second import is refused as not empty

@@ -35,6 +35,7 @@ from charmem.admin._check import (
     SurfaceVectors,
     check,
     check_settings,
+    unreadable_items,
 )
 from charmem.admin._migrate import LayoutMigration, VectorLayoutMigration, migrate
 from charmem.admin._purge import PurgeReport, purge
@@ -66,4 +67,5 @@ __all__ = [
     "purge",
     "read_manifest",
     "repair",
+    "unreadable_items",
 ]

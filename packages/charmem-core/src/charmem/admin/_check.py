@@ -75,6 +75,7 @@ __all__ = [
     "check_stores",
     "refuse_wiping_derived_data",
     "repair",
+    "unreadable_items",
 ]
 
 log = get_logger("charmem.admin")
@@ -306,6 +307,45 @@ class _GraphRead:
     problems: tuple[GraphProblem, ...]
 
 
+_EveryItem = tuple[
+    list[MemoryId],
+    list[MemoryId],
+    dict[MemoryId, MemoryObject],
+    dict[MemoryId, MemoryLink],
+    list[LifecycleRecord],
+]
+
+
+async def _read_every_item(graph: GraphStore, problems: list[GraphProblem]) -> _EveryItem:
+    """Object ids, link ids, readable objects, readable links, records; the unreadable to ``problems``."""
+    object_ids = await graph.object_ids()
+    link_ids = await graph.link_ids()
+    objects = await _read_all(graph.get_objects, object_ids, "object", problems)
+    links = await _read_all(graph.get_links, link_ids, "link", problems)
+    records: list[LifecycleRecord] = []
+    for start in range(0, len(object_ids), _READ_BATCH):
+        records += await _read_records(graph, object_ids[start : start + _READ_BATCH], problems)
+    return object_ids, link_ids, objects, links, records
+
+
+async def unreadable_items(memory: CharacterMemory) -> list[GraphProblem]:
+    """The stored items of the memory's collection that do not decode, as :func:`check` finds them.
+
+    Reads every object, link and lifecycle record in batches (what ``charmem export`` warns about:
+    a backup holding them cannot be restored).
+
+    Returns:
+        list[GraphProblem]: one ``UNREADABLE`` problem per item that does not decode, in the order
+        found (empty: every item reads).
+
+    Raises:
+        BackendError: the graph store failed otherwise.
+    """
+    problems: list[GraphProblem] = []
+    await _read_every_item(memory._stores.graph, problems)
+    return problems
+
+
 async def _read_graph(graph: GraphStore) -> _GraphRead:
     """Read every object, link, currency and record in batches, and look for graph problems.
 
@@ -315,14 +355,8 @@ async def _read_graph(graph: GraphStore) -> _GraphRead:
     collection = graph.collection
     problems: list[GraphProblem] = []
     raced = await graph.raced_writes() if isinstance(graph, RacedWrites) else []
-    object_ids = await graph.object_ids()
-    link_ids = await graph.link_ids()
-    objects = await _read_all(graph.get_objects, object_ids, "object", problems)
-    links = await _read_all(graph.get_links, link_ids, "link", problems)
+    object_ids, link_ids, objects, links, records = await _read_every_item(graph, problems)
     currency = await _chunked(graph.currency, sorted(objects), _READ_BATCH)
-    records: list[LifecycleRecord] = []
-    for start in range(0, len(object_ids), _READ_BATCH):
-        records += await _read_records(graph, object_ids[start : start + _READ_BATCH], problems)
     purged = set(await graph.tombstones())
     if raced:
         problems = [_raced_problem(memory_id) for memory_id in raced]
