@@ -407,7 +407,8 @@ async def import_collection(
 
     Raises:
         BackupFormatError: incomplete or damaged backup, unknown format, another collection (open
-            a memory of the manifest's collection), or a dump the graph adapter cannot read;
+            a memory of the manifest's collection), or a dump the graph adapter cannot read or
+            holding items that would not decode (the message names them);
             nothing was written.
         CollectionNotEmptyError: a store of the collection holds data (``counts`` says which);
             nothing was written. A restore never merges into or overwrites a collection: point the
