@@ -12,6 +12,8 @@ import httpx
 import pytest
 
 from charmem import (
+    CorrectionTarget,
+    CorrectMemoryDraft,
     DerivedMemoryDraft,
     DerivedType,
     DraftValidationError,
@@ -20,10 +22,13 @@ from charmem import (
     IdConflictError,
     LifecycleErrorKind,
     LifecycleValidationError,
+    LinkDraft,
     MemoryId,
     PlanValidationError,
+    Relation,
     RememberDrafts,
     RememberInput,
+    ReplacementDerivedMemoryDraft,
     RetrievalContext,
 )
 from charmem_server import (
@@ -147,6 +152,32 @@ def test_an_id_conflict_is_409_with_its_ids_and_writes_nothing(http: httpx.Clien
     assert problem["error"] == "IdConflictError" and str(episode) in problem["fields"]["ids"]
     assert "PlanValidationError" in problem["error_bases"]
     assert _recall(http, "another afternoon entirely")["items"] == before
+
+
+def test_replayed_corrections_links_and_forgets_write_nothing_new(http: httpx.Client) -> None:
+    """The 504 advice says these writes are safe to replay: the same body gives the same ids."""
+    first = _remember(http, "Ana moves to Lisbon in June.").json()["object_ids"]
+    second = _remember(http, "Ana looks for a flat.").json()["object_ids"]
+    bodies = {
+        "correct": converter.unstructure(
+            CorrectMemoryDraft(CorrectionTarget.source_object(first[-1]), "the month").with_replacement(
+                ReplacementDerivedMemoryDraft(DerivedType.CORRECTION, "Ana moves to Lisbon in July.")
+            )
+        ),
+        "link": converter.unstructure(LinkDraft(second[-1], Relation.ASSOCIATED_WITH, first[-1])),
+        "forget": converter.unstructure(ForgetMemoryDraft.suppress(second[-1], "asked to")),
+    }
+    for operation, body in bodies.items():
+        once = http.post(f"/v1/collections/ana/{operation}", json=body)
+        again = http.post(f"/v1/collections/ana/{operation}", json=body)
+        assert once.status_code == again.status_code == 200, (operation, once.text, again.text)
+        drop = {"warnings", "repair_markers"}
+        assert {k: v for k, v in once.json().items() if k not in drop} == {
+            k: v for k, v in again.json().items() if k not in drop
+        }, operation
+    assert [i["text"] for i in _recall(http, "Lisbon")["items"] if "Lisbon" in i["text"]].count(
+        "Ana moves to Lisbon in July."
+    ) == 1
 
 
 def test_a_lifecycle_refusal_is_422_with_its_kind(http: httpx.Client) -> None:

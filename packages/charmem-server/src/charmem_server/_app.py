@@ -27,7 +27,7 @@ from charmem.log import get_logger
 from charmem_server._auth import Principal, Scope, TokenTable
 from charmem_server._guard import Guard, allowed_hosts
 from charmem_server._openapi import openapi_document
-from charmem_server._operations import OPERATIONS
+from charmem_server._operations import OPERATIONS, Operation
 from charmem_server._registry import MemoryRegistry
 from charmem_server._version import __version__
 from charmem_server._wire import PROBLEM_CONTENT_TYPE, WIRE_FORMAT_VERSION, RemoteError, problem_of
@@ -106,15 +106,16 @@ class _Runner:
         self.slots = asyncio.Semaphore(config.max_concurrency)
         self.running: set[asyncio.Task[Any]] = set()
 
-    async def run(self, make: Any, *, writes: bool) -> Any:
+    async def run(self, make: Any, spec: Operation) -> Any:
         """Run ``make()`` in a slot; a write outlives its timeout so it is never cut half-way."""
+        writes = spec.writes
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_s
         try:
             async with asyncio.timeout_at(deadline):
                 await self.slots.acquire()
         except TimeoutError:
-            raise self._timeout("waiting for a free slot") from None
+            raise self._timeout("waiting for a free slot", "it did not start: retrying it is safe") from None
         task = asyncio.ensure_future(make())
         self.running.add(task)
 
@@ -129,12 +130,11 @@ class _Runner:
         except TimeoutError:
             if not task.done() and not writes:
                 task.cancel()
-            raise self._timeout("running") from None
+            raise self._timeout("running", spec.retry_advice) from None
 
-    def _timeout(self, what: str) -> RemoteError:
+    def _timeout(self, what: str, advice: str) -> RemoteError:
         return RemoteError(
-            f"the operation took longer than the server's {self.timeout_s:g} s while {what}; a write "
-            "runs to its end on the server: replaying it is safe (equal content is accepted)",
+            f"the operation took longer than the server's {self.timeout_s:g} s while {what}; {advice}",
             status=504,
             problem_type="urn:charmem:problem:timeout",
         )
@@ -223,9 +223,7 @@ class _Endpoints:
 
             return _problem(DraftValidationError(f"the body is not JSON: {exc}", field="body"), request)
         try:
-            result = await self.runner.run(
-                lambda: spec.handler(self.registry, collection, data, raw), writes=spec.writes
-            )
+            result = await self.runner.run(lambda: spec.handler(self.registry, collection, data, raw), spec)
         except RemoteError as exc:
             return _problem_response(exc)
         except CharmemError as exc:
