@@ -140,6 +140,17 @@ def test_a_body_that_is_not_json_is_a_422_problem(http: httpx.Client) -> None:
     assert "not JSON" in response.json()["detail"]
 
 
+def test_a_body_nesting_too_deeply_is_a_422_problem(http: httpx.Client) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    response = http.post(
+        "/v1/collections/ana/retrieve", content=deep, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422 and response.headers["content-type"] == PROBLEM, response.text
+    problem = response.json()
+    assert (problem["error"], problem["fields"]["field"]) == ("DraftValidationError", "body")
+    assert "nests too deeply" in problem["detail"]
+
+
 def test_an_id_conflict_is_409_with_its_ids_and_writes_nothing(http: httpx.Client) -> None:
     episode = MemoryId.deterministic("http", "conflict")
     first = RememberInput("the first words", occurred_at=None, episode_id=episode)

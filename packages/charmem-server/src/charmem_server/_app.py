@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from charmem.errors import CharmemError
+from charmem.errors import CharmemError, DraftValidationError
 from charmem.log import get_logger
 from charmem_server._auth import Principal, Scope, TokenTable
 from charmem_server._guard import Guard, allowed_hosts
@@ -96,6 +96,24 @@ async def _read_body(request: Request, limit: int) -> bytes | None:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _decode(body: bytes) -> tuple[str, Any]:
+    """The body's text and its JSON value (``None`` for an empty body).
+
+    Raises:
+        DraftValidationError: the body is not UTF-8 JSON, or nests deeper than the parser's
+            recursion limit (``field="body"``).
+    """
+    try:
+        raw = body.decode("utf-8")
+        return raw, json.loads(raw) if raw.strip() else None
+    except ValueError as exc:
+        raise DraftValidationError(f"the body is not JSON: {exc}", field="body") from None
+    except RecursionError:
+        raise DraftValidationError(
+            "the body nests too deeply (arrays or objects inside each other) to be read", field="body"
+        ) from None
 
 
 class _Runner:
@@ -216,12 +234,9 @@ class _Endpoints:
         if body is None:
             return _refusal(413, "too-large", f"the request body is larger than {limit} bytes; split it")
         try:
-            raw = body.decode("utf-8")
-            data = json.loads(raw) if raw.strip() else None
-        except ValueError as exc:
-            from charmem.errors import DraftValidationError
-
-            return _problem(DraftValidationError(f"the body is not JSON: {exc}", field="body"), request)
+            raw, data = _decode(body)
+        except CharmemError as exc:
+            return _problem(exc, request)
         try:
             result = await self.runner.run(lambda: spec.handler(self.registry, collection, data, raw), spec)
         except RemoteError as exc:
