@@ -151,6 +151,17 @@ def test_a_body_nesting_too_deeply_is_a_422_problem(http: httpx.Client) -> None:
     assert "nests too deeply" in problem["detail"]
 
 
+def test_validate_refuses_a_plan_of_another_collection_as_commit_does(http: httpx.Client) -> None:
+    plan = http.post("/v1/collections/ana/prepare", json={"text": "Ana bakes bread.", "occurred_at": WHEN})
+    assert plan.status_code == 200, plan.text
+    validated = http.post("/v1/collections/ben/validate", content=plan.content)
+    committed = http.post("/v1/collections/ben/commit", content=plan.content)
+    assert committed.status_code == 422 and "prepared for collection 'ana'" in committed.json()["detail"]
+    assert validated.status_code == committed.status_code, validated.text
+    assert validated.json()["error"] == committed.json()["error"] == "PlanValidationError"
+    assert validated.json()["detail"] == committed.json()["detail"]
+
+
 def test_an_id_conflict_is_409_with_its_ids_and_writes_nothing(http: httpx.Client) -> None:
     episode = MemoryId.deterministic("http", "conflict")
     first = RememberInput("the first words", occurred_at=None, episode_id=episode)
