@@ -168,6 +168,16 @@ def test_validate_refuses_a_plan_of_another_collection_as_commit_does(http: http
     assert validated.json()["detail"] == committed.json()["detail"]
 
 
+def test_routing_errors_are_problems(http: httpx.Client) -> None:
+    wrong_method = http.get("/v1/collections/ana/retrieve")
+    assert wrong_method.status_code == 405 and wrong_method.headers["content-type"] == PROBLEM
+    assert wrong_method.json()["status"] == 405 and "POST" in wrong_method.json()["detail"]
+    assert wrong_method.headers["allow"] == "POST"
+    nowhere = http.post("/v2/anything", json={})
+    assert nowhere.status_code == 404 and nowhere.headers["content-type"] == PROBLEM
+    assert nowhere.json()["status"] == 404 and "/openapi.json" in nowhere.json()["detail"]
+
+
 def test_an_id_conflict_is_409_with_its_ids_and_writes_nothing(http: httpx.Client) -> None:
     episode = MemoryId.deterministic("http", "conflict")
     first = RememberInput("the first words", occurred_at=None, episode_id=episode)

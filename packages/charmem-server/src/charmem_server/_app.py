@@ -14,10 +14,12 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
+from http import HTTPStatus
 from typing import Any, Final
 
 import attrs
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -185,7 +187,7 @@ def create_app(registry: MemoryRegistry, config: ServerConfig | None = None) -> 
     app = Starlette(
         routes=routes,
         lifespan=_lifespan(registry, config, runner, mcp_lifespan),
-        exception_handlers={Exception: _unexpected},
+        exception_handlers={HTTPException: _routing_error, Exception: _unexpected},
     )
     hosts = allowed_hosts(config.host, config.port, config.extra_hosts)
     return Guard(app, hosts=hosts, tokens=config.tokens)
@@ -244,6 +246,24 @@ class _Endpoints:
         except CharmemError as exc:
             return _problem(exc, request)
         return JSONResponse(result)
+
+
+async def _routing_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such path, a method the route does not take) as problems."""
+    assert isinstance(exc, HTTPException)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 404:
+        detail = f"there is no route {request.url.path!r}; see /openapi.json"
+    elif exc.status_code == 405:
+        detail = (
+            f"{request.method} is not allowed on {request.url.path!r}; use {headers.get('Allow', 'another')}"
+        )
+    else:
+        detail = str(exc.detail)
+    title = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "-")
+    response = _refusal(exc.status_code, title, detail)
+    response.headers.update(headers)
+    return response
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
