@@ -12,6 +12,8 @@ import httpx
 import pytest
 
 from charmem import (
+    CorrectionTarget,
+    CorrectMemoryDraft,
     DerivedMemoryDraft,
     DerivedType,
     DraftValidationError,
@@ -20,10 +22,13 @@ from charmem import (
     IdConflictError,
     LifecycleErrorKind,
     LifecycleValidationError,
+    LinkDraft,
     MemoryId,
     PlanValidationError,
+    Relation,
     RememberDrafts,
     RememberInput,
+    ReplacementDerivedMemoryDraft,
     RetrievalContext,
 )
 from charmem_server import (
@@ -105,7 +110,13 @@ def test_the_drafts_path_prepare_validate_and_commit(http: httpx.Client) -> None
         ({"text": "   ", "occurred_at": WHEN}, 422, "DraftValidationError", "text"),
         ({"text": "naive time", "occurred_at": "2024-06-01T18:30:00"}, 422, "DraftValidationError", None),
         ({"text": "x", "colour": "blue"}, 422, "DraftValidationError", "body"),
-        ({"text": 42}, 422, "DraftValidationError", None),
+        ({"text": 42}, 422, "DraftValidationError", "text"),
+        (
+            {"text": "x", "scene": {"at": WHEN, "participants": [{"name": 5}]}},
+            422,
+            "DraftValidationError",
+            "scene.participants[0].name",
+        ),
         ([1, 2, 3], 422, "DraftValidationError", None),
         ({"drafts": {"episodes": "nope"}}, 422, "DraftValidationError", None),
         ({"text": "x", "format_version": 99}, 422, "DraftValidationError", "format_version"),
@@ -135,6 +146,38 @@ def test_a_body_that_is_not_json_is_a_422_problem(http: httpx.Client) -> None:
     assert "not JSON" in response.json()["detail"]
 
 
+def test_a_body_nesting_too_deeply_is_a_422_problem(http: httpx.Client) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    response = http.post(
+        "/v1/collections/ana/retrieve", content=deep, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422 and response.headers["content-type"] == PROBLEM, response.text
+    problem = response.json()
+    assert (problem["error"], problem["fields"]["field"]) == ("DraftValidationError", "body")
+    assert "nests too deeply" in problem["detail"]
+
+
+def test_validate_refuses_a_plan_of_another_collection_as_commit_does(http: httpx.Client) -> None:
+    plan = http.post("/v1/collections/ana/prepare", json={"text": "Ana bakes bread.", "occurred_at": WHEN})
+    assert plan.status_code == 200, plan.text
+    validated = http.post("/v1/collections/ben/validate", content=plan.content)
+    committed = http.post("/v1/collections/ben/commit", content=plan.content)
+    assert committed.status_code == 422 and "prepared for collection 'ana'" in committed.json()["detail"]
+    assert validated.status_code == committed.status_code, validated.text
+    assert validated.json()["error"] == committed.json()["error"] == "PlanValidationError"
+    assert validated.json()["detail"] == committed.json()["detail"]
+
+
+def test_routing_errors_are_problems(http: httpx.Client) -> None:
+    wrong_method = http.get("/v1/collections/ana/retrieve")
+    assert wrong_method.status_code == 405 and wrong_method.headers["content-type"] == PROBLEM
+    assert wrong_method.json()["status"] == 405 and "POST" in wrong_method.json()["detail"]
+    assert wrong_method.headers["allow"] == "POST"
+    nowhere = http.post("/v2/anything", json={})
+    assert nowhere.status_code == 404 and nowhere.headers["content-type"] == PROBLEM
+    assert nowhere.json()["status"] == 404 and "/openapi.json" in nowhere.json()["detail"]
+
+
 def test_an_id_conflict_is_409_with_its_ids_and_writes_nothing(http: httpx.Client) -> None:
     episode = MemoryId.deterministic("http", "conflict")
     first = RememberInput("the first words", occurred_at=None, episode_id=episode)
@@ -147,6 +190,32 @@ def test_an_id_conflict_is_409_with_its_ids_and_writes_nothing(http: httpx.Clien
     assert problem["error"] == "IdConflictError" and str(episode) in problem["fields"]["ids"]
     assert "PlanValidationError" in problem["error_bases"]
     assert _recall(http, "another afternoon entirely")["items"] == before
+
+
+def test_replayed_corrections_links_and_forgets_write_nothing_new(http: httpx.Client) -> None:
+    """The 504 advice says these writes are safe to replay: the same body gives the same ids."""
+    first = _remember(http, "Ana moves to Lisbon in June.").json()["object_ids"]
+    second = _remember(http, "Ana looks for a flat.").json()["object_ids"]
+    bodies = {
+        "correct": converter.unstructure(
+            CorrectMemoryDraft(CorrectionTarget.source_object(first[-1]), "the month").with_replacement(
+                ReplacementDerivedMemoryDraft(DerivedType.CORRECTION, "Ana moves to Lisbon in July.")
+            )
+        ),
+        "link": converter.unstructure(LinkDraft(second[-1], Relation.ASSOCIATED_WITH, first[-1])),
+        "forget": converter.unstructure(ForgetMemoryDraft.suppress(second[-1], "asked to")),
+    }
+    for operation, body in bodies.items():
+        once = http.post(f"/v1/collections/ana/{operation}", json=body)
+        again = http.post(f"/v1/collections/ana/{operation}", json=body)
+        assert once.status_code == again.status_code == 200, (operation, once.text, again.text)
+        drop = {"warnings", "repair_markers"}
+        assert {k: v for k, v in once.json().items() if k not in drop} == {
+            k: v for k, v in again.json().items() if k not in drop
+        }, operation
+    assert [i["text"] for i in _recall(http, "Lisbon")["items"] if "Lisbon" in i["text"]].count(
+        "Ana moves to Lisbon in July."
+    ) == 1
 
 
 def test_a_lifecycle_refusal_is_422_with_its_kind(http: httpx.Client) -> None:

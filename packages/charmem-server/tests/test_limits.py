@@ -74,7 +74,11 @@ def test_a_write_over_the_timeout_gets_504_and_still_completes(
     running = serve(embedder=gated_embedder, config=ServerConfig(request_timeout_s=0.3))
     answer = _InFlight(running.url, "remember", {"text": SLOW_TEXT, "occurred_at": WHEN})
     gate.wait_entered()
-    _assert_timeout_problem(answer.result(), "running")
+    timed_out = answer.result()
+    _assert_timeout_problem(timed_out, "running")
+    # a remember mints new ids: its replay would be a second write, so the answer says so
+    detail = timed_out.json()["detail"]
+    assert "replaying it writes again" in detail and "prepare" in detail and "is safe" not in detail
     assert SLOW_TEXT not in _texts_found(running.url, "cello"), "the write passed the closed gate"
     gate.open()
     # the write the client saw time out runs to its end on the server, whole
@@ -122,3 +126,30 @@ def test_a_wait_for_a_slot_over_the_timeout_gets_504(
     _assert_timeout_problem(write.result(), "running")
     gate.open()
     _eventually_found(running.url, "cello", SLOW_TEXT)
+
+
+def test_a_commit_over_the_timeout_says_its_replay_is_safe(
+    serve: Serve, gate: Gate, gated_embedder: GatedEmbeddingProvider
+) -> None:
+    running = serve(embedder=gated_embedder, config=ServerConfig(request_timeout_s=0.3))
+    plan = _post(running.url, "prepare", {"text": SLOW_TEXT, "occurred_at": WHEN})
+    assert plan.status_code == 200, plan.text
+    answer = _InFlight(running.url, "commit", {"plan": plan.json()})
+    gate.wait_entered()
+    timed_out = answer.result()
+    _assert_timeout_problem(timed_out, "running")
+    assert "replaying the same request is safe" in timed_out.json()["detail"]
+    gate.open()
+    _eventually_found(running.url, "cello", SLOW_TEXT)
+    replayed = _post(running.url, "commit", {"plan": plan.json()})
+    assert replayed.status_code == 200 and replayed.json()["warnings"], "the replay wrote again"
+    assert _texts_found(running.url, "cello") == [SLOW_TEXT]
+
+
+def test_a_read_over_the_timeout_says_nothing_was_written(
+    serve: Serve, gate: Gate, gated_embedder: GatedEmbeddingProvider
+) -> None:
+    running = serve(embedder=gated_embedder, config=ServerConfig(request_timeout_s=0.3))
+    response = _post(running.url, "retrieve", {"query": "cello slowly"})
+    _assert_timeout_problem(response, "running")
+    assert "stopped: retrying it is safe" in response.json()["detail"]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -114,6 +116,21 @@ async def test_an_mcp_session_over_streamable_http(server: RunningServer) -> Non
     ):
         await _exercise(session)
     assert "charmem" in server.registry.collections
+
+
+async def test_a_blank_remember_is_a_tool_error_naming_the_field(
+    server: RunningServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with (
+        streamable_http_client(f"{server.url}/mcp") as streams,
+        ClientSession(streams[0], streams[1]) as session,
+    ):
+        await session.initialize()
+        for text in ("", "   "):
+            refused = await session.call_tool("remember", {"text": text})
+            assert refused.is_error and "DraftValidationError" in _text(refused), _text(refused)
+            assert "text must not be blank" in _text(refused)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "a refusal logged an error"
 
 
 def test_the_mcp_endpoint_needs_read_and_write_on_its_collection(serve: Any, tmp_path: Path) -> None:

@@ -283,6 +283,8 @@ class CharacterMemory:
             list[CandidateValidation]: one per object and caller link, in plan order.
 
         Raises:
+            PlanValidationError: the plan was prepared for another collection (as :meth:`commit`
+                refuses it).
             BackendError: the graph could not be read.
         """
         self._check_open(plan, RememberWritePlan)
@@ -297,7 +299,8 @@ class CharacterMemory:
 
         Raises:
             DraftValidationError: ``plan`` or ``options`` is of the wrong type.
-            PlanValidationError: an invalid candidate; nothing was written.
+            PlanValidationError: an invalid candidate, or a plan prepared for another
+                collection; nothing was written.
             IdConflictError: an id stored with different content; nothing was written.
             BackendError: the graph write failed; nothing was written.
         """

@@ -14,20 +14,22 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
+from http import HTTPStatus
 from typing import Any, Final
 
 import attrs
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from charmem.errors import CharmemError
+from charmem.errors import CharmemError, DraftValidationError
 from charmem.log import get_logger
 from charmem_server._auth import Principal, Scope, TokenTable
 from charmem_server._guard import Guard, allowed_hosts
 from charmem_server._openapi import openapi_document
-from charmem_server._operations import OPERATIONS
+from charmem_server._operations import OPERATIONS, Operation
 from charmem_server._registry import MemoryRegistry
 from charmem_server._version import __version__
 from charmem_server._wire import PROBLEM_CONTENT_TYPE, WIRE_FORMAT_VERSION, RemoteError, problem_of
@@ -98,6 +100,24 @@ async def _read_body(request: Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
+def _decode(body: bytes) -> tuple[str, Any]:
+    """The body's text and its JSON value (``None`` for an empty body).
+
+    Raises:
+        DraftValidationError: the body is not UTF-8 JSON, or nests deeper than the parser's
+            recursion limit (``field="body"``).
+    """
+    try:
+        raw = body.decode("utf-8")
+        return raw, json.loads(raw) if raw.strip() else None
+    except ValueError as exc:
+        raise DraftValidationError(f"the body is not JSON: {exc}", field="body") from None
+    except RecursionError:
+        raise DraftValidationError(
+            "the body nests too deeply (arrays or objects inside each other) to be read", field="body"
+        ) from None
+
+
 class _Runner:
     """Bounded concurrency and the per-request timeout."""
 
@@ -106,15 +126,16 @@ class _Runner:
         self.slots = asyncio.Semaphore(config.max_concurrency)
         self.running: set[asyncio.Task[Any]] = set()
 
-    async def run(self, make: Any, *, writes: bool) -> Any:
+    async def run(self, make: Any, spec: Operation) -> Any:
         """Run ``make()`` in a slot; a write outlives its timeout so it is never cut half-way."""
+        writes = spec.writes
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_s
         try:
             async with asyncio.timeout_at(deadline):
                 await self.slots.acquire()
         except TimeoutError:
-            raise self._timeout("waiting for a free slot") from None
+            raise self._timeout("waiting for a free slot", "it did not start: retrying it is safe") from None
         task = asyncio.ensure_future(make())
         self.running.add(task)
 
@@ -129,12 +150,11 @@ class _Runner:
         except TimeoutError:
             if not task.done() and not writes:
                 task.cancel()
-            raise self._timeout("running") from None
+            raise self._timeout("running", spec.retry_advice) from None
 
-    def _timeout(self, what: str) -> RemoteError:
+    def _timeout(self, what: str, advice: str) -> RemoteError:
         return RemoteError(
-            f"the operation took longer than the server's {self.timeout_s:g} s while {what}; a write "
-            "runs to its end on the server: replaying it is safe (equal content is accepted)",
+            f"the operation took longer than the server's {self.timeout_s:g} s while {what}; {advice}",
             status=504,
             problem_type="urn:charmem:problem:timeout",
         )
@@ -167,7 +187,7 @@ def create_app(registry: MemoryRegistry, config: ServerConfig | None = None) -> 
     app = Starlette(
         routes=routes,
         lifespan=_lifespan(registry, config, runner, mcp_lifespan),
-        exception_handlers={Exception: _unexpected},
+        exception_handlers={HTTPException: _routing_error, Exception: _unexpected},
     )
     hosts = allowed_hosts(config.host, config.port, config.extra_hosts)
     return Guard(app, hosts=hosts, tokens=config.tokens)
@@ -216,21 +236,34 @@ class _Endpoints:
         if body is None:
             return _refusal(413, "too-large", f"the request body is larger than {limit} bytes; split it")
         try:
-            raw = body.decode("utf-8")
-            data = json.loads(raw) if raw.strip() else None
-        except ValueError as exc:
-            from charmem.errors import DraftValidationError
-
-            return _problem(DraftValidationError(f"the body is not JSON: {exc}", field="body"), request)
+            raw, data = _decode(body)
+        except CharmemError as exc:
+            return _problem(exc, request)
         try:
-            result = await self.runner.run(
-                lambda: spec.handler(self.registry, collection, data, raw), writes=spec.writes
-            )
+            result = await self.runner.run(lambda: spec.handler(self.registry, collection, data, raw), spec)
         except RemoteError as exc:
             return _problem_response(exc)
         except CharmemError as exc:
             return _problem(exc, request)
         return JSONResponse(result)
+
+
+async def _routing_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such path, a method the route does not take) as problems."""
+    assert isinstance(exc, HTTPException)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 404:
+        detail = f"there is no route {request.url.path!r}; see /openapi.json"
+    elif exc.status_code == 405:
+        detail = (
+            f"{request.method} is not allowed on {request.url.path!r}; use {headers.get('Allow', 'another')}"
+        )
+    else:
+        detail = str(exc.detail)
+    title = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "-")
+    response = _refusal(exc.status_code, title, detail)
+    response.headers.update(headers)
+    return response
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:

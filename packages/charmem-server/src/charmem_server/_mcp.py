@@ -256,8 +256,8 @@ def _remember_tool(memory: _Memory) -> Callable[..., Awaitable[CallToolResult]]:
     ) -> CallToolResult:
         chosen = _scene(scene)
         when = _when(occurred_at) or (chosen.at if chosen is not None else None)
-        item = RememberInput(text, occurred_at=when)
         try:
+            item = RememberInput(text, occurred_at=when)
             if chosen is not None:
                 item = item.with_scene(chosen)
             outcome = await (await memory()).remember(item)
@@ -290,9 +290,9 @@ def _recall_tool(reading: Reading) -> Callable[..., Awaitable[CallToolResult]]:
 
 def _correct_tool(memory: _Memory) -> Callable[..., Awaitable[CallToolResult]]:
     async def correct(memory_id: str, corrected_text: str, rationale: str) -> CallToolResult:
-        replacement = ReplacementDerivedMemoryDraft(DerivedType.CORRECTION, corrected_text)
-        target = await memory()
         try:
+            replacement = ReplacementDerivedMemoryDraft(DerivedType.CORRECTION, corrected_text)
+            target = await memory()
             try:
                 outcome = await target.correct(
                     CorrectMemoryDraft(

@@ -37,12 +37,35 @@ Handler = Callable[[MemoryRegistry, str, Any, str], Awaitable[dict[str, Any]]]
 
 @attrs.frozen
 class Operation:
-    """One route: its scope, whether it writes, its handler and a line for the docs."""
+    """One route: its scope, whether it writes, its handler and a line for the docs.
+
+    Attributes:
+        mints_ids: a write that gives what it stores new ids, so the same body sent again is a
+            second write (``remember``); the other writes take or derive their ids from the body
+            and accept equal content, so a replay writes nothing new.
+    """
 
     scope: Scope
     writes: bool
     handler: Handler
     summary: str
+    mints_ids: bool = False
+
+    @property
+    def retry_advice(self) -> str:
+        """What a caller whose request was cut short (a 504) should know before sending it again."""
+        if not self.writes:
+            return "it was stopped: retrying it is safe"
+        if self.mints_ids:
+            return (
+                "the write runs to its end on the server and may have completed: replaying it writes "
+                "again, with new ids (to retry safely, prepare a plan and commit it: a replayed commit "
+                "is accepted)"
+            )
+        return (
+            "the write runs to its end on the server: replaying the same request is safe (equal "
+            "content is accepted)"
+        )
 
 
 def _object(data: Any, what: str) -> dict[str, Any]:
@@ -164,7 +187,7 @@ def _plain(value: Any) -> Any:
 
 #: Every operation by its path segment.
 OPERATIONS: Final[Mapping[str, Operation]] = {
-    "remember": Operation(Scope.WRITE, True, _remember, "prepare + validate + commit"),
+    "remember": Operation(Scope.WRITE, True, _remember, "prepare + validate + commit", mints_ids=True),
     "prepare": Operation(Scope.READ, False, _prepare, "build a write plan; writes nothing"),
     "validate": Operation(Scope.READ, False, _validate, "check a plan against the graph; read-only"),
     "commit": Operation(Scope.WRITE, True, _commit, "re-validate and persist a plan"),

@@ -179,16 +179,20 @@ def _located(found: CharmemError, raised: BaseException) -> CharmemError:
 
 
 def _path_to(target: BaseException, error: BaseException, path: str) -> str | None:
-    """The cattrs path (``.scene.participants[0]``) from ``error`` down to ``target``."""
+    """The cattrs path (``.scene.participants[0].name``) from ``error`` down to ``target``."""
+    here = f"{path}{_own_path(error)}"
     if error is target:
-        return path
-    inner = getattr(error, "exceptions", None) or ()
-    notes = getattr(error, "__notes__", None) or []
-    for child, note in zip(inner, [*notes, *[""] * len(inner)], strict=False):
-        found = _path_to(target, child, f"{path}{_note_path(note)}")
+        return here
+    for child in getattr(error, "exceptions", None) or ():
+        found = _path_to(target, child, here)
         if found is not None:
             return found
     return None
+
+
+def _own_path(error: BaseException) -> str:
+    """The step cattrs noted on ``error`` itself (``.name``, ``[1]``), or ``""``."""
+    return "".join(_note_path(note) for note in getattr(error, "__notes__", None) or ())
 
 
 def _describe(exc: BaseException) -> str:
@@ -196,18 +200,19 @@ def _describe(exc: BaseException) -> str:
     leaves: list[str] = []
 
     def walk(error: BaseException, path: str) -> None:
+        path = f"{path}{_own_path(error)}"
         inner = getattr(error, "exceptions", None)
         if inner:
-            notes = getattr(error, "__notes__", None) or []
-            for child, note in zip(inner, [*notes, *[""] * len(inner)], strict=False):
-                walk(child, f"{path}{_note_path(note)}")
+            for child in inner:
+                walk(child, path)
             return
+        where = path.lstrip(".")
         if isinstance(error, cattrs.ForbiddenExtraKeysError):
-            leaves.append(f"{path or 'it'} has unknown keys {sorted(error.extra_fields)}")
+            leaves.append(f"{where or 'it'} has unknown keys {sorted(error.extra_fields)}")
         elif isinstance(error, KeyError):
-            leaves.append(f"{path or 'it'} misses a required key")
+            leaves.append(f"the required key {where!r} is missing" if where else "a required key is missing")
         else:
-            leaves.append(f"{path or 'a value'}: {error}")
+            leaves.append(f"{where or 'a value'}: {error}")
 
     walk(exc, "")
     return "; ".join(leaves[:5]) or str(exc)

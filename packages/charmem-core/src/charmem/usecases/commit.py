@@ -22,7 +22,7 @@ from charmem.domain.plan import (
     ValidationWarning,
     WarningKind,
 )
-from charmem.errors import CharmemError, PlanSequenceError, PlanValidationError
+from charmem.errors import CharmemError, PlanSequenceError
 from charmem.log import get_logger
 from charmem.ports import EmbeddingProvider, GraphStore, RetrievalStatsStore, VectorIndex
 from charmem.settings import DEFAULT_EMBEDDING_TIMEOUT_S
@@ -87,7 +87,8 @@ async def commit_plan(
     is the record), and replaying the plan, or ``check``'s repair, brings them in step.
 
     Raises:
-        PlanValidationError: a candidate is invalid; nothing was written.
+        PlanValidationError: a candidate is invalid, or the plan was prepared for another
+            collection; nothing was written.
         PurgedMemoryError: a candidate is, or newly refers to, a purged memory
             (``charmem.admin.purge``); nothing was written.
         IdConflictError: an id is stored with different content; nothing was written.
@@ -122,11 +123,6 @@ async def _write_graph(
         PlanValidationError, PurgedMemoryError, IdConflictError, BackendError: as
             :func:`commit_plan`; nothing was written.
     """
-    if plan.collection != graph.collection:
-        raise PlanValidationError(
-            f"the plan was prepared for collection {plan.collection!r}, not {graph.collection!r}; "
-            "prepare it with this memory"
-        )
     async with exclusive_writes(graph):  # writers of other processes wait: the checks hold
         validations, tombstones, derived_links = await validate_against_graph(plan, graph, now)
         raise_for_invalid(validations)

@@ -58,6 +58,7 @@ __all__ = [
     "check_supersession",
     "object_references",
     "raise_for_invalid",
+    "refuse_other_collection",
     "time_order_dependencies",
     "time_order_reason",
     "validate",
@@ -123,10 +124,28 @@ async def validate(
         list[CandidateValidation]: one per object, then one per caller link, in plan order.
 
     Raises:
+        PlanValidationError: the plan was prepared for another collection (commit refuses it
+            the same way).
         BackendError: the graph could not be read.
     """
     validations, _tombstones, _derived = await validate_against_graph(plan, graph, now)
     return validations
+
+
+def refuse_other_collection(plan: RememberWritePlan, collection: str) -> None:
+    """A plan is validated and committed only in the collection it was prepared for.
+
+    Its derived ids and links are namespaced by that collection, so its candidates mean nothing
+    in another one.
+
+    Raises:
+        PlanValidationError: ``plan.collection`` is not ``collection``.
+    """
+    if plan.collection != collection:
+        raise PlanValidationError(
+            f"the plan was prepared for collection {plan.collection!r}, not {collection!r}; "
+            "prepare it with this memory"
+        )
 
 
 async def validate_against_graph(
@@ -149,8 +168,10 @@ async def validate_against_graph(
         ``derive_links(plan.collection, plan.objects, plan.links)``.
 
     Raises:
+        PlanValidationError: the plan was prepared for another collection.
         BackendError: the graph could not be read.
     """
+    refuse_other_collection(plan, graph.collection)
     check = _PlanCheck(candidates=[*plan.objects, *plan.links], now=now)
     check.duplicates()
     derived_links = derive_links(plan.collection, plan.objects, plan.links)
