@@ -179,23 +179,19 @@ def test_an_id_without_a_value_says_what_to_pass() -> None:
     assert info.value.field == "id"
 
 
-def test_a_pickle_of_an_id_from_before_interning_says_how_to_rebuild_it() -> None:
-    # MemoryId(UUID(int=1)) pickled (protocol 4) by the release before ids were interned
-    old = (
-        b"\x80\x04\x95Q\x00\x00\x00\x00\x00\x00\x00\x8c\x12charmem.domain.ids\x94\x8c\x08MemoryId"
-        b"\x94\x93\x94)\x81\x94}\x94\x8c\x05value\x94\x8c\x04uuid\x94\x8c\x04UUID\x94\x93\x94)"
-        b"\x81\x94}\x94\x8c\x03int\x94K\x01sbsb."
-    )
-    with pytest.raises(TypeError, match="rebuild them with MemoryId"):
-        pickle.loads(old)
+# MemoryId(UUID(int=1)) as the release before ids were interned pickled it: protocol 4, and
+# protocol 0 (which used to load as an id equal to none).
+_OLD_PICKLES = (
+    b"\x80\x04\x95Q\x00\x00\x00\x00\x00\x00\x00\x8c\x12charmem.domain.ids\x94\x8c\x08MemoryId"
+    b"\x94\x93\x94)\x81\x94}\x94\x8c\x05value\x94\x8c\x04uuid\x94\x8c\x04UUID\x94\x93\x94)"
+    b"\x81\x94}\x94\x8c\x03int\x94K\x01sbsb.",
+    b"ccopy_reg\n_reconstructor\np0\n(ccharmem.domain.ids\nMemoryId\np1\nc__builtin__\nobject\n"
+    b"p2\nNtp3\nRp4\n(dp5\nVvalue\np6\ng0\n(cuuid\nUUID\np7\ng2\nNtp8\nRp9\n(dp10\nVint\np11\n"
+    b"I1\nsbsb.",
+)
 
 
-def test_a_protocol_0_pickle_of_an_id_from_before_interning_is_refused_too() -> None:
-    # The same id as that release pickled it with protocol 0: it used to load as an id equal to none
-    old = (
-        b"ccopy_reg\n_reconstructor\np0\n(ccharmem.domain.ids\nMemoryId\np1\nc__builtin__\nobject\n"
-        b"p2\nNtp3\nRp4\n(dp5\nVvalue\np6\ng0\n(cuuid\nUUID\np7\ng2\nNtp8\nRp9\n(dp10\nVint\np11\n"
-        b"I1\nsbsb."
-    )
+@pytest.mark.parametrize("old", _OLD_PICKLES, ids=["protocol 4", "protocol 0"])
+def test_a_pickle_of_an_id_from_before_interning_says_how_to_rebuild_it(old: bytes) -> None:
     with pytest.raises(TypeError, match="rebuild them with MemoryId"):
         pickle.loads(old)

@@ -12,8 +12,8 @@ from charmem import CharacterMemory, EpisodeDraft, ObservationDraft, RememberDra
 from charmem.domain.ids import MemoryId
 from charmem.domain.scoring import period_lifts
 from charmem.domain.timecues import happened_in
-from charmem.stats import InMemoryRetrievalStatsStore
-from charmem.testing import HashingEmbeddingProvider, ReferenceGraphStore, ReferenceVectorIndex
+from charmem.testing import HashingEmbeddingProvider
+from charmem_contract import reference_memory
 
 
 def test_the_first_memory_of_the_period_scores_like_the_first_of_all() -> None:
@@ -120,14 +120,7 @@ class _OppositeQueries(HashingEmbeddingProvider):
 
 
 async def test_a_negative_similarity_ranks_as_nothing_in_common_and_factors_keep_their_sense() -> None:
-    embedder = _OppositeQueries()
-    memory = CharacterMemory(
-        graph=ReferenceGraphStore("neg"),
-        vectors=ReferenceVectorIndex("neg", model_id=embedder.model_id, vector_size=embedder.vector_size),
-        embedder=embedder,
-        stats=InMemoryRetrievalStatsStore("neg"),
-        collection="neg",
-    )
+    memory = reference_memory("neg", _OppositeQueries())
     try:
         for text, when in (
             ("alpha beta gamma.", datetime(2024, 1, 10, 12, tzinfo=UTC)),
