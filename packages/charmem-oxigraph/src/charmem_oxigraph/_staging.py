@@ -62,14 +62,19 @@ def staged_dump(source: BinaryIO, graph: NamedNode) -> StagedDump:
     scratch = Store()
     scratch.extend(quads)
 
+    def select(query: str) -> list[Any]:
+        # The solutions object must die in this thread (pyoxigraph's are unsendable): a frame of
+        # its own, so a plan's exception does not carry it to another thread.
+        answer = scratch.query(query)
+        if not isinstance(answer, QuerySolutions):  # pragma: no cover - plans SELECT
+            raise TypeError("expected SELECT solutions")
+        return list(answer)
+
     def drive(plan: Generator[str, list[Any], T]) -> T:
         try:
             query = next(plan)
             while True:
-                answer = scratch.query(query)
-                if not isinstance(answer, QuerySolutions):  # pragma: no cover - plans SELECT
-                    raise TypeError("expected SELECT solutions")
-                query = plan.send(list(answer))
+                query = plan.send(select(query))
         except StopIteration as done:
             return cast(T, done.value)
 
