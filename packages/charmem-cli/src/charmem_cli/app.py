@@ -296,7 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     0 on success, 1 when ``check`` (or the check run by ``import`` and ``purge``) finds the
     collection inconsistent, 2 for a charmem error (with its message on stderr) or a purge not
-    confirmed, 130 on Ctrl-C. ``--version`` and ``--help`` print and exit 0 (``SystemExit``).
+    confirmed, 130 on Ctrl-C, 141 when whoever reads the output stops reading (``charmem recall
+    ... | head``: quietly, as a process killed by ``SIGPIPE``). ``--version`` and ``--help`` print
+    and exit 0 (``SystemExit``).
     """
     args = build_parser(version_text()).parse_args(argv)
     requested = args.collection if args.collection is not None else os.environ.get("CHARMEM_COLLECTION")
@@ -306,7 +308,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep stderr for our own progress
     try:
         with _verbose_logging(args.verbose):
-            return _run(args)
+            code = _run(args)
+            sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+            return code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
     except KeyboardInterrupt:
         print(INTERRUPTED.get(args.command, _INTERRUPTED_DEFAULT), file=sys.stderr)
         return 130
