@@ -7,13 +7,18 @@ against a clock.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from charmem import CharacterMemory, RememberInput, Settings
+from charmem.testing import HashingEmbeddingProvider, stores_of
 from charmem_server import ServerConfig
 
 if TYPE_CHECKING:
@@ -153,3 +158,32 @@ def test_a_read_over_the_timeout_says_nothing_was_written(
     response = _post(running.url, "retrieve", {"query": "cello slowly"})
     _assert_timeout_problem(response, "running")
     assert "stopped: retrying it is safe" in response.json()["detail"]
+
+
+def test_a_repair_over_the_timeout_runs_to_its_end(
+    serve: Serve,
+    gate: Gate,
+    gated_embedder: GatedEmbeddingProvider,
+    settings_of: Callable[[Path], Settings],
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "damaged"
+
+    async def lose_the_vector() -> None:  # a stored memory whose vector point is gone
+        embedder = HashingEmbeddingProvider()
+        async with CharacterMemory.open(settings_of(root), "ana", embedding_provider=embedder) as memory:
+            when = datetime.fromisoformat(WHEN)
+            outcome = await memory.remember(RememberInput(text=SLOW_TEXT, occurred_at=when))
+            await stores_of(memory).vectors.delete(list(outcome.object_ids))
+
+    asyncio.run(lose_the_vector())
+    running = serve(root=root, embedder=gated_embedder, config=ServerConfig(request_timeout_s=0.3))
+    repair = _InFlight(running.url, "check", {"repair": True})
+    gate.wait_entered()  # the repair embeds the text again, at the closed gate
+    _assert_timeout_problem(repair.result(), "running")
+    gate.open()
+    # the repair the client saw time out was not cut half-way: it runs to its end on the server
+    deadline = time.monotonic() + 30
+    while not _post(running.url, "check", {}).json()["report"]["consistent"]:
+        assert time.monotonic() < deadline, "the repair was cancelled at the timeout"
+        time.sleep(0.05)

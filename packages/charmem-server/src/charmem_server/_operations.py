@@ -195,7 +195,8 @@ OPERATIONS: Final[Mapping[str, Operation]] = {
     "correct": Operation(Scope.WRITE, True, _lifecycle(CorrectMemoryDraft, "correct"), "correct a memory"),
     "forget": Operation(Scope.WRITE, True, _lifecycle(ForgetMemoryDraft, "forget"), "forget by suppression"),
     "link": Operation(Scope.WRITE, True, _lifecycle(LinkDraft, "link"), "link two stored memories"),
-    "check": Operation(Scope.ADMIN, False, _check, "vectors and stats in step with the graph?"),
+    # writes: a repair must run to its end, like any write, even past the request timeout
+    "check": Operation(Scope.ADMIN, True, _check, "vectors and stats in step with the graph? (repair)"),
 }
 
 
